@@ -1,0 +1,1 @@
+"""Data catalogs (models, GPUs) loaded from YAML files shipped in the package."""

@@ -1,0 +1,60 @@
+"""Command line entry point: ``glm-operator <subcommand>``.
+
+Each subcommand lives in ``glm_operator.commands.<name>`` and exposes
+``register(subparsers: argparse._SubParsersAction) -> None`` which adds its parser and sets
+``func`` (``Callable[[argparse.Namespace], int]``) as default. Errors a user can fix are raised
+as :class:`UserError` and printed as one line, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from glm_operator import __version__
+
+COMMANDS = ("estimate", "plan", "crd", "run", "cluster")
+
+
+class UserError(Exception):
+    """An error caused by input the user can fix; printed as a single line."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="glm-operator",
+        description="Plan and serve GLM-family models with vLLM on Kubernetes GPU clusters.",
+    )
+    parser.add_argument("--version", action="version", version=f"glm-operator {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"glm_operator.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"glm_operator.commands.{name}":
+                continue  # subcommand not built yet
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(func(args))
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

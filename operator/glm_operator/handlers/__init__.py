@@ -1,0 +1,1 @@
+"""Thin kopf handlers; all of them call one level-based reconcile()."""

@@ -1,0 +1,1 @@
+"""Rendering of Kubernetes objects from typed contexts with jinja2 templates."""
