@@ -1,0 +1,315 @@
+"""Generate the GLMDeployment CustomResourceDefinition from the pydantic models.
+
+Pydantic writes JSON Schema (draft 2020-12); Kubernetes wants a *structural* OpenAPI v3.0 schema.
+:func:`structural_schema` converts one into the other, and refuses what it cannot express:
+
+- ``$ref`` / ``allOf: [$ref]`` are inlined (the field's own description wins over the class
+  docstring);
+- ``anyOf: [X, {type: null}]`` becomes ``X`` with ``nullable: true``; ``anyOf: [integer, string]``
+  becomes ``x-kubernetes-int-or-string: true``; any other ``anyOf``/``oneOf`` is an error;
+- ``title`` and ``additionalProperties: false`` are dropped (structural schemas prune unknown
+  fields; strict field validation turns them into errors); ``additionalProperties: true`` (a
+  free-form ``dict[str, Any]``) becomes ``x-kubernetes-preserve-unknown-fields: true``;
+- ``default: null`` is dropped; numeric ``exclusiveMinimum``/``exclusiveMaximum`` become the
+  OpenAPI 3.0 boolean form;
+- ``x-kubernetes-*`` keys from ``json_schema_extra`` pass through;
+- every property must have a description, and every node a type (``kubectl explain`` is the
+  manual, and the apiserver refuses non-structural schemas).
+
+Pure: no Kubernetes client, the output is a plain dict / YAML text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from glm_operator.api import v1alpha1
+
+GENERATED_HEADER = (
+    "# Generated from operator/glm_operator/api/v1alpha1.py by `glm-operator crd` (hack/generate.sh).\n"
+    "# Do not edit by hand: change the pydantic models and regenerate.\n"
+)
+
+_DROPPED_KEYS = frozenset({"title", "$defs", "definitions", "$schema"})
+_KEY_ORDER = ("description", "type", "format", "nullable")
+
+
+class SchemaConversionError(ValueError):
+    """The pydantic schema uses a construct a structural CRD schema cannot express."""
+
+
+def structural_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The structural OpenAPI v3 schema of ``model`` (as used under ``openAPIV3Schema``)."""
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    definitions: dict[str, Any] = raw.get("$defs", {})
+    return _convert(raw, definitions, path=model.__name__)
+
+
+def _resolve_ref(ref: str, definitions: dict[str, Any], path: str) -> dict[str, Any]:
+    prefix = "#/$defs/"
+    if not ref.startswith(prefix) or ref[len(prefix) :] not in definitions:
+        raise SchemaConversionError(f"{path}: unresolvable $ref {ref!r}")
+    resolved: dict[str, Any] = definitions[ref[len(prefix) :]]
+    return resolved
+
+
+def _convert(node: dict[str, Any], definitions: dict[str, Any], path: str) -> dict[str, Any]:
+    node = dict(node)
+
+    # Inline references: the referencing node's own keys (description, default, ...) win.
+    if "$ref" in node:
+        target = _resolve_ref(node.pop("$ref"), definitions, path)
+        node = {**target, **node}
+    if "allOf" in node:
+        parts = node.pop("allOf")
+        if len(parts) != 1:
+            raise SchemaConversionError(f"{path}: allOf with {len(parts)} members is not supported")
+        return _convert({**parts[0], **node}, definitions, path)
+
+    nullable = False
+    if "oneOf" in node:
+        raise SchemaConversionError(f"{path}: oneOf is not supported in a structural schema")
+    if "anyOf" in node:
+        members = node.pop("anyOf")
+        non_null = [member for member in members if member != {"type": "null"}]
+        nullable = len(non_null) != len(members)
+        types = sorted(str(member.get("type")) for member in non_null)
+        if len(non_null) == 1:
+            node = {**non_null[0], **node}
+            if "$ref" in node or "allOf" in node:
+                node = _convert(node, definitions, path)
+        elif types == ["integer", "string"] and all(set(m) == {"type"} for m in non_null):
+            node["x-kubernetes-int-or-string"] = True
+        else:
+            raise SchemaConversionError(
+                f"{path}: anyOf {members!r} is not expressible in a structural schema"
+            )
+
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DROPPED_KEYS:
+            continue
+        if key == "default" and value is None:
+            continue
+        if key == "additionalProperties":
+            if value is False:
+                continue
+            if value is True or value == {}:
+                out["x-kubernetes-preserve-unknown-fields"] = True
+                continue
+            out[key] = _convert(value, definitions, f"{path}.additionalProperties")
+        elif key == "properties":
+            out[key] = {name: _convert(child, definitions, f"{path}.{name}") for name, child in value.items()}
+        elif key == "items":
+            out[key] = _convert(value, definitions, f"{path}[]")
+        elif key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(value, bool):
+            out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
+            out[key] = True
+        elif key == "const":
+            raise SchemaConversionError(f"{path}: const is not supported; use a one-value enum")
+        else:
+            out[key] = value
+    if nullable:
+        out["nullable"] = True
+    if (
+        out.get("type") == "object"
+        and "properties" not in out
+        and "additionalProperties" not in out
+        and not out.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        raise SchemaConversionError(f"{path}: object without properties (type its fields)")
+    _check_node(out, path)
+    return _ordered(out)
+
+
+def _check_node(node: dict[str, Any], path: str) -> None:
+    if "type" not in node and not (
+        node.get("x-kubernetes-int-or-string") or node.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        raise SchemaConversionError(f"{path}: no type (structural schemas need one on every node)")
+    for name, child in node.get("properties", {}).items():
+        if not child.get("description"):
+            raise SchemaConversionError(f"{path}.{name}: property has no description")
+
+
+def _ordered(node: dict[str, Any]) -> dict[str, Any]:
+    """Stable, readable key order: description/type first, then the rest alphabetically."""
+    head = [key for key in _KEY_ORDER if key in node]
+    tail = sorted(key for key in node if key not in _KEY_ORDER)
+    return {key: node[key] for key in [*head, *tail]}
+
+
+def _metadata_name_rule() -> dict[str, str]:
+    limit = v1alpha1.MAX_NAME_LENGTH
+    return {
+        "rule": (
+            f"self.metadata.name.size() <= {limit} && "
+            "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')"
+        ),
+        "message": (
+            f"metadata.name must be a DNS-1035 label of at most {limit} characters (it names the "
+            "Service and, with a suffix, the Deployments of each GPU variant)"
+        ),
+        "fieldPath": ".metadata.name",
+    }
+
+
+def openapi_v3_schema() -> dict[str, Any]:
+    """The ``openAPIV3Schema`` of the GLMDeployment CRD: apiVersion, kind, metadata, spec, status."""
+    root_description = (v1alpha1.GLMDeployment.__doc__ or "").strip()
+    spec = structural_schema(v1alpha1.GLMDeploymentSpec)
+    status = structural_schema(v1alpha1.GLMDeploymentStatus)
+    return {
+        "description": root_description,
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "apiVersion": {
+                "description": (
+                    "APIVersion defines the versioned schema of this representation of an object. "
+                    "Servers should convert recognized schemas to the latest internal value, and may "
+                    "reject unrecognized values."
+                ),
+                "type": "string",
+            },
+            "kind": {
+                "description": (
+                    "Kind is a string value representing the REST resource this object represents. "
+                    "In CamelCase."
+                ),
+                "type": "string",
+            },
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+        "x-kubernetes-validations": [_metadata_name_rule()],
+    }
+
+
+PRINTER_COLUMNS: list[dict[str, Any]] = [
+    {"name": "Model", "type": "string", "jsonPath": ".spec.model.id", "description": "Catalog model id."},
+    {
+        "name": "Quant",
+        "type": "string",
+        "jsonPath": ".status.quantization",
+        "description": "Chosen weight precision per variant.",
+    },
+    {
+        "name": "Context",
+        "type": "integer",
+        "jsonPath": ".spec.contextLength",
+        "description": "Max model length.",
+    },
+    {"name": "GPU", "type": "string", "jsonPath": ".status.gpu", "description": "GPUs per variant."},
+    {
+        "name": "TP",
+        "type": "string",
+        "jsonPath": ".status.tensorParallelSize",
+        "description": "Tensor-parallel size per variant.",
+    },
+    {
+        "name": "Ready",
+        "type": "integer",
+        "jsonPath": ".status.readyReplicas",
+        "description": "Ready replicas.",
+    },
+    {
+        "name": "Desired",
+        "type": "integer",
+        "jsonPath": ".status.desiredReplicas",
+        "description": "Replicas wanted now.",
+    },
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase", "description": "Lifecycle phase."},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    {
+        "name": "Served",
+        "type": "string",
+        "jsonPath": ".status.model",
+        "priority": 1,
+        "description": "Served model name.",
+    },
+]
+
+
+def build_crd() -> dict[str, Any]:
+    """The CustomResourceDefinition (apiextensions.k8s.io/v1) as a plain dict."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": v1alpha1.CRD_NAME},
+        "spec": {
+            "group": v1alpha1.GROUP,
+            "names": {
+                "kind": v1alpha1.KIND,
+                "listKind": v1alpha1.LIST_KIND,
+                "plural": v1alpha1.PLURAL,
+                "singular": v1alpha1.SINGULAR,
+                "shortNames": list(v1alpha1.SHORT_NAMES),
+                "categories": ["all", "glm"],
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": v1alpha1.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": openapi_v3_schema()},
+                    "subresources": {
+                        "status": {},
+                        "scale": {
+                            "specReplicasPath": ".spec.replicas",
+                            "statusReplicasPath": ".status.replicas",
+                            "labelSelectorPath": ".status.selector",
+                        },
+                    },
+                    "additionalPrinterColumns": PRINTER_COLUMNS,
+                }
+            ],
+        },
+    }
+
+
+def _dump(document: dict[str, Any]) -> str:
+    return yaml.safe_dump(document, sort_keys=False, width=100, allow_unicode=True)
+
+
+def crd_yaml() -> str:
+    """The CRD as YAML, with the generated-file header (the content of ``crds/``)."""
+    return GENERATED_HEADER + _dump(build_crd())
+
+
+def chart_crd_template() -> str:
+    """The CRD as a Helm template: gated by ``crds.install``, kept on uninstall when ``crds.keep``.
+
+    Helm's ``crds/`` directory is installed once and never upgraded, so the chart ships the CRD as
+    an ordinary template instead; ``helm.sh/resource-policy: keep`` stops ``helm uninstall`` from
+    deleting it (which would delete every GLMDeployment with it).
+    """
+    crd = build_crd()
+    body = _dump({"spec": crd["spec"]})
+    return (
+        "{{- if .Values.crds.install }}\n"
+        + GENERATED_HEADER
+        + "apiVersion: apiextensions.k8s.io/v1\n"
+        + "kind: CustomResourceDefinition\n"
+        + "metadata:\n"
+        + f"  name: {v1alpha1.CRD_NAME}\n"
+        + "  labels:\n"
+        + '    {{- include "glm-operator.labels" . | nindent 4 }}\n'
+        + "  {{- if .Values.crds.keep }}\n"
+        + "  annotations:\n"
+        + "    helm.sh/resource-policy: keep\n"
+        + "  {{- end }}\n"
+        + body
+        + "{{- end }}\n"
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover - used by hack/generate.sh
+    import sys
+
+    sys.stdout.write(chart_crd_template() if sys.argv[1:] == ["--chart"] else crd_yaml())

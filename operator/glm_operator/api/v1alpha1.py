@@ -1,0 +1,766 @@
+"""GLMDeployment v1alpha1: pydantic models of ``spec`` and ``status``.
+
+These models are the only definition of the API. The CustomResourceDefinition in
+``crds/glmdeployments.inference.glm.dev.yaml`` is generated from them (``glm_operator.api.crd``),
+so every field carries a description (``kubectl explain`` is the manual), its default and its
+bounds. Cross-field rules are written twice, on purpose: once as a pydantic validator (so offline
+commands such as ``glm-operator plan`` reject the same specs) and once as a CEL rule in
+``x-kubernetes-validations`` (so the apiserver rejects them); ``tests/e2e/test_api_crd.py`` checks
+that both reject the same table of bad specs.
+
+Python attributes are snake_case; the wire format (aliases) is camelCase. Both names are accepted
+on input (``populate_by_name``); dump with ``by_alias=True, exclude_none=True`` for Kubernetes.
+Unknown fields are rejected (``extra="forbid"``); in the CRD they are pruned by the structural
+schema and reported as errors by strict field validation (``kubectl apply``'s default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+from pydantic.config import JsonDict
+
+GROUP = "inference.glm.dev"
+VERSION = "v1alpha1"
+KIND = "GLMDeployment"
+LIST_KIND = "GLMDeploymentList"
+PLURAL = "glmdeployments"
+SINGULAR = "glmdeployment"
+SHORT_NAMES = ("glmd",)
+API_VERSION = f"{GROUP}/{VERSION}"
+CRD_NAME = f"{PLURAL}.{GROUP}"
+
+Quantization = Literal["auto", "bf16", "fp16", "fp8", "int8", "int4"]
+KVCacheDtype = Literal["auto", "fp8"]
+Phase = Literal["Pending", "Planning", "Deploying", "Ready", "Degraded", "Failed"]
+ConditionStatus = Literal["True", "False", "Unknown"]
+
+QUANTIZATIONS: tuple[str, ...] = ("auto", "bf16", "fp16", "fp8", "int8", "int4")
+KV_CACHE_DTYPES: tuple[str, ...] = ("auto", "fp8")
+PHASES: tuple[str, ...] = ("Pending", "Planning", "Deploying", "Ready", "Degraded", "Failed")
+
+#: Allowed values of ``spec.gpu.tensorParallelSize``: 0 (let the planner choose) or a power of two.
+TENSOR_PARALLEL_SIZES: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 32)
+MAX_CONTEXT_LENGTH = 4 * 1024 * 1024
+#: Longest GLMDeployment name: child objects are named ``<name>-<variant>`` and must stay ≤ 63.
+MAX_NAME_LENGTH = 40
+
+#: vLLM flags the operator always derives from the spec; ``serving.extraArgs`` must not set them.
+OPERATOR_MANAGED_VLLM_FLAGS: tuple[str, ...] = (
+    "--model",
+    "--served-model-name",
+    "--tensor-parallel-size",
+    "--pipeline-parallel-size",
+    "--max-model-len",
+    "--gpu-memory-utilization",
+    "--max-num-seqs",
+    "--quantization",
+    "--kv-cache-dtype",
+    "--port",
+    "--api-key",
+)
+
+# Regular expressions shared by pydantic and the CRD (Go RE2 and Python re both accept them).
+HF_REPO_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$"
+MODEL_SOURCE_PATTERN = (
+    r"^(hf://[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?(@[A-Za-z0-9._/-]+)?"
+    r"|pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?(/[^\s]*)?"
+    r"|s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?)$"
+)
+SERVED_MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$"
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+
+Quantity = int | str
+"""A Kubernetes resource quantity (``"500m"``, ``"16Gi"``, ``4``): int-or-string on the wire."""
+
+
+def _cel(rule: str, message: str, field_path: str | None = None, reason: str | None = None) -> JsonDict:
+    """One ``x-kubernetes-validations`` entry (a CEL rule evaluated by the apiserver)."""
+    entry: JsonDict = {"rule": rule, "message": message}
+    if field_path is not None:
+        entry["fieldPath"] = field_path
+    if reason is not None:
+        entry["reason"] = reason
+    return entry
+
+
+class _APIModel(BaseModel):
+    """Common configuration: camelCase on the wire, snake_case in Python, no unknown fields."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        protected_namespaces=(),
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The object as Kubernetes stores it: camelCase keys, unset optional fields omitted."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+# --------------------------------------------------------------------------------------------
+# spec
+# --------------------------------------------------------------------------------------------
+
+
+class ModelSpec(_APIModel):
+    """Which model to serve: a catalog id (Hugging Face repo id), or an inline config.json."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "has(self.id) || has(self.config)",
+                    "model.id or model.config is required",
+                    reason="FieldValueRequired",
+                )
+            ]
+        }
+    )
+
+    id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        pattern=HF_REPO_ID_PATTERN,
+        description=(
+            "Catalog id of the model, the Hugging Face repo id (for example zai-org/GLM-4.5-Air). "
+            "Required unless config is given."
+        ),
+    )
+    source: str | None = Field(
+        None,
+        max_length=1024,
+        pattern=MODEL_SOURCE_PATTERN,
+        description=(
+            "Where the weights come from: hf://<org>/<repo>[@<revision>], pvc://<claim>[/<path>] or "
+            "s3://<bucket>[/<prefix>]. Default: hf://<id>."
+        ),
+    )
+    served_model_name: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        pattern=SERVED_MODEL_NAME_PATTERN,
+        description=(
+            "Model name clients send in OpenAI API requests (vLLM --served-model-name). Default: the "
+            "last path segment of id, lower-cased. Always passed to vLLM explicitly."
+        ),
+    )
+    config: dict[str, Any] | None = Field(
+        None,
+        description=(
+            "Inline Hugging Face config.json for a model that is not in the catalog; the planner reads "
+            "the architecture (layers, heads, MLA ranks, experts, max_position_embeddings) from it. "
+            "Free-form: stored as given."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _id_or_config(self) -> ModelSpec:
+        if self.id is None and self.config is None:
+            raise ValueError("model.id or model.config is required")
+        return self
+
+
+class GPUSpec(_APIModel):
+    """Which GPUs may be used and how one replica is split across them."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "self.pipelineParallelSize <= 1 || self.allowMultiNode",
+                    "pipelineParallelSize > 1 spreads one replica over several nodes and requires "
+                    "allowMultiNode: true",
+                    field_path=".pipelineParallelSize",
+                )
+            ]
+        }
+    )
+
+    products: list[Annotated[str, Field(min_length=1, max_length=128)]] = Field(
+        default_factory=list,
+        max_length=16,
+        description=(
+            "Allowed GPU types in order of preference, as catalog names (for example H100-80GB, "
+            "A100-80GB, L4) or GPU Feature Discovery product labels. Empty: any GPU type in the cluster."
+        ),
+    )
+    memory_utilization: float = Field(
+        0.9,
+        ge=0.5,
+        le=0.95,
+        description=(
+            "Fraction of each GPU's memory vLLM may use for weights, activations and KV cache "
+            "(vLLM --gpu-memory-utilization), 0.5 to 0.95."
+        ),
+    )
+    tensor_parallel_size: int = Field(
+        0,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "self in [0, 1, 2, 4, 8, 16, 32]",
+                    "tensorParallelSize must be 0 (let the planner choose) or a power of two up to 32",
+                    reason="FieldValueNotSupported",
+                )
+            ]
+        },
+        description=(
+            "GPUs one vLLM instance shards the model over (vLLM --tensor-parallel-size). 0: the planner "
+            "picks the smallest size that fits; a power of two pins it (the plan still checks it fits "
+            "and divides the attention heads)."
+        ),
+    )
+    pipeline_parallel_size: int = Field(
+        0,
+        ge=0,
+        le=16,
+        description=(
+            "Pipeline stages, one per node (vLLM --pipeline-parallel-size). 0: the planner chooses, and "
+            "uses more than 1 only when no single node can hold a replica and allowMultiNode is true."
+        ),
+    )
+    allow_multi_node: bool = Field(
+        False,
+        description=(
+            "Allow one replica to span several nodes (pipeline parallelism through a LeaderWorkerSet). "
+            "Off: a model that fits on no single node is reported as not plannable."
+        ),
+    )
+
+    @field_validator("tensor_parallel_size")
+    @classmethod
+    def _tp_power_of_two(cls, value: int) -> int:
+        if value not in TENSOR_PARALLEL_SIZES:
+            raise ValueError(
+                "tensorParallelSize must be 0 (let the planner choose) or a power of two up to 32"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _pp_needs_multi_node(self) -> GPUSpec:
+        if self.pipeline_parallel_size > 1 and not self.allow_multi_node:
+            raise ValueError(
+                "pipelineParallelSize > 1 spreads one replica over several nodes and requires "
+                "allowMultiNode: true"
+            )
+        return self
+
+
+class AutoscalingSpec(_APIModel):
+    """Built-in autoscaling from vLLM's request queue (vllm:num_requests_waiting in Prometheus)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "self.minReplicas <= self.maxReplicas",
+                    "minReplicas must be less than or equal to maxReplicas",
+                    field_path=".minReplicas",
+                )
+            ]
+        }
+    )
+
+    min_replicas: int = Field(1, ge=1, le=1000, description="Fewest replicas kept running, at least 1.")
+    max_replicas: int = Field(
+        8, ge=1, le=1000, description="Most replicas the autoscaler creates; at least minReplicas."
+    )
+    target_queue_length: int = Field(
+        4,
+        ge=1,
+        le=10000,
+        description=(
+            "Waiting requests per replica the autoscaler aims for: desired replicas = ceil(total waiting "
+            "requests / targetQueueLength), within minReplicas..maxReplicas."
+        ),
+    )
+    scale_up_stabilization_seconds: int = Field(
+        0,
+        ge=0,
+        le=3600,
+        description=(
+            "Scale up only to the lowest recommendation of this many past seconds (0: scale up at once)."
+        ),
+    )
+    scale_down_stabilization_seconds: int = Field(
+        300,
+        ge=0,
+        le=3600,
+        description=(
+            "Scale down only to the highest recommendation of this many past seconds, so a short lull "
+            "does not drop replicas that take minutes to start again."
+        ),
+    )
+    interval_seconds: int = Field(
+        15, ge=5, le=600, description="Seconds between two queue-length samples and scaling decisions."
+    )
+
+    @model_validator(mode="after")
+    def _min_le_max(self) -> AutoscalingSpec:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("minReplicas must be less than or equal to maxReplicas")
+        return self
+
+
+class SecretKeyRef(_APIModel):
+    """A key of a Secret in the GLMDeployment's namespace."""
+
+    name: str = Field(
+        ...,
+        min_length=1,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        description="Name of the Secret, in the namespace of the GLMDeployment.",
+    )
+    key: str = Field(
+        "api-key", min_length=1, max_length=253, description="Key in the Secret whose value is used."
+    )
+
+
+class ConfigMapKeyRef(_APIModel):
+    """A key of a ConfigMap in the GLMDeployment's namespace."""
+
+    name: str = Field(..., min_length=1, max_length=253, description="Name of the ConfigMap.")
+    key: str = Field(..., min_length=1, max_length=253, description="Key in the ConfigMap.")
+    optional: bool | None = Field(None, description="Start the container even if the key is missing.")
+
+
+class EnvSecretKeyRef(_APIModel):
+    """A key of a Secret, as in a Pod's env[].valueFrom.secretKeyRef."""
+
+    name: str = Field(..., min_length=1, max_length=253, description="Name of the Secret.")
+    key: str = Field(..., min_length=1, max_length=253, description="Key in the Secret.")
+    optional: bool | None = Field(None, description="Start the container even if the key is missing.")
+
+
+class ObjectFieldSelector(_APIModel):
+    """A field of the Pod, as in env[].valueFrom.fieldRef."""
+
+    field_path: str = Field(..., min_length=1, description="Path of the field, for example status.podIP.")
+    api_version: str | None = Field(None, description="Version of the schema fieldPath is written in.")
+
+
+class ResourceFieldSelector(_APIModel):
+    """A container resource, as in env[].valueFrom.resourceFieldRef."""
+
+    resource: str = Field(..., min_length=1, description="Resource to select, for example limits.memory.")
+    container_name: str | None = Field(None, description="Container name; default the vLLM container.")
+    divisor: Quantity | None = Field(None, description="Output format of the exposed resource, default 1.")
+
+
+class EnvVarSource(_APIModel):
+    """Where an environment variable's value comes from (exactly one source)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "[has(self.secretKeyRef), has(self.configMapKeyRef), has(self.fieldRef), "
+                    "has(self.resourceFieldRef)].filter(x, x).size() == 1",
+                    "exactly one of secretKeyRef, configMapKeyRef, fieldRef, resourceFieldRef is required",
+                )
+            ]
+        }
+    )
+
+    secret_key_ref: EnvSecretKeyRef | None = Field(None, description="A key of a Secret.")
+    config_map_key_ref: ConfigMapKeyRef | None = Field(None, description="A key of a ConfigMap.")
+    field_ref: ObjectFieldSelector | None = Field(None, description="A field of the Pod.")
+    resource_field_ref: ResourceFieldSelector | None = Field(None, description="A container resource.")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> EnvVarSource:
+        given = [self.secret_key_ref, self.config_map_key_ref, self.field_ref, self.resource_field_ref]
+        if sum(source is not None for source in given) != 1:
+            raise ValueError(
+                "exactly one of secretKeyRef, configMapKeyRef, fieldRef, resourceFieldRef is required"
+            )
+        return self
+
+
+class EnvVar(_APIModel):
+    """An environment variable of the vLLM container (a subset of the Pod's EnvVar)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "!(has(self.value) && has(self.valueFrom))", "value and valueFrom are mutually exclusive"
+                )
+            ]
+        }
+    )
+
+    name: str = Field(
+        ..., min_length=1, max_length=256, pattern=ENV_NAME_PATTERN, description="Variable name."
+    )
+    value: str | None = Field(None, max_length=32768, description="Literal value.")
+    value_from: EnvVarSource | None = Field(
+        None, description="Take the value from a Secret, ConfigMap or field."
+    )
+
+    @model_validator(mode="after")
+    def _value_xor_value_from(self) -> EnvVar:
+        if self.value is not None and self.value_from is not None:
+            raise ValueError("value and valueFrom are mutually exclusive")
+        return self
+
+
+class ResourceRequirements(_APIModel):
+    """CPU and memory of each vLLM container. GPUs are not set here: the plan decides them."""
+
+    limits: dict[str, Quantity] | None = Field(
+        None, description="Most of each resource the container may use, for example memory: 256Gi."
+    )
+    requests: dict[str, Quantity] | None = Field(
+        None, description="Resources reserved for the container, for example cpu: '16'."
+    )
+
+
+class Toleration(_APIModel):
+    """A toleration added to the vLLM pods (the nvidia.com/gpu taint is tolerated already)."""
+
+    key: str | None = Field(None, max_length=317, description="Taint key; empty with Exists: every taint.")
+    operator: Literal["Exists", "Equal"] | None = Field(None, description="Exists or Equal (default Equal).")
+    value: str | None = Field(None, max_length=63, description="Taint value for operator Equal.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        None, description="Taint effect to match; empty: all effects."
+    )
+    toleration_seconds: int | None = Field(
+        None, description="For NoExecute: seconds the pod stays bound after the taint appears."
+    )
+
+
+class ModelCacheSpec(_APIModel):
+    """A PersistentVolumeClaim mounted as the Hugging Face cache, so restarts skip the download."""
+
+    claim_name: str = Field(
+        ...,
+        min_length=1,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        description="Name of an existing PersistentVolumeClaim in the namespace of the GLMDeployment.",
+    )
+    mount_path: str = Field(
+        "/root/.cache/huggingface",
+        min_length=1,
+        max_length=1024,
+        pattern=r"^/",
+        description="Where the claim is mounted in the vLLM container; HF_HOME points there.",
+    )
+    sub_path: str | None = Field(None, max_length=1024, description="Sub-directory of the volume to mount.")
+    read_only: bool = Field(
+        False, description="Mount read-only (weights must already be on the volume; nothing is downloaded)."
+    )
+
+
+class ServingSpec(_APIModel):
+    """How the vLLM pods are run: image, port, API key, extra arguments and pod settings."""
+
+    image: str | None = Field(
+        None,
+        min_length=1,
+        max_length=512,
+        description=(
+            "vLLM OpenAI-server image. Default: the operator's configured image (Helm value vllm.image)."
+        ),
+    )
+    port: int = Field(8000, ge=1, le=65535, description="Port of the OpenAI-compatible API (vLLM --port).")
+    api_key_secret_ref: SecretKeyRef | None = Field(
+        None,
+        description=(
+            "Secret key holding the API key clients must send; passed to vLLM as VLLM_API_KEY through "
+            "a secretKeyRef, so the operator itself never reads it."
+        ),
+    )
+    max_num_seqs: int | None = Field(
+        None,
+        ge=1,
+        le=4096,
+        description=(
+            "Most sequences one replica runs at once (vLLM --max-num-seqs). Default: from the plan. "
+            "Must be at least minConcurrency."
+        ),
+    )
+    extra_args: list[Annotated[str, Field(max_length=1024)]] = Field(
+        default_factory=list,
+        max_length=64,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "self.all(a, !("
+                    + " || ".join(f"a.startsWith('{flag}')" for flag in OPERATOR_MANAGED_VLLM_FLAGS)
+                    + "))",
+                    "extraArgs must not set flags the operator derives from the spec ("
+                    + ", ".join(OPERATOR_MANAGED_VLLM_FLAGS)
+                    + "); use the spec fields instead",
+                )
+            ],
+        },
+        description=(
+            "Additional vLLM command-line arguments, appended as given (for example "
+            "--enable-prefix-caching). Flags the operator derives from the spec are rejected."
+        ),
+    )
+    env: list[EnvVar] = Field(
+        default_factory=list, max_length=128, description="Extra environment variables of the vLLM container."
+    )
+    resources: ResourceRequirements | None = Field(
+        None,
+        description="CPU and memory requests and limits of each vLLM container; GPUs come from the plan.",
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=list, max_length=64, description="Extra tolerations for the vLLM pods."
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra node labels the vLLM pods require, on top of the GPU-type affinity from the plan.",
+    )
+    model_cache: ModelCacheSpec | None = Field(
+        None, description="PersistentVolumeClaim used as the model cache (HF_HOME)."
+    )
+
+    @field_validator("extra_args")
+    @classmethod
+    def _no_managed_flags(cls, value: list[str]) -> list[str]:
+        for arg in value:
+            if arg.startswith(OPERATOR_MANAGED_VLLM_FLAGS):
+                raise ValueError(
+                    f"extraArgs must not set {arg.split('=', 1)[0]}: the operator derives it from the spec"
+                )
+        return value
+
+
+class GLMDeploymentSpec(_APIModel):
+    """Desired state: which GLM model to serve, at what precision and context, on which GPUs."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "!has(self.serving) || !has(self.serving.maxNumSeqs) || "
+                    "self.serving.maxNumSeqs >= self.minConcurrency",
+                    "serving.maxNumSeqs must be at least minConcurrency",
+                    field_path=".serving.maxNumSeqs",
+                )
+            ]
+        }
+    )
+
+    model: ModelSpec = Field(..., description="The model to serve.")
+    quantization: Quantization = Field(
+        "auto",
+        description=(
+            "Weight precision: auto (the highest precision that fits), bf16, fp16, fp8, int8 or int4. "
+            "fp8 runs natively (W8A8) on compute capability 8.9 or newer."
+        ),
+    )
+    kv_cache_dtype: KVCacheDtype = Field(
+        "auto",
+        description=(
+            "KV cache precision (vLLM --kv-cache-dtype): auto (the model dtype) or fp8 (half the memory)."
+        ),
+    )
+    context_length: int = Field(
+        32768,
+        ge=256,
+        le=MAX_CONTEXT_LENGTH,
+        description=(
+            "Longest sequence, prompt plus output, in tokens (vLLM --max-model-len). Checked against the "
+            "model's max_position_embeddings by the planner."
+        ),
+    )
+    min_concurrency: int = Field(
+        1,
+        ge=1,
+        le=4096,
+        description=(
+            "Full-context sequences one replica must hold in its KV cache at once; a GPU configuration "
+            "fits only if it reaches this."
+        ),
+    )
+    gpu: GPUSpec = Field(
+        default_factory=GPUSpec,
+        json_schema_extra={"default": {}},
+        description="GPU types, memory utilisation and parallelism.",
+    )
+    replicas: int = Field(
+        1,
+        ge=0,
+        le=1000,
+        description=(
+            "Number of vLLM replicas when autoscaling is not set; the target of kubectl scale, HPA and "
+            "KEDA through the scale subresource. With autoscaling set it is only the starting point "
+            "(clamped to minReplicas..maxReplicas) and the autoscaler decides status.desiredReplicas."
+        ),
+    )
+    autoscaling: AutoscalingSpec | None = Field(
+        None, description="Scale replicas from vLLM's queue length. Absent: replicas is fixed."
+    )
+    serving: ServingSpec = Field(
+        default_factory=ServingSpec,
+        json_schema_extra={"default": {}},
+        description="vLLM image, port, API key, extra arguments and pod settings.",
+    )
+
+    @model_validator(mode="after")
+    def _max_num_seqs_holds_min_concurrency(self) -> GLMDeploymentSpec:
+        if self.serving.max_num_seqs is not None and self.serving.max_num_seqs < self.min_concurrency:
+            raise ValueError("serving.maxNumSeqs must be at least minConcurrency")
+        return self
+
+    @property
+    def effective_source(self) -> str | None:
+        """``model.source``, or ``hf://<model.id>`` when only the id is given."""
+        if self.model.source is not None:
+            return self.model.source
+        return f"hf://{self.model.id}" if self.model.id is not None else None
+
+
+# --------------------------------------------------------------------------------------------
+# status
+# --------------------------------------------------------------------------------------------
+
+
+class Condition(_APIModel):
+    """A kstatus-style condition: Planned, Available, Progressing, Degraded, MetricsAvailable."""
+
+    type: str = Field(..., min_length=1, max_length=316, description="Condition type, for example Available.")
+    status: ConditionStatus = Field(..., description="True, False or Unknown.")
+    reason: str | None = Field(None, max_length=1024, description="CamelCase reason for the last transition.")
+    message: str | None = Field(None, max_length=32768, description="Human-readable details.")
+    last_transition_time: str | None = Field(
+        None,
+        json_schema_extra={"format": "date-time"},
+        description="When status last changed (RFC 3339).",
+    )
+    observed_generation: int | None = Field(
+        None, ge=0, description="metadata.generation this condition was computed from."
+    )
+
+
+class PlanVariant(_APIModel):
+    """One GPU type the model is deployed on, with the configuration the planner chose for it."""
+
+    gpu_product: str = Field(..., description="GPU type (catalog name) of this variant.")
+    tensor_parallel_size: int = Field(..., ge=1, description="GPUs per pipeline stage (vLLM TP).")
+    pipeline_parallel_size: int = Field(1, ge=1, description="Pipeline stages (nodes) per replica.")
+    gpus_per_replica: int = Field(..., ge=1, description="GPUs one replica uses: TP x PP.")
+    nodes_per_replica: int = Field(1, ge=1, description="Nodes one replica spans.")
+    quantization: str = Field(..., description="Weight precision chosen for this variant.")
+    kv_cache_dtype: str = Field(..., description="KV cache precision chosen for this variant.")
+    weights_gib_per_gpu: float = Field(
+        ..., alias="weightsGiBPerGPU", ge=0, description="Model weights per GPU, GiB."
+    )
+    kv_cache_tokens: int = Field(..., ge=0, description="Tokens the KV cache of one replica holds.")
+    max_concurrency: float = Field(
+        ..., ge=0, description="Full-context sequences one replica holds: kvCacheTokens / contextLength."
+    )
+    max_num_seqs: int = Field(..., ge=1, description="vLLM --max-num-seqs of this variant.")
+    replicas: int = Field(0, ge=0, description="Replicas placed on this GPU type.")
+    reason: str | None = Field(None, description="Why this configuration was chosen.")
+
+
+class RejectedVariant(_APIModel):
+    """A GPU type the planner could not use, and why."""
+
+    gpu_product: str = Field(..., description="GPU type (catalog name).")
+    reason: str = Field(
+        ..., description="Why it does not fit, and the smallest change that would make it fit."
+    )
+
+
+class PlanStatus(_APIModel):
+    """The planner's result: one variant per usable GPU type, and the rejected ones."""
+
+    variants: list[PlanVariant] = Field(
+        default_factory=list, description="Chosen configurations, preferred first."
+    )
+    rejected: list[RejectedVariant] = Field(default_factory=list, description="GPU types that were not used.")
+    summary: str | None = Field(None, description="One-line summary of the plan.")
+
+
+class AutoscalerStatus(_APIModel):
+    """What the built-in autoscaler saw and decided last."""
+
+    queue_length: float | None = Field(
+        None, ge=0, description="Last observed waiting requests, all replicas."
+    )
+    last_scale_time: str | None = Field(
+        None, json_schema_extra={"format": "date-time"}, description="When desiredReplicas last changed."
+    )
+    reason: str | None = Field(None, description="Why the last decision was taken.")
+
+
+class GLMDeploymentStatus(_APIModel):
+    """Observed state, written by the operator only."""
+
+    observed_generation: int | None = Field(
+        None, ge=0, description="metadata.generation of the spec this status describes."
+    )
+    phase: Phase | None = Field(
+        None,
+        description="Pending, Planning, Deploying, Ready, Degraded or Failed (summary of the conditions).",
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+        description="Latest observations: Planned, Available, Progressing, Degraded, MetricsAvailable.",
+    )
+    plan: PlanStatus | None = Field(
+        None, description="The configuration per GPU type, and the rejected ones."
+    )
+    replicas: int | None = Field(None, ge=0, description="Replicas that exist (scale subresource).")
+    ready_replicas: int | None = Field(None, ge=0, description="Replicas whose vLLM server is ready.")
+    desired_replicas: int | None = Field(
+        None, ge=0, description="Replicas wanted now: spec.replicas, or the autoscaler's decision."
+    )
+    selector: str | None = Field(
+        None, description="Label selector of the vLLM pods, as a string (scale subresource, HPA)."
+    )
+    model: str | None = Field(None, description="Served model name passed to vLLM.")
+    gpu: str | None = Field(
+        None, description="GPU summary for kubectl get, for example '2x H100-80GB, 1x A100-80GB'."
+    )
+    tensor_parallel_size: str | None = Field(
+        None, description="Tensor-parallel size per variant for kubectl get, for example '4' or '4,8'."
+    )
+    quantization: str | None = Field(
+        None, description="Chosen weight precision per variant, for example 'fp8'."
+    )
+    autoscaler: AutoscalerStatus | None = Field(
+        None, description="Last observation and decision of the autoscaler."
+    )
+
+
+class GLMDeployment(_APIModel):
+    """A GLM model served with vLLM on the GPUs that fit it."""
+
+    api_version: Literal["inference.glm.dev/v1alpha1"] = Field(
+        "inference.glm.dev/v1alpha1", description="inference.glm.dev/v1alpha1"
+    )
+    kind: Literal["GLMDeployment"] = Field("GLMDeployment", description="GLMDeployment")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Standard object metadata.")
+    spec: GLMDeploymentSpec = Field(..., description="Desired state.")
+    status: GLMDeploymentStatus | None = Field(None, description="Observed state, written by the operator.")
+
+
+def spec_from_dict(data: Mapping[str, Any]) -> GLMDeploymentSpec:
+    """Validate a ``spec`` mapping (camelCase as stored, or snake_case) into a :class:`GLMDeploymentSpec`.
+
+    Raises :class:`pydantic.ValidationError` (a ``ValueError``) naming the offending fields.
+    """
+    return GLMDeploymentSpec.model_validate(dict(data))
+
+
+def status_from_dict(data: Mapping[str, Any] | None) -> GLMDeploymentStatus:
+    """Validate a ``status`` mapping; ``None`` or ``{}`` gives an empty status."""
+    return GLMDeploymentStatus.model_validate(dict(data or {}))

@@ -1,0 +1,39 @@
+"""``glm-operator crd``: print the GLMDeployment CustomResourceDefinition generated from the models."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from glm_operator.api import crd
+
+
+def register(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser(
+        "crd",
+        help="print the GLMDeployment CustomResourceDefinition",
+        description=(
+            "Print the GLMDeployment CustomResourceDefinition (apiextensions.k8s.io/v1) generated from "
+            "the pydantic models; pipe it to `kubectl apply -f -`."
+        ),
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("yaml", "json", "helm"),
+        default="yaml",
+        help="yaml (default), json, or helm (the chart's templates/crd.yaml)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.output == "json":
+        sys.stdout.write(json.dumps(crd.build_crd(), indent=2) + "\n")
+    elif args.output == "helm":
+        sys.stdout.write(crd.chart_crd_template())
+    else:
+        sys.stdout.write(crd.crd_yaml())
+    return 0
