@@ -1,0 +1,432 @@
+"""Autoscaling decision: replicas from the vLLM request queue. Pure: state in, state out.
+
+``decide(sample, policy, state, now, observed) -> Decision`` is a purely computational function
+with no side effects: no clock, no globals, no I/O. The operator's timer fetches a
+:class:`QueueSample` from Prometheus, calls ``decide`` and persists ``Decision.state`` (a small
+JSON document, see :meth:`ScalerState.to_dict`) next to the replicas it writes.
+
+Why not the plain HPA rule on the queue
+---------------------------------------
+HPA computes ``desired = ceil(current * metric / target)``, which assumes the metric falls in
+proportion to the replica count. The vLLM waiting queue does not: it is zero whenever the replicas
+keep up, however busy they are, and grows without bound once they do not. An HPA on
+``vllm:num_requests_waiting`` therefore scales down to ``minReplicas`` as soon as the queue
+drains, builds a queue again, scales up (paying a cold start of many minutes), and so on. It also
+adds replicas again and again for one queue while the first new replicas are still loading.
+
+The load we scale on
+--------------------
+Let ``K`` be the concurrency of one replica (sequences it runs at once, from the plan), ``q`` the
+``targetQueueLength`` (waiting requests per replica the user accepts), ``tol`` the tolerance, and
+
+* ``D = waiting + running``: the requests in the system. Unlike ``waiting``, this barely depends on
+  the replica count (Little's law: arrival rate times time in system), so a proportional rule on
+  it is sound, and it stays high while replicas are busy with an empty queue;
+* ``n = max(current, ready)``: ready replicas plus those still starting. Starting replicas count
+  as capacity: a queue they will absorb does not cause a second scale-up;
+* ``K' = max(K, running / ready)``: replicas observed running more sequences than the plan says
+  can hold at least that many.
+
+Per replica, ``d = D / n``. Then the raw recommendation is
+
+* scale up when ``d > K' + q * (1 + tol)`` (every replica full and its queue above target,
+  with HPA's tolerance on the queue): ``ceil(D / (K' + q))``, the count at which each replica
+  holds ``K'`` running and at most ``q`` waiting;
+* scale down when ``d < K' * (1 - tol)``: ``ceil(D / (K' * (1 - tol)))``, the smallest count
+  that would still run the present load with ``tol`` of its slots free, so that the smaller
+  count does not immediately queue and scale up again;
+* otherwise hold ``n``.
+
+The band between the two thresholds is the hysteresis; a scale-up lands below the scale-up
+threshold and a scale-down lands inside the band, so neither undoes the other.
+
+Then, in this order (HPA's ``normalizeDesiredReplicasWithBehaviors`` semantics):
+
+1. **Stabilisation.** Raw recommendations are kept with their time. Scale up only to the *lowest*
+   recommendation of the last ``scaleUpStabilizationSeconds``; scale down only to the *highest* of
+   the last ``scaleDownStabilizationSeconds``. A flapping queue therefore cannot reverse the
+   direction inside a window.
+2. **Rate limit per interval.** Within one ``intervalSeconds`` period replicas grow at most by
+   ``max(max_scale_up_step, ceil(start * max_scale_up_percent / 100))`` and shrink by at most
+   ``max_scale_down_step``, where ``start`` is the count at the start of the period (derived from
+   the scale events kept in the state).
+3. **Bounds** ``[minReplicas, maxReplicas]`` (they override the rate limit, as in HPA).
+4. **GPU capacity.** Never more than ``observed.capacity`` replicas (what the GPU pools can host);
+   the shortfall is reported in the reason and in ``Decision.shortfall``. Capacity wins over
+   ``minReplicas``.
+
+No sample (Prometheus down, empty result, stale sample): hold ``current`` (only bounds and
+capacity apply), reason says metrics are unavailable, state unchanged. A missing metric is never
+read as zero load. Scaling up from zero replicas needs a load source outside vLLM (no replica, no
+metric): with a vLLM-only sample a deployment at 0 stays at 0.
+
+State is bounded: recommendations older than the longest window are dropped, and of several
+recommendations with the same (bounds-clamped) value only the newest is kept, since it dominates
+the older ones for both the minimum and the maximum; so at most ``maxReplicas - minReplicas + 1``
+entries. Scale events older than one interval are dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+__all__ = [
+    "AutoscalePolicy",
+    "Constraint",
+    "Decision",
+    "ObservedReplicas",
+    "QueueSample",
+    "Recommendation",
+    "ScaleEvent",
+    "ScalerState",
+    "decide",
+]
+
+# Slack for float division before ceil(): 2.0000000001 replicas is 2, not 3.
+_EPSILON = 1e-9
+
+Constraint = Literal[
+    "none",
+    "metrics-unavailable",
+    "stabilization",
+    "rate-limit",
+    "min-replicas",
+    "max-replicas",
+    "capacity",
+]
+
+
+@dataclass(frozen=True)
+class QueueSample:
+    """Queue of one GLMDeployment, summed over its ready replicas, at ``timestamp`` (unix s)."""
+
+    waiting: float
+    running: float
+    timestamp: float
+
+
+@dataclass(frozen=True)
+class AutoscalePolicy:
+    """``spec.autoscaling`` plus the replica concurrency from the plan and tuning defaults."""
+
+    min_replicas: int
+    max_replicas: int
+    target_queue_length: float
+    # Sequences one replica runs at once (the plan's concurrency / --max-num-seqs).
+    replica_concurrency: float
+    scale_up_stabilization_seconds: float = 0.0
+    scale_down_stabilization_seconds: float = 300.0
+    interval_seconds: float = 15.0
+    tolerance: float = 0.1
+    max_scale_up_step: int = 1
+    max_scale_up_percent: float = 100.0
+    max_scale_down_step: int = 1
+    # A sample older than this is treated as missing; None = 4 intervals (at least 60 s).
+    max_sample_age_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        if self.min_replicas < 0:
+            problems.append("min_replicas must be >= 0")
+        if self.max_replicas < max(self.min_replicas, 1):
+            problems.append("max_replicas must be >= max(min_replicas, 1)")
+        if self.target_queue_length < 0:
+            problems.append("target_queue_length must be >= 0")
+        if self.replica_concurrency <= 0:
+            problems.append("replica_concurrency must be > 0")
+        if self.scale_up_stabilization_seconds < 0 or self.scale_down_stabilization_seconds < 0:
+            problems.append("stabilization windows must be >= 0")
+        if self.interval_seconds <= 0:
+            problems.append("interval_seconds must be > 0")
+        if not 0 <= self.tolerance < 1:
+            problems.append("tolerance must be in [0, 1)")
+        if self.max_scale_up_step < 1 or self.max_scale_down_step < 1 or self.max_scale_up_percent < 0:
+            problems.append("scale steps must be >= 1 and the percent >= 0")
+        if self.max_sample_age_seconds is not None and self.max_sample_age_seconds <= 0:
+            problems.append("max_sample_age_seconds must be > 0")
+        if problems:
+            raise ValueError("invalid AutoscalePolicy: " + "; ".join(problems))
+
+    @classmethod
+    def from_spec(cls, autoscaling: Mapping[str, Any], *, replica_concurrency: float) -> AutoscalePolicy:
+        """Build from the camelCase ``spec.autoscaling`` mapping; absent keys take the CRD defaults."""
+        return cls(
+            min_replicas=int(autoscaling.get("minReplicas", 1)),
+            max_replicas=int(autoscaling.get("maxReplicas", 8)),
+            target_queue_length=float(autoscaling.get("targetQueueLength", 4)),
+            replica_concurrency=replica_concurrency,
+            scale_up_stabilization_seconds=float(autoscaling.get("scaleUpStabilizationSeconds", 0)),
+            scale_down_stabilization_seconds=float(autoscaling.get("scaleDownStabilizationSeconds", 300)),
+            interval_seconds=float(autoscaling.get("intervalSeconds", 15)),
+        )
+
+    @property
+    def sample_age_limit_seconds(self) -> float:
+        if self.max_sample_age_seconds is not None:
+            return self.max_sample_age_seconds
+        return max(4 * self.interval_seconds, 60.0)
+
+    @property
+    def history_seconds(self) -> float:
+        return max(self.scale_up_stabilization_seconds, self.scale_down_stabilization_seconds)
+
+
+@dataclass(frozen=True)
+class ObservedReplicas:
+    """What the cluster has now.
+
+    ``current``: replicas requested from the workloads (the count the previous Decision set);
+    ``ready``: replicas serving; ``capacity``: most replicas the GPU pools can host in total
+    (None = unknown, no cap).
+    """
+
+    current: int
+    ready: int
+    capacity: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.current < 0 or self.ready < 0 or (self.capacity is not None and self.capacity < 0):
+            raise ValueError("replica counts must be >= 0")
+
+    @property
+    def starting(self) -> int:
+        return max(self.current - self.ready, 0)
+
+    @property
+    def effective(self) -> int:
+        """Ready plus starting replicas: the capacity the queue will see."""
+        return max(self.current, self.ready)
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    time: float
+    replicas: int
+
+
+@dataclass(frozen=True)
+class ScaleEvent:
+    time: float
+    change: int  # > 0 added, < 0 removed
+
+
+@dataclass(frozen=True)
+class ScalerState:
+    """Hysteresis memory, persisted by the caller between decisions (JSON via to_dict/from_dict)."""
+
+    recommendations: tuple[Recommendation, ...] = ()
+    scale_events: tuple[ScaleEvent, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "recommendations": [[r.time, r.replicas] for r in self.recommendations],
+            "scaleEvents": [[e.time, e.change] for e in self.scale_events],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScalerState:
+        """Inverse of to_dict. Raises ValueError on malformed input (callers may start afresh)."""
+        try:
+            recommendations = tuple(
+                Recommendation(float(t), int(r)) for t, r in data.get("recommendations", [])
+            )
+            events = tuple(ScaleEvent(float(t), int(c)) for t, c in data.get("scaleEvents", []))
+        except (TypeError, ValueError, AttributeError) as err:
+            raise ValueError(f"malformed scaler state: {err}") from err
+        return cls(recommendations=recommendations, scale_events=events)
+
+
+@dataclass(frozen=True)
+class Decision:
+    replicas: int
+    state: ScalerState
+    reason: str
+    # The raw recommendation from the load alone (None without a sample).
+    recommended: int | None = None
+    # What set `replicas` apart from `recommended` (or "metrics-unavailable").
+    constraint: Constraint = "none"
+    # Replicas wanted beyond what the GPU pools can host.
+    shortfall: int = 0
+    details: tuple[str, ...] = field(default=())
+
+
+def decide(
+    sample: QueueSample | None,
+    policy: AutoscalePolicy,
+    state: ScalerState,
+    now: float,
+    observed: ObservedReplicas,
+) -> Decision:
+    """Replicas for one GLMDeployment. Pure; see the module docstring for the algorithm."""
+    current = observed.current
+    stale = sample is not None and now - sample.timestamp > policy.sample_age_limit_seconds
+    if sample is None or stale or not _is_valid(sample):
+        why = "stale sample" if stale else ("no sample" if sample is None else "invalid sample")
+        held, _, held_shortfall, held_notes = _apply_bounds(current, current, policy, observed)
+        reason = f"metrics unavailable ({why}): holding {current} replicas"
+        if held != current:
+            reason += f"; {held_notes[-1]}"
+        return Decision(held, state, reason, None, "metrics-unavailable", held_shortfall, tuple(held_notes))
+
+    recommended, load_note = compute_recommendation(sample, policy, observed)
+    notes = [load_note]
+    history = _record(state.recommendations, Recommendation(now, recommended), policy, now)
+
+    stabilized, stab_note = _stabilize(current, history, policy, now)
+    constraint: Constraint = "none"
+    if stab_note:
+        notes.append(stab_note)
+        constraint = "stabilization"
+
+    events = tuple(e for e in state.scale_events if now - policy.interval_seconds < e.time <= now)
+    limited, rate_note = _rate_limit(current, stabilized, events, policy)
+    if rate_note:
+        notes.append(rate_note)
+        constraint = "rate-limit"
+
+    final, bound_constraint, shortfall, bound_notes = _apply_bounds(limited, recommended, policy, observed)
+    notes.extend(bound_notes)
+    if bound_constraint != "none":
+        constraint = bound_constraint
+
+    if final != current:
+        events += (ScaleEvent(now, final - current),)
+    new_state = replace(state, recommendations=history, scale_events=events)
+    verb = "scale up" if final > current else "scale down" if final < current else "hold"
+    head = f"{verb} {current}→{final}" if final != current else f"hold {current}"
+    return Decision(
+        final, new_state, f"{head}: " + "; ".join(notes), recommended, constraint, shortfall, tuple(notes)
+    )
+
+
+def compute_recommendation(
+    sample: QueueSample, policy: AutoscalePolicy, observed: ObservedReplicas
+) -> tuple[int, str]:
+    """Raw replicas for the load in ``sample``, before stabilisation, rate limits and bounds."""
+    replicas = observed.effective
+    load = sample.waiting + sample.running
+    concurrency = policy.replica_concurrency
+    if observed.ready > 0:
+        concurrency = max(concurrency, sample.running / observed.ready)
+    queue = policy.target_queue_length
+    up_threshold = concurrency + queue * (1 + policy.tolerance)
+    down_threshold = concurrency * (1 - policy.tolerance)
+    note = (
+        f"load {load:g} ({sample.running:g} running + {sample.waiting:g} waiting) on {replicas} replicas "
+        f"({observed.ready} ready, {observed.starting} starting); per replica "
+        f"up above {up_threshold:g}, down below {down_threshold:g}"
+    )
+    if replicas == 0:
+        recommended = _ceil(load / (concurrency + queue)) if load > 0 else 0
+    elif load > replicas * up_threshold:
+        recommended = max(_ceil(load / (concurrency + queue)), replicas)
+    elif load < replicas * down_threshold:
+        recommended = min(_ceil(load / down_threshold), replicas)
+    else:
+        recommended = replicas
+    return recommended, f"{note}: recommend {recommended}"
+
+
+def _is_valid(sample: QueueSample) -> bool:
+    values = (sample.waiting, sample.running, sample.timestamp)
+    return all(math.isfinite(v) for v in values) and sample.waiting >= 0 and sample.running >= 0
+
+
+def _ceil(value: float) -> int:
+    return max(math.ceil(value - _EPSILON), 0)
+
+
+def _record(
+    history: tuple[Recommendation, ...], new: Recommendation, policy: AutoscalePolicy, now: float
+) -> tuple[Recommendation, ...]:
+    """Append ``new`` (clamped to bounds), prune by age and keep only the newest per value."""
+    clamped = Recommendation(new.time, min(max(new.replicas, policy.min_replicas), policy.max_replicas))
+    kept = [
+        r
+        for r in history
+        if now - r.time <= policy.history_seconds and r.time <= now and r.replicas != clamped.replicas
+    ]
+    kept.append(clamped)
+    return tuple(sorted(kept, key=lambda r: r.time))
+
+
+def _stabilize(
+    current: int, history: tuple[Recommendation, ...], policy: AutoscalePolicy, now: float
+) -> tuple[int, str]:
+    newest = history[-1].replicas
+    up_window = [r.replicas for r in history if now - r.time <= policy.scale_up_stabilization_seconds]
+    down_window = [r.replicas for r in history if now - r.time <= policy.scale_down_stabilization_seconds]
+    up_limit = min([*up_window, newest])
+    down_limit = max([*down_window, newest])
+    stabilized = current
+    if stabilized < up_limit:
+        stabilized = up_limit
+    if stabilized > down_limit:
+        stabilized = down_limit
+    if stabilized == newest:
+        return stabilized, ""
+    if newest > stabilized:
+        return stabilized, (
+            f"scale-up to {newest} held at {stabilized} by the "
+            f"{policy.scale_up_stabilization_seconds:g}s up-stabilization window (lowest recommendation)"
+        )
+    return stabilized, (
+        f"scale-down to {newest} held at {stabilized} by the "
+        f"{policy.scale_down_stabilization_seconds:g}s down-stabilization window (highest recommendation)"
+    )
+
+
+def _rate_limit(
+    current: int, desired: int, events: tuple[ScaleEvent, ...], policy: AutoscalePolicy
+) -> tuple[int, str]:
+    if desired > current:
+        added = sum(e.change for e in events if e.change > 0)
+        start = max(current - added, 0)
+        step = max(policy.max_scale_up_step, math.ceil(start * policy.max_scale_up_percent / 100))
+        limit = max(start + step, current)
+        if desired > limit:
+            return limit, f"up at most {step} per {policy.interval_seconds:g}s interval, to {limit}"
+    elif desired < current:
+        removed = -sum(e.change for e in events if e.change < 0)
+        limit = min(current + removed - policy.max_scale_down_step, current)
+        if desired < limit:
+            return limit, (
+                f"down at most {policy.max_scale_down_step} per {policy.interval_seconds:g}s interval, "
+                f"to {limit}"
+            )
+    return desired, ""
+
+
+def _apply_bounds(
+    replicas: int, wanted: int, policy: AutoscalePolicy, observed: ObservedReplicas
+) -> tuple[int, Constraint, int, list[str]]:
+    """Clamp to [min, max], then to GPU capacity; report the shortfall against ``wanted``."""
+    constraint: Constraint = "none"
+    notes: list[str] = []
+    bounded = replicas
+    if bounded < policy.min_replicas:
+        bounded = policy.min_replicas
+        constraint = "min-replicas"
+        notes.append(f"raised to minReplicas {policy.min_replicas}")
+    elif bounded > policy.max_replicas:
+        bounded = policy.max_replicas
+        constraint = "max-replicas"
+        notes.append(f"capped at maxReplicas {policy.max_replicas}")
+    shortfall = 0
+    capacity = observed.capacity
+    if capacity is not None:
+        wanted_in_bounds = min(max(wanted, bounded, policy.min_replicas), policy.max_replicas)
+        shortfall = max(wanted_in_bounds - capacity, 0)
+        if bounded > capacity:
+            bounded = capacity
+            constraint = "capacity"
+            notes.append(
+                f"GPU pools can host only {capacity} replicas: short by {shortfall} "
+                f"(wanted {wanted_in_bounds})"
+            )
+        elif shortfall:
+            notes.append(f"GPU pools can host {capacity} replicas; the load wants {wanted_in_bounds}")
+    return bounded, constraint, shortfall, notes
