@@ -40,6 +40,16 @@ for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
 done
 build etcd etcd go.etcd.io/etcd/server/v3
 build kwok kwok sigs.k8s.io/kwok/cmd/kwok
+# KWOK does nothing without Stage configs: take the "fast" node/pod stages from the same module.
+stages=$(dirname "$bin")/kwok-stages
+if [ ! -f "$stages/pod-ready.yaml" ]; then
+  kdir=$(cd "$root/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  mkdir -p "$stages"
+  cp "$kdir"/kustomize/stage/node/fast/node-initialize.yaml \
+     "$kdir"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+     "$kdir"/kustomize/stage/pod/fast/pod-*.yaml "$stages/"
+  chmod u+w "$stages"/*.yaml
+fi
 build helm helm helm.sh/helm/v3/cmd/helm
 build sim llm-d-inference-sim github.com/llm-d/llm-d-inference-sim/cmd/llm-d-inference-sim
 echo "$bin"

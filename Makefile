@@ -1,0 +1,57 @@
+# glm-operator developer commands. `make demo` runs the main job locally; `make test` runs everything CI runs.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: help deps venv tools prometheus lint unit e2e test cluster cluster-down demo generate verify bench
+
+help:
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP) ## Python virtualenv with the package and test tools
+
+tools: ## Build the Kubernetes/etcd/KWOK/Helm/simulator binaries into the cache (no-op when cached)
+	bash hack/build-tools.sh
+
+prometheus: ## Install Prometheus from Debian's packages into the cache (no-op when cached)
+	@if [ -f hack/prometheus.sh ]; then bash hack/prometheus.sh >/dev/null; fi
+
+deps: venv tools prometheus
+
+lint: venv ## ruff, mypy, import contracts
+	$(BIN)/ruff check operator tests benchmarks
+	$(BIN)/ruff format --check operator tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+unit: venv ## unit tests (pure code, no cluster)
+	$(BIN)/python -m pytest tests/unit -q
+
+e2e: deps ## e2e tests on the local control plane with simulated GPU nodes
+	$(BIN)/python -m pytest tests/e2e -q
+
+test: deps lint ## everything: lint, types, unit and e2e tests
+	$(BIN)/python -m pytest tests -q
+
+cluster: deps ## start the local cluster (kubeconfig in .cluster/kubeconfig)
+	$(BIN)/glm-operator cluster up
+
+cluster-down: venv ## stop the local cluster
+	$(BIN)/glm-operator cluster down
+
+demo: deps ## main job: local simulated GPU cluster, then show its GPU nodes
+	bash hack/demo.sh
+
+generate: venv ## regenerate committed artifacts (CRD, chart CRD copy, install.yaml)
+	@if [ -f hack/generate.sh ]; then bash hack/generate.sh; fi
+
+verify: generate ## fail if generated artifacts drift from the committed copies
+	git diff --exit-code -- crds charts manifests

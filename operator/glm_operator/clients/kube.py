@@ -1,0 +1,189 @@
+"""The only code that talks to the Kubernetes apiserver.
+
+Writes go through server-side apply with one field manager (``glm-operator``) and ``force``; the
+status subresource is written with a JSON merge patch. Reads are plain lists with label selectors.
+The official ``kubernetes`` client is synchronous; callers in kopf handlers run these methods in a
+worker thread (``asyncio.to_thread``) so the event loop never blocks.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes.client.exceptions import ApiException
+
+FIELD_MANAGER = "glm-operator"
+GROUP = "inference.glm.dev"
+VERSION = "v1alpha1"
+PLURAL = "glmdeployments"
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    api_path: str  # "/api/v1" or "/apis/<group>/<version>"
+    plural: str
+    namespaced: bool = True
+
+
+KINDS: dict[tuple[str, str], KindInfo] = {
+    ("apps/v1", "Deployment"): KindInfo("/apis/apps/v1", "deployments"),
+    ("v1", "Service"): KindInfo("/api/v1", "services"),
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): KindInfo(
+        "/apis/leaderworkerset.x-k8s.io/v1", "leaderworkersets"
+    ),
+    (f"{GROUP}/{VERSION}", "GLMDeployment"): KindInfo(f"/apis/{GROUP}/{VERSION}", PLURAL),
+    ("v1", "Node"): KindInfo("/api/v1", "nodes", namespaced=False),
+    ("v1", "Pod"): KindInfo("/api/v1", "pods"),
+}
+
+
+def kind_info(api_version: str, kind: str) -> KindInfo:
+    try:
+        return KINDS[(api_version, kind)]
+    except KeyError as exc:
+        raise ValueError(f"unsupported kind {api_version}/{kind}") from exc
+
+
+def object_path(api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
+    info = kind_info(api_version, kind)
+    path = info.api_path
+    if info.namespaced and namespace:
+        path += f"/namespaces/{namespace}"
+    path += f"/{info.plural}"
+    if name:
+        path += f"/{name}"
+    return path
+
+
+class KubeClient:
+    """Thin wrapper over ``kubernetes.client.ApiClient`` for the calls the operator makes."""
+
+    def __init__(self, api_client: k8s.ApiClient | None = None, timeout: float = 30.0) -> None:
+        self.api = api_client or k8s.ApiClient()
+        self.timeout = timeout
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        query: list[tuple[str, str]] | None = None,
+        content_type: str | None = None,
+    ) -> Any:
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        params = self.api.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=query or [],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = self.api.call_api(*params, _request_timeout=self.timeout)
+        raw = response.read()  # type: ignore[no-untyped-call]
+        text = raw.decode("utf-8") if raw else ""
+        if not 200 <= response.status <= 299:
+            raise ApiException(status=response.status, reason=response.reason, body=text)
+        return json.loads(text) if text else {}
+
+    # -- reads ---------------------------------------------------------------------------------
+    def list(
+        self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        query = [("labelSelector", label_selector)] if label_selector else []
+        data = self._call("GET", object_path(api_version, kind, namespace), query=query)
+        items = data.get("items", []) if isinstance(data, dict) else []
+        return [dict(i) for i in items]
+
+    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        try:
+            data = self._call("GET", object_path(api_version, kind, namespace, name))
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(data)
+
+    # -- writes --------------------------------------------------------------------------------
+    def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Server-side apply ``obj`` with the operator's field manager (force on conflicts)."""
+        meta = obj["metadata"]
+        path = object_path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+        data = self._call(
+            "PATCH",
+            path,
+            body=dict(obj),
+            query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+            content_type="application/apply-patch+yaml",
+        )
+        return dict(data)
+
+    def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> bool:
+        try:
+            self._call(
+                "DELETE",
+                object_path(api_version, kind, namespace, name),
+                body={"propagationPolicy": "Background"},
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge-patch the status subresource of a GLMDeployment."""
+        path = object_path(f"{GROUP}/{VERSION}", "GLMDeployment", namespace, name) + "/status"
+        data = self._call(
+            "PATCH", path, body={"status": dict(status)}, content_type="application/merge-patch+json"
+        )
+        return dict(data)
+
+    def patch_scale(self, api_version: str, kind: str, namespace: str, name: str, replicas: int) -> None:
+        path = object_path(api_version, kind, namespace, name) + "/scale"
+        self._call(
+            "PATCH", path, body={"spec": {"replicas": replicas}}, content_type="application/merge-patch+json"
+        )
+
+    def create_event(
+        self,
+        involved: Mapping[str, Any],
+        *,
+        reason: str,
+        message: str,
+        type_: str = "Normal",
+        now: dt.datetime | None = None,
+    ) -> None:
+        """Post a core/v1 Event about ``involved`` (a GLMDeployment body)."""
+        meta = involved["metadata"]
+        ts = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+            "involvedObject": {
+                "apiVersion": involved.get("apiVersion", f"{GROUP}/{VERSION}"),
+                "kind": involved.get("kind", "GLMDeployment"),
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": type_,
+            "source": {"component": FIELD_MANAGER},
+            "firstTimestamp": ts,
+            "lastTimestamp": ts,
+            "count": 1,
+            "reportingComponent": FIELD_MANAGER,
+        }
+        self._call("POST", f"/api/v1/namespaces/{meta['namespace']}/events", body=event)

@@ -1,0 +1,365 @@
+"""A real local Kubernetes control plane with simulated GPU nodes, on loopback.
+
+etcd, kube-apiserver, kube-controller-manager and kube-scheduler run as plain processes built
+from Go modules (``hack/build-tools.sh``); KWOK plays the kubelet for fake nodes so the real
+scheduler binds pods and KWOK marks them Running/Ready. Every component listens on 127.0.0.1
+on a free port; the admin kubeconfig is written to ``<state_dir>/kubeconfig``.
+
+Safety: KWOK gives fake pods 10.x IPs and Services get ClusterIPs from 10.96.0.0/16. Nothing
+here (and nothing in the tests) dials those addresses: only the apiserver on loopback.
+
+State lives in ``state_dir`` (``state.json`` with pids and ports, logs, etcd data). ``up()`` is
+idempotent (it reuses a healthy cluster) and ``down()`` stops every process group it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import time
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+SERVICE_CIDR = "10.96.0.0/16"
+
+
+class ClusterError(RuntimeError):
+    """The local cluster could not be started or reached."""
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[3]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def default_bin_dir() -> Path:
+    """The cached tools directory, as hack/tools-bin.sh computes it."""
+    env = os.environ.get("GLM_OPERATOR_TOOLS_BIN")
+    if env:
+        return Path(env)
+    out = subprocess.run(
+        ["bash", str(repo_root() / "hack" / "tools-bin.sh")], capture_output=True, text=True, check=True
+    )
+    return Path(out.stdout.strip())
+
+
+def default_state_dir() -> Path:
+    return Path(os.environ.get("GLM_CLUSTER_DIR", str(repo_root() / ".cluster")))
+
+
+@dataclass
+class LocalCluster:
+    state_dir: Path = field(default_factory=default_state_dir)
+    bin_dir: Path = field(default_factory=default_bin_dir)
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / "state.json"
+
+    # -- state -------------------------------------------------------------------------------
+    def _read_state(self) -> dict[str, object]:
+        try:
+            data = json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _write_state(self, state: dict[str, object]) -> None:
+        self.state_file.write_text(json.dumps(state, indent=2))
+
+    def _pids(self) -> dict[str, int]:
+        pids = self._read_state().get("pids", {})
+        return {str(k): int(v) for k, v in pids.items()} if isinstance(pids, dict) else {}
+
+    def server_url(self) -> str | None:
+        url = self._read_state().get("server")
+        return str(url) if url else None
+
+    def token(self) -> str | None:
+        tok = self._read_state().get("token")
+        return str(tok) if tok else None
+
+    # -- health ------------------------------------------------------------------------------
+    def _apiserver_ready(self, server: str, token: str, timeout: float = 2.0) -> bool:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        req = urllib.request.Request(f"{server}/readyz", headers={"Authorization": f"Bearer {token}"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout, context=ctx) as resp:
+                return bool(resp.status == 200)
+        except OSError:
+            return False
+
+    def is_running(self) -> bool:
+        server, token = self.server_url(), self.token()
+        pids = self._pids()
+        if not server or not token or set(pids) != set(COMPONENTS):
+            return False
+        if not all(_alive(pid) for pid in pids.values()):
+            return False
+        return self._apiserver_ready(server, token)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def up(self, nodes: Sequence[Path] = (), timeout: float = 120.0) -> bool:
+        """Start the cluster unless a healthy one is running. Returns True if it started one."""
+        if self.is_running():
+            if nodes:
+                self.apply_nodes(nodes)
+            return False
+        self.down()
+        missing = [c for c in (*COMPONENTS, "kubectl") if not (self.bin_dir / c).exists()]
+        if missing:
+            raise ClusterError(
+                f"missing binaries in {self.bin_dir}: {', '.join(missing)}; run hack/build-tools.sh first"
+            )
+        sd = self.state_dir
+        for sub in ("etcd", "certs", "logs"):
+            shutil.rmtree(sd / sub, ignore_errors=True)
+            (sd / sub).mkdir(parents=True, exist_ok=True)
+        ports = {name: free_port() for name in ("etcd", "etcd_peer", "apiserver", "kcm", "sched", "kwok")}
+        token = secrets.token_hex(16)
+        (sd / "tokens.csv").write_text(f"{token},admin,admin,system:masters\n")
+        sa_key = sd / "certs" / "sa.key"
+        subprocess.run(["openssl", "genrsa", "-out", str(sa_key), "2048"], check=True, capture_output=True)
+        server = f"https://127.0.0.1:{ports['apiserver']}"
+        state: dict[str, object] = {"server": server, "token": token, "ports": ports, "pids": {}}
+        self._write_state(state)
+        pids: dict[str, int] = {}
+
+        def start(name: str, args: list[str]) -> None:
+            log = open(sd / "logs" / f"{name}.log", "wb")  # noqa: SIM115 - owned by the child
+            proc = subprocess.Popen(
+                [str(self.bin_dir / name), *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            log.close()
+            pids[name] = proc.pid
+            state["pids"] = pids
+            self._write_state(state)
+
+        etcd_url = f"http://127.0.0.1:{ports['etcd']}"
+        start(
+            "etcd",
+            [
+                f"--data-dir={sd / 'etcd'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{ports['etcd_peer']}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{ports['etcd_peer']}",
+                f"--initial-cluster=default=http://127.0.0.1:{ports['etcd_peer']}",
+                "--unsafe-no-fsync",
+                "--quota-backend-bytes=4294967296",
+                "--log-level=warn",
+            ],
+        )
+        start(
+            "kube-apiserver",
+            [
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={ports['apiserver']}",
+                f"--cert-dir={sd / 'certs'}",
+                f"--token-auth-file={sd / 'tokens.csv'}",
+                "--authorization-mode=RBAC",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-account-key-file={sa_key}",
+                f"--service-account-signing-key-file={sa_key}",
+                "--endpoint-reconciler-type=none",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--v=0",
+            ],
+        )
+        deadline = time.monotonic() + timeout
+        while not self._apiserver_ready(server, token, timeout=1.0):
+            self._check_children(pids)
+            if time.monotonic() > deadline:
+                raise ClusterError(f"kube-apiserver not ready after {timeout:.0f}s; see {sd / 'logs'}")
+            time.sleep(0.3)
+        self._write_kubeconfig(server, token)
+        kube_crt = sd / "certs" / "apiserver.crt"
+        start(
+            "kube-controller-manager",
+            [
+                f"--kubeconfig={self.kubeconfig}",
+                f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={ports['kcm']}",
+                "--leader-elect=false",
+                f"--service-account-private-key-file={sa_key}",
+                f"--root-ca-file={kube_crt}",
+                "--use-service-account-credentials=false",
+                # HPA needs a short sync to be testable; the rest keeps its defaults.
+                "--horizontal-pod-autoscaler-sync-period=5s",
+                "--v=0",
+            ],
+        )
+        start(
+            "kube-scheduler",
+            [
+                f"--kubeconfig={self.kubeconfig}",
+                f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={ports['sched']}",
+                "--leader-elect=false",
+                "--v=0",
+            ],
+        )
+        stage_args = [f"--config={p}" for p in sorted((self.bin_dir.parent / "kwok-stages").glob("*.yaml"))]
+        if not stage_args:
+            raise ClusterError(f"no KWOK stage files in {self.bin_dir.parent / 'kwok-stages'}")
+        start(
+            "kwok",
+            [
+                f"--kubeconfig={self.kubeconfig}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                f"--server-address=127.0.0.1:{ports['kwok']}",
+                "--node-ip=127.0.0.2",
+                "--cidr=10.0.0.0/16",
+                *stage_args,
+            ],
+        )
+        self._wait_for_default_service_account(deadline)
+        if nodes:
+            self.apply_nodes(nodes)
+        return True
+
+    def _check_children(self, pids: dict[str, int]) -> None:
+        for name, pid in pids.items():
+            if not _alive(pid):
+                log = self.state_dir / "logs" / f"{name}.log"
+                tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+                raise ClusterError(f"{name} exited during start-up; last log lines:\n{tail}")
+
+    def _wait_for_default_service_account(self, deadline: float) -> None:
+        while True:
+            res = self.kubectl("get", "serviceaccount", "default", "-n", "default", check=False)
+            if res.returncode == 0:
+                return
+            self._check_children(self._pids())
+            if time.monotonic() > deadline:
+                raise ClusterError("controller-manager did not create the default ServiceAccount")
+            time.sleep(0.3)
+
+    def _write_kubeconfig(self, server: str, token: str) -> None:
+        cfg = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            # The apiserver's self-signed serving certificate (cert + its CA) is valid for 127.0.0.1.
+            "clusters": [
+                {
+                    "name": "local",
+                    "cluster": {
+                        "server": server,
+                        "certificate-authority": str(self.state_dir / "certs" / "apiserver.crt"),
+                    },
+                }
+            ],
+            "users": [{"name": "admin", "user": {"token": token}}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin"}}],
+            "current-context": "local",
+        }
+        # JSON is valid YAML; kubectl and the Python client both read it.
+        self.kubeconfig.write_text(json.dumps(cfg, indent=2))
+        self.kubeconfig.chmod(0o600)
+
+    def apply_nodes(self, files: Sequence[Path], timeout: float = 60.0) -> None:
+        for f in files:
+            self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(f))
+        self.kubectl("wait", "--for=condition=Ready", "node", "-l", "type=kwok", f"--timeout={timeout:.0f}s")
+
+    def down(self) -> None:
+        """Stop every process this cluster started (whole process groups) and forget the state."""
+        pids = self._pids()
+        for pid in pids.values():
+            _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in pids.values()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for pid in pids.values():
+            _signal_group(pid, signal.SIGKILL)
+        if self.state_file.exists():
+            self.state_file.unlink()
+
+    # -- commands ----------------------------------------------------------------------------
+    def run_tool(
+        self, tool: str, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        res = subprocess.run(
+            [str(self.bin_dir / tool), *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+        )
+        if check and res.returncode != 0:
+            raise ClusterError(f"{tool} {' '.join(args)} failed ({res.returncode}): {res.stderr.strip()}")
+        return res
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        return self.run_tool("kubectl", *args, input=input, check=check, timeout=timeout)
+
+    def helm(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        return self.run_tool("helm", *args, input=input, check=check, timeout=timeout)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours still answers kill(0); reap it if it is ours.
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return _not_zombie(pid)
+    return done == 0
+
+
+def _not_zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)

@@ -1,0 +1,62 @@
+"""Session fixture: a real local control plane (etcd, kube-apiserver, controller-manager,
+scheduler) with KWOK-simulated GPU nodes from tests/fixtures/gpu-cluster.yaml.
+
+Reuses a cluster that is already running (``make cluster``); otherwise starts one for the session
+and stops it at the end. Everything listens on loopback.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from glm_operator.testing.cluster import LocalCluster, repo_root
+
+NODES = repo_root() / "tests" / "fixtures" / "gpu-cluster.yaml"
+_counter = itertools.count()
+
+
+class E2ECluster:
+    """What e2e tests get: kubeconfig, binaries, kubectl/helm runners, fresh namespaces."""
+
+    def __init__(self, local: LocalCluster) -> None:
+        self.local = local
+        self.kubeconfig: Path = local.kubeconfig
+        self.bin_dir: Path = local.bin_dir
+        self.namespaces: list[str] = []
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        return self.local.kubectl(*args, input=input, check=check, timeout=timeout)
+
+    def helm(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        return self.local.helm(*args, input=input, check=check, timeout=timeout)
+
+    def namespace(self, name_prefix: str = "t") -> str:
+        name = f"{name_prefix}-{os.getpid()}-{next(_counter)}"[:63]
+        self.kubectl("create", "namespace", name)
+        self.namespaces.append(name)
+        return name
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[E2ECluster]:
+    local = LocalCluster()
+    started = local.up(nodes=[NODES])
+    e2e = E2ECluster(local)
+    try:
+        yield e2e
+    finally:
+        if started and not os.environ.get("GLM_KEEP_CLUSTER"):
+            local.down()
+        else:
+            for ns in e2e.namespaces:
+                local.kubectl("delete", "namespace", ns, "--wait=false", check=False)
