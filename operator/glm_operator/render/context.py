@@ -1,0 +1,241 @@
+"""Typed, frozen inputs of the renderer: one ``WorkloadContext`` per plan variant.
+
+The controller maps each planned variant (one GPU type with its TP/PP, quantization and replica
+count) into a ``WorkloadContext``; everything a template needs is either a field here or derived
+from the fields by a property, so templates never compute anything and ``StrictUndefined``
+catches a misspelt field.
+
+Rules encoded here (documented because users see their effect in the pod spec):
+- ``quantization`` is the value of vLLM's ``--quantization`` flag, not the precision the plan
+  chose. A checkpoint that is already quantized (e.g. ``zai-org/GLM-4.5-Air-FP8``) carries a
+  ``quantization_config`` that vLLM detects by itself, so no flag is passed; ``--quantization fp8``
+  is only for a bf16/fp16 checkpoint quantized on the fly at load time. ``vllm_quantization_flag``
+  turns (requested precision, checkpoint precision) into the flag.
+- ``kv_cache_dtype`` is None for ``auto`` (no flag), else ``--kv-cache-dtype <value>``.
+- ``model_source`` decides where the model comes from (see ``resolve_model_location``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from glm_operator.render import names
+
+DEFAULT_IMAGE_PORT = 8000
+GLMDEPLOYMENT_API_VERSION = "inference.glm.dev/v1alpha1"
+GLMDEPLOYMENT_KIND = "GLMDeployment"
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+MODELS_MOUNT_PATH = "/models"
+HF_CACHE_MOUNT_PATH = "/root/.cache/huggingface"
+
+# Precisions vLLM reads from the checkpoint itself; "auto"/"bf16" never need a flag.
+_NO_FLAG_PRECISIONS = frozenset({"auto", "bf16", "bfloat16"})
+# Precisions vLLM can quantize to on the fly from a 16-bit checkpoint.
+_ONLINE_QUANTIZATIONS = frozenset({"fp8"})
+
+
+@dataclass(frozen=True)
+class OwnerReference:
+    """The GLMDeployment that owns every child object (garbage collection, ``kubectl tree``)."""
+
+    name: str
+    uid: str
+    api_version: str = GLMDEPLOYMENT_API_VERSION
+    kind: str = GLMDEPLOYMENT_KIND
+
+
+@dataclass(frozen=True)
+class SecretKeyRef:
+    """A key of a Secret in the GLMDeployment's namespace."""
+
+    name: str
+    key: str
+
+
+@dataclass(frozen=True)
+class NodeSelectorRequirement:
+    """One ``matchExpressions`` entry, e.g. ``nvidia.com/gpu.product In [NVIDIA-H100-80GB-HBM3]``."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeSelectorTerm:
+    """Requirements that must all hold (terms of a required node affinity are ORed)."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...]
+
+
+@dataclass(frozen=True)
+class ModelLocation:
+    """How the vLLM container reaches the weights."""
+
+    model_arg: str  # the positional argument of ``vllm serve``
+    pvc_claim: str | None = None  # mounted read-only at /models when set
+    load_format: str | None = None  # ``--load-format`` when not the default
+
+
+def resolve_model_location(model_source: str, model_id: str) -> ModelLocation:
+    """Map ``spec.model.source`` to what vLLM gets.
+
+    - ``hf://<repo id>`` (default ``hf://<model id>``): vLLM downloads from the Hub into HF_HOME;
+    - ``pvc://<claim>/<path>``: the claim is mounted read-only at ``/models``, vLLM serves
+      ``/models/<path>``;
+    - ``s3://<bucket>/<path>``: vLLM streams the safetensors from S3 with the Run:ai Model Streamer
+      (``--load-format runai_streamer``, bundled with the vllm-openai image); credentials come
+      from the user's ``serving.env`` or the service account (IRSA).
+    """
+    source = model_source or f"hf://{model_id}"
+    scheme, sep, rest = source.partition("://")
+    if not sep or not rest.strip("/"):
+        raise ValueError(f"model source {source!r} is not <scheme>://<location>")
+    if scheme == "hf":
+        return ModelLocation(model_arg=rest.strip("/"))
+    if scheme == "pvc":
+        claim, _, path = rest.partition("/")
+        path = path.strip("/")
+        model_path = f"{MODELS_MOUNT_PATH}/{path}" if path else MODELS_MOUNT_PATH
+        return ModelLocation(model_arg=model_path, pvc_claim=claim)
+    if scheme == "s3":
+        return ModelLocation(model_arg=source, load_format="runai_streamer")
+    raise ValueError(f"model source scheme {scheme!r} is not supported (hf://, pvc://, s3://)")
+
+
+def vllm_quantization_flag(requested: str, checkpoint_quantization: str | None) -> str | None:
+    """Value of ``--quantization`` for a planned precision, or None for no flag.
+
+    ``requested`` is the precision the plan chose (auto, bf16, fp16, fp8, int8, int4);
+    ``checkpoint_quantization`` the precision the checkpoint is stored in when it is already
+    quantized (e.g. "fp8" for a -FP8 repository), None for a 16-bit checkpoint.
+
+    - auto/bf16/fp16: no flag (fp16 is a ``--dtype``, not a quantization);
+    - the checkpoint already has the requested precision: no flag, vLLM reads its
+      ``quantization_config``;
+    - fp8 from a 16-bit checkpoint: ``fp8`` (dynamic W8A8 at load time; GPUs below compute
+      capability 8.9 fall back to weight-only FP8 through Marlin);
+    - int8/int4 need a pre-quantized checkpoint (AWQ/GPTQ/...): ``ValueError`` otherwise.
+    """
+    precision = requested.lower()
+    if precision in _NO_FLAG_PRECISIONS or precision == "fp16":
+        return None
+    if checkpoint_quantization is not None and checkpoint_quantization.lower() == precision:
+        return None
+    if checkpoint_quantization is None and precision in _ONLINE_QUANTIZATIONS:
+        return precision
+    raise ValueError(
+        f"quantization {requested!r} needs a checkpoint quantized to {requested!r}"
+        f" (the checkpoint is {checkpoint_quantization or '16-bit'})"
+    )
+
+
+@dataclass(frozen=True)
+class WorkloadContext:
+    """Everything needed to render the workload of one variant of a GLMDeployment.
+
+    A variant with ``nodes_per_replica == 1`` becomes a Deployment, otherwise a LeaderWorkerSet
+    whose groups have ``nodes_per_replica`` pods with ``gpus_per_pod`` GPUs each.
+    """
+
+    namespace: str
+    deployment_name: str  # the GLMDeployment's name
+    variant_name: str  # short slug of the GPU type, e.g. "h100-80gb"
+    owner: OwnerReference
+    image: str
+    model_id: str
+    served_model_name: str
+    gpu_product: str  # catalog/label value of the GPU type, e.g. NVIDIA-H100-80GB-HBM3
+    tensor_parallel_size: int
+    gpus_per_replica: int
+    max_model_len: int
+    gpu_memory_utilization: float
+    max_num_seqs: int
+    replicas: int
+    model_source: str = ""  # "" = hf://<model_id>
+    pipeline_parallel_size: int = 1
+    nodes_per_replica: int = 1
+    port: int = DEFAULT_IMAGE_PORT
+    quantization: str | None = None  # value of --quantization; see vllm_quantization_flag
+    kv_cache_dtype: str | None = None  # None = auto
+    dtype: str | None = None  # --dtype, e.g. "float16" on GPUs without bf16
+    extra_args: tuple[str, ...] = ()  # appended last, verbatim
+    env: tuple[Mapping[str, Any], ...] = ()  # Kubernetes EnvVar dicts; override ours by name
+    resources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # user requests/limits
+    resource_name: str = DEFAULT_GPU_RESOURCE  # or a per-type name such as nvidia.com/a100-80gb
+    node_selector_terms: tuple[NodeSelectorTerm, ...] = ()  # required node affinity; () = none
+    tolerations: tuple[Mapping[str, Any], ...] = ()  # user tolerations, after the GPU taint's
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    api_key_secret: SecretKeyRef | None = None
+    model_cache_claim: str | None = None  # PVC mounted at HF_HOME
+    image_pull_secrets: tuple[str, ...] = ()
+    service_account_name: str | None = None
+    shm_size: str = "16Gi"
+    startup_timeout_seconds: int = 20 * 60  # cold start budget of the startup probe
+    labels: Mapping[str, str] = field(default_factory=dict)  # extra labels (ours win on conflict)
+    annotations: Mapping[str, str] = field(default_factory=dict)  # object annotations, e.g. the plan
+
+    def __post_init__(self) -> None:
+        positive = {
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "pipeline_parallel_size": self.pipeline_parallel_size,
+            "gpus_per_replica": self.gpus_per_replica,
+            "nodes_per_replica": self.nodes_per_replica,
+            "max_model_len": self.max_model_len,
+            "max_num_seqs": self.max_num_seqs,
+        }
+        for field_name, value in positive.items():
+            if value < 1:
+                raise ValueError(f"{field_name} must be >= 1, got {value}")
+        if self.startup_timeout_seconds < 60:
+            raise ValueError(f"startup_timeout_seconds must be >= 60, got {self.startup_timeout_seconds}")
+        if self.replicas < 0:
+            raise ValueError(f"replicas must be >= 0, got {self.replicas}")
+        if self.gpus_per_replica != self.tensor_parallel_size * self.pipeline_parallel_size:
+            raise ValueError(
+                f"gpus_per_replica ({self.gpus_per_replica}) must equal tensor_parallel_size"
+                f" x pipeline_parallel_size ({self.tensor_parallel_size} x {self.pipeline_parallel_size})"
+            )
+        if self.gpus_per_replica % self.nodes_per_replica:
+            raise ValueError(
+                f"gpus_per_replica ({self.gpus_per_replica}) must split evenly over"
+                f" nodes_per_replica ({self.nodes_per_replica})"
+            )
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        if not 1 <= self.port <= 65535:
+            raise ValueError(f"port must be in 1..65535, got {self.port}")
+        resolve_model_location(self.model_source, self.model_id)  # validates the source
+
+    @property
+    def multi_node(self) -> bool:
+        """True when one replica spans several nodes (rendered as a LeaderWorkerSet)."""
+        return self.nodes_per_replica > 1
+
+    @property
+    def gpus_per_pod(self) -> int:
+        """GPUs requested by each pod: all of the replica's GPUs, or one node's share of them."""
+        return self.gpus_per_replica // self.nodes_per_replica
+
+    @property
+    def model_location(self) -> ModelLocation:
+        return resolve_model_location(self.model_source, self.model_id)
+
+    @property
+    def workload_name(self) -> str:
+        return names.workload_name(self.deployment_name, self.variant_name, multi_node=self.multi_node)
+
+    @property
+    def spec_hash(self) -> str:
+        """Hash of every field that shapes the pods.
+
+        Excludes ``replicas`` (scaling must not roll pods), ``annotations`` (object metadata only)
+        and ``owner`` (object metadata only).
+        """
+        data = dataclasses.asdict(self)
+        for excluded in ("replicas", "annotations", "owner"):
+            del data[excluded]
+        return names.compute_spec_hash(data)

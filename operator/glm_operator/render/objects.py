@@ -1,0 +1,412 @@
+"""Render the child objects of a GLMDeployment from ``WorkloadContext``s (pure: no I/O).
+
+Python computes every value (argument lists, merged resources, env, volumes, labels) into a
+view; the jinja2 templates in ``templates/`` only lay the objects out, one kind per template,
+with ``StrictUndefined`` so that a missing value is an error and never an empty string.
+The result is parsed back with ``yaml.safe_load``: callers get plain dicts ready for
+server-side apply.
+
+Decisions (see DESIGN.md, "The vLLM workload"):
+- vLLM arguments are always explicit (``build_vllm_args``); the API key is never an argument:
+  vLLM reads ``VLLM_API_KEY``, which comes from a ``secretKeyRef``;
+- ``/dev/shm`` is a memory emptyDir when TP > 1 (NCCL) and on every multi-node pod (Ray's object
+  store); Docker's 64 MiB default breaks both;
+- startup probe on ``/health``: ``startup_timeout_seconds`` (20 minutes by default) before the
+  kubelet gives up on a cold start; readiness and liveness on ``/health`` afterwards;
+- RollingUpdate with maxSurge 0 / maxUnavailable 1: a rollout never needs spare GPUs (a surge pod
+  would stay Pending on a full cluster and stall the rollout); the cost is one replica less during
+  the rollout (with one replica, a short outage, as with Recreate);
+- ``enableServiceLinks: false``: a Service named ``vllm`` would otherwise inject ``VLLM_PORT=tcp://...``
+  into the pod, which vLLM reads as its own setting and fails on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import jinja2
+import yaml
+
+from glm_operator.render import names
+from glm_operator.render.context import (
+    DEFAULT_GPU_RESOURCE,
+    HF_CACHE_MOUNT_PATH,
+    MODELS_MOUNT_PATH,
+    NodeSelectorTerm,
+    WorkloadContext,
+)
+
+GPU_TAINT_TOLERATION: dict[str, str] = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+VLLM_CONTAINER_NAME = "vllm"
+RAY_WORKER_CONTAINER_NAME = "ray-worker"
+RAY_HEAD_PORT = 6379
+STARTUP_PROBE_PERIOD_SECONDS = 10
+DEFAULT_STARTUP_TIMEOUT_SECONDS = 20 * 60
+# uvicorn lets in-flight (streaming) requests finish on SIGTERM; give them two minutes.
+TERMINATION_GRACE_PERIOD_SECONDS = 120
+# Slack on top of the startup budget for scheduling and the image pull before the Deployment
+# controller reports ProgressDeadlineExceeded.
+PROGRESS_DEADLINE_SLACK_SECONDS = 10 * 60
+
+# Leader: start the Ray head, wait until the whole group ($LWS_GROUP_SIZE nodes, injected by LWS)
+# has joined, then serve; "$@" are the vLLM arguments. Workers retry until the head answers (with
+# startupPolicy LeaderCreated they can start before it), then block in the Ray worker.
+_LEADER_SCRIPT = "\n".join(
+    [
+        "set -e",
+        f"ray start --head --port={RAY_HEAD_PORT}",
+        'until [ "$(python3 -c \'import ray; ray.init(address="auto", logging_level="ERROR");'
+        ' print(sum(1 for n in ray.nodes() if n["Alive"]))\' 2>/dev/null)" -ge "$LWS_GROUP_SIZE" ]; do',
+        '  echo "waiting for the Ray workers of this group"; sleep 5',
+        "done",
+        'exec vllm serve "$@"',
+    ]
+)
+_WORKER_SCRIPT = (
+    f"until ray start --address=$LWS_LEADER_ADDRESS:{RAY_HEAD_PORT} --block; do"
+    ' echo "waiting for the Ray head"; sleep 5; done'
+)
+
+
+@dataclass(frozen=True)
+class PodView:
+    """What ``_pod.yaml.j2`` needs to lay out one pod spec."""
+
+    container_name: str
+    image: str
+    command: list[str]
+    args: list[str]
+    serves_http: bool
+    port: int
+    env: list[dict[str, Any]]
+    resources: dict[str, dict[str, str]]
+    volume_mounts: list[dict[str, Any]]
+    volumes: list[dict[str, Any]]
+    tolerations: list[dict[str, Any]]
+    affinity: dict[str, Any] | None
+    node_selector: dict[str, str]
+    image_pull_secrets: list[dict[str, str]]
+    service_account_name: str | None
+    termination_grace_period_seconds: int
+    startup_period_seconds: int
+    startup_failure_threshold: int
+
+
+def _to_json(value: object) -> str:
+    """JSON is YAML: quoting everything through json.dumps keeps strings strings."""
+    if isinstance(value, jinja2.Undefined):
+        # Filters receive Undefined without touching it; str() makes StrictUndefined raise
+        # UndefinedError naming the missing value.
+        str(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+@cache
+def template_environment() -> jinja2.Environment:
+    """The jinja2 environment: package templates, ``StrictUndefined``, the ``q`` filter."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("glm_operator.render", "templates"),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # YAML, not HTML; values are quoted with the `q` filter instead
+        keep_trailing_newline=True,
+    )
+    env.filters["q"] = _to_json
+    return env
+
+
+def _render(template_name: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    text = template_environment().get_template(template_name).render(**values)
+    obj = yaml.safe_load(text)
+    if not isinstance(obj, dict):
+        raise ValueError(f"{template_name} did not render to a mapping")
+    return obj
+
+
+# --- values computed from the context ---------------------------------------------------------
+
+
+def _format_float(value: float) -> str:
+    return repr(float(value))
+
+
+def build_vllm_args(ctx: WorkloadContext) -> list[str]:
+    """Arguments after ``vllm serve``: the model, then every setting explicitly, extra args last."""
+    location = ctx.model_location
+    args = [
+        location.model_arg,
+        "--served-model-name",
+        ctx.served_model_name,
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(ctx.port),
+        "--tensor-parallel-size",
+        str(ctx.tensor_parallel_size),
+    ]
+    if ctx.pipeline_parallel_size > 1:
+        args += ["--pipeline-parallel-size", str(ctx.pipeline_parallel_size)]
+    if ctx.multi_node:
+        args += ["--distributed-executor-backend", "ray"]
+    args += [
+        "--max-model-len",
+        str(ctx.max_model_len),
+        "--gpu-memory-utilization",
+        _format_float(ctx.gpu_memory_utilization),
+        "--max-num-seqs",
+        str(ctx.max_num_seqs),
+    ]
+    if ctx.quantization is not None:
+        args += ["--quantization", ctx.quantization]
+    if ctx.kv_cache_dtype is not None:
+        args += ["--kv-cache-dtype", ctx.kv_cache_dtype]
+    if ctx.dtype is not None:
+        args += ["--dtype", ctx.dtype]
+    if location.load_format is not None:
+        args += ["--load-format", location.load_format]
+    return args + list(ctx.extra_args)
+
+
+def pod_resources(ctx: WorkloadContext) -> dict[str, dict[str, str]]:
+    """User requests/limits plus the GPUs of one pod (requests == limits, as extended resources need).
+
+    Any GPU count the user wrote under ``nvidia.com/gpu`` or the variant's resource name is
+    replaced: the GPU count is the plan's decision.
+    """
+    gpu_keys = {DEFAULT_GPU_RESOURCE, ctx.resource_name}
+    merged: dict[str, dict[str, str]] = {}
+    for section in ("limits", "requests"):
+        user = ctx.resources.get(section, {}) or {}
+        values = {key: str(value) for key, value in sorted(user.items()) if key not in gpu_keys}
+        values[ctx.resource_name] = str(ctx.gpus_per_pod)
+        merged[section] = values
+    return merged
+
+
+def _merge_env(ours: list[dict[str, Any]], user: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Our variables, then the user's; a user variable replaces ours of the same name in place.
+
+    Server-side apply rejects duplicate names in ``env`` (a list keyed by name).
+    """
+    merged: dict[str, dict[str, Any]] = {item["name"]: item for item in ours}
+    for item in user:
+        merged[str(item["name"])] = dict(item)
+    return list(merged.values())
+
+
+def _env(ctx: WorkloadContext, *, serves_api: bool) -> list[dict[str, Any]]:
+    ours: list[dict[str, Any]] = []
+    if serves_api and ctx.api_key_secret is not None:
+        ours.append(
+            {
+                "name": "VLLM_API_KEY",
+                "valueFrom": {
+                    "secretKeyRef": {"name": ctx.api_key_secret.name, "key": ctx.api_key_secret.key}
+                },
+            }
+        )
+    if ctx.model_cache_claim is not None:
+        ours.append({"name": "HF_HOME", "value": HF_CACHE_MOUNT_PATH})
+    return _merge_env(ours, ctx.env)
+
+
+def _tolerations(ctx: WorkloadContext) -> list[dict[str, Any]]:
+    result: list[dict[str, Any]] = [dict(GPU_TAINT_TOLERATION)]
+    for toleration in ctx.tolerations:
+        item = dict(toleration)
+        if item not in result:
+            result.append(item)
+    return result
+
+
+def _node_selector_term(term: NodeSelectorTerm) -> dict[str, Any]:
+    expressions = []
+    for requirement in term.match_expressions:
+        expression: dict[str, Any] = {"key": requirement.key, "operator": requirement.operator}
+        if requirement.values:
+            expression["values"] = list(requirement.values)
+        expressions.append(expression)
+    return {"matchExpressions": expressions}
+
+
+def _affinity(ctx: WorkloadContext) -> dict[str, Any] | None:
+    if not ctx.node_selector_terms:
+        return None
+    terms = [_node_selector_term(term) for term in ctx.node_selector_terms]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
+def _uses_shm(ctx: WorkloadContext) -> bool:
+    return ctx.tensor_parallel_size > 1 or ctx.multi_node
+
+
+def _volumes(ctx: WorkloadContext) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(volumes, volumeMounts) of the model, the Hugging Face cache and /dev/shm."""
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    claim = ctx.model_location.pvc_claim
+    if claim is not None:
+        volumes.append({"name": "models", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
+        mounts.append({"name": "models", "mountPath": MODELS_MOUNT_PATH, "readOnly": True})
+    if ctx.model_cache_claim is not None:
+        volumes.append({"name": "model-cache", "persistentVolumeClaim": {"claimName": ctx.model_cache_claim}})
+        mounts.append({"name": "model-cache", "mountPath": HF_CACHE_MOUNT_PATH})
+    if _uses_shm(ctx):
+        volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": ctx.shm_size}})
+        mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+    return volumes, mounts
+
+
+def _pod_view(ctx: WorkloadContext, *, role: str) -> PodView:
+    """``role`` is "server" (Deployment pod), "leader" or "worker" (LeaderWorkerSet pods)."""
+    volumes, mounts = _volumes(ctx)
+    serves_http = role != "worker"
+    if role == "server":
+        command = ["vllm", "serve"]
+        args = build_vllm_args(ctx)
+    elif role == "leader":
+        # `sh -c SCRIPT NAME ARGS...`: "$@" passes the arguments through without shell quoting.
+        command = ["/bin/sh", "-c", _LEADER_SCRIPT, "vllm"]
+        args = build_vllm_args(ctx)
+    else:
+        command = ["/bin/sh", "-c", _WORKER_SCRIPT]
+        args = []
+    return PodView(
+        container_name=VLLM_CONTAINER_NAME if serves_http else RAY_WORKER_CONTAINER_NAME,
+        image=ctx.image,
+        command=command,
+        args=args,
+        serves_http=serves_http,
+        port=ctx.port,
+        env=_env(ctx, serves_api=serves_http),
+        resources=pod_resources(ctx),
+        volume_mounts=mounts,
+        volumes=volumes,
+        tolerations=_tolerations(ctx),
+        affinity=_affinity(ctx),
+        node_selector=dict(ctx.node_selector),
+        image_pull_secrets=[{"name": secret} for secret in ctx.image_pull_secrets],
+        service_account_name=ctx.service_account_name,
+        termination_grace_period_seconds=TERMINATION_GRACE_PERIOD_SECONDS,
+        startup_period_seconds=STARTUP_PROBE_PERIOD_SECONDS,
+        startup_failure_threshold=math.ceil(ctx.startup_timeout_seconds / STARTUP_PROBE_PERIOD_SECONDS),
+    )
+
+
+def owner_references(ctx: WorkloadContext) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": ctx.owner.api_version,
+            "kind": ctx.owner.kind,
+            "name": ctx.owner.name,
+            "uid": ctx.owner.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+
+
+def _labels(ctx: WorkloadContext, *, component: str = names.COMPONENT_INFERENCE) -> dict[str, str]:
+    ours = names.common_labels(ctx.deployment_name, ctx.variant_name, ctx.gpu_product, component=component)
+    return {**dict(ctx.labels), **ours}
+
+
+def _pod_labels(ctx: WorkloadContext, *, component: str = names.COMPONENT_INFERENCE) -> dict[str, str]:
+    return {**_labels(ctx, component=component), names.LABEL_SPEC_HASH: ctx.spec_hash}
+
+
+def _metadata_values(ctx: WorkloadContext) -> dict[str, Any]:
+    return {
+        "name": ctx.workload_name,
+        "namespace": ctx.namespace,
+        "labels": _labels(ctx),
+        "annotations": dict(ctx.annotations),
+        "owner_references": owner_references(ctx),
+        "replicas": ctx.replicas,
+    }
+
+
+# --- public renderers ------------------------------------------------------------------------
+
+
+def render_deployment(ctx: WorkloadContext) -> dict[str, Any]:
+    """The apps/v1 Deployment of a single-node variant."""
+    if ctx.multi_node:
+        raise ValueError(
+            f"variant {ctx.variant_name!r} spans {ctx.nodes_per_replica} nodes: use a LeaderWorkerSet"
+        )
+    return _render(
+        "deployment.yaml.j2",
+        {
+            **_metadata_values(ctx),
+            "selector": names.selector_labels(ctx.deployment_name, ctx.variant_name),
+            "pod_labels": _pod_labels(ctx),
+            "progress_deadline_seconds": ctx.startup_timeout_seconds + PROGRESS_DEADLINE_SLACK_SECONDS,
+            "pod": _pod_view(ctx, role="server"),
+        },
+    )
+
+
+def render_leaderworkerset(ctx: WorkloadContext) -> dict[str, Any]:
+    """The LeaderWorkerSet (leaderworkerset.x-k8s.io/v1) of a multi-node variant."""
+    if not ctx.multi_node:
+        raise ValueError(f"variant {ctx.variant_name!r} fits one node: use a Deployment")
+    return _render(
+        "leaderworkerset.yaml.j2",
+        {
+            **_metadata_values(ctx),
+            "size": ctx.nodes_per_replica,
+            "leader_labels": _pod_labels(ctx),
+            "worker_labels": _pod_labels(ctx, component=names.COMPONENT_RAY_WORKER),
+            "leader": _pod_view(ctx, role="leader"),
+            "worker": _pod_view(ctx, role="worker"),
+        },
+    )
+
+
+def render_workload(ctx: WorkloadContext) -> dict[str, Any]:
+    """Deployment for a single-node variant, LeaderWorkerSet for a multi-node one."""
+    return render_leaderworkerset(ctx) if ctx.multi_node else render_deployment(ctx)
+
+
+def render_service(ctx: WorkloadContext) -> dict[str, Any]:
+    """The Service of the whole GLMDeployment.
+
+    Uses only GLMDeployment-level fields of ``ctx`` (namespace, name, owner, port, extra labels),
+    so any variant's context renders the same Service.
+    """
+    return _render(
+        "service.yaml.j2",
+        {
+            "name": names.service_name(ctx.deployment_name),
+            "namespace": ctx.namespace,
+            "labels": {**dict(ctx.labels), **names.service_labels(ctx.deployment_name)},
+            "owner_references": owner_references(ctx),
+            "selector": names.service_selector(ctx.deployment_name),
+            "port": ctx.port,
+        },
+    )
+
+
+def render_all(variants: WorkloadContext | Sequence[WorkloadContext]) -> list[dict[str, Any]]:
+    """Every child object of one GLMDeployment: one workload per variant, then the Service.
+
+    All variants must belong to the same GLMDeployment (same namespace, name, owner and port).
+    """
+    contexts = [variants] if isinstance(variants, WorkloadContext) else list(variants)
+    if not contexts:
+        raise ValueError("render_all needs at least one variant")
+    first = contexts[0]
+    seen_names: set[str] = set()
+    for ctx in contexts:
+        shared = (ctx.namespace, ctx.deployment_name, ctx.owner, ctx.port)
+        if shared != (first.namespace, first.deployment_name, first.owner, first.port):
+            raise ValueError("all variants must belong to one GLMDeployment (namespace, name, owner, port)")
+        if ctx.workload_name in seen_names:
+            raise ValueError(f"two variants render to the same workload name {ctx.workload_name!r}")
+        seen_names.add(ctx.workload_name)
+    return [render_workload(ctx) for ctx in contexts] + [render_service(first)]
