@@ -188,8 +188,9 @@ class GPUSpec(_APIModel):
         default_factory=list,
         max_length=16,
         description=(
-            "Allowed GPU types in order of preference, as catalog names (for example H100-80GB, "
-            "A100-80GB, L4) or GPU Feature Discovery product labels. Empty: any GPU type in the cluster."
+            "Allowed GPU types in order of preference: GPU Feature Discovery product names as in the "
+            "catalog (NVIDIA-H100-80GB-HBM3, NVIDIA-A100-SXM4-80GB, NVIDIA-L4) or their catalog aliases "
+            "(H100, A100-80GB, L4). Empty: any GPU type in the cluster."
         ),
     )
     memory_utilization: float = Field(
