@@ -111,3 +111,8 @@ each watched namespace's Role. No Secrets: the operator never reads them.
   resources: ["customresourcedefinitions"]
   verbs: ["get", "list", "watch"]
 {{- end }}
+
+{{/* Name of the leader-election Role and RoleBinding: the full name, shortened to keep 63 characters. */}}
+{{- define "glm-operator.leaderElectionName" -}}
+{{- printf "%s-leader-election" (include "glm-operator.fullname" . | trunc 46 | trimSuffix "-") }}
+{{- end }}
