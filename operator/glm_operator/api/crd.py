@@ -142,18 +142,18 @@ def _ordered(node: dict[str, Any]) -> dict[str, Any]:
     return {key: node[key] for key in [*head, *tail]}
 
 
-def _metadata_name_rule() -> dict[str, str]:
+def _metadata_schema() -> dict[str, Any]:
+    """Restrictions on metadata.name (the only ones a CRD may set on metadata)."""
     limit = v1alpha1.MAX_NAME_LENGTH
     return {
-        "rule": (
-            f"self.metadata.name.size() <= {limit} && "
-            "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')"
-        ),
-        "message": (
-            f"metadata.name must be a DNS-1035 label of at most {limit} characters (it names the "
-            "Service and, with a suffix, the Deployments of each GPU variant)"
-        ),
-        "fieldPath": ".metadata.name",
+        "type": "object",
+        "properties": {
+            "name": {
+                "type": "string",
+                "maxLength": limit,
+                "pattern": "^[a-z]([-a-z0-9]*[a-z0-9])?$",
+            }
+        },
     }
 
 
@@ -182,11 +182,12 @@ def openapi_v3_schema() -> dict[str, Any]:
                 ),
                 "type": "string",
             },
-            "metadata": {"type": "object"},
+            # A DNS-1035 label of at most MAX_NAME_LENGTH characters: it names the Service and,
+            # with a suffix, the Deployments of each GPU variant.
+            "metadata": _metadata_schema(),
             "spec": spec,
             "status": status,
         },
-        "x-kubernetes-validations": [_metadata_name_rule()],
     }
 
 

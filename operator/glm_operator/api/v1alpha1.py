@@ -175,7 +175,9 @@ class GPUSpec(_APIModel):
         json_schema_extra={
             "x-kubernetes-validations": [
                 _cel(
-                    "self.pipelineParallelSize <= 1 || self.allowMultiNode",
+                    # has() guards: the apiserver also checks the CRD default `gpu: {}` against it.
+                    "!has(self.pipelineParallelSize) || self.pipelineParallelSize <= 1 || "
+                    "(has(self.allowMultiNode) && self.allowMultiNode)",
                     "pipelineParallelSize > 1 spreads one replica over several nodes and requires "
                     "allowMultiNode: true",
                     field_path=".pipelineParallelSize",
@@ -209,7 +211,6 @@ class GPUSpec(_APIModel):
                 _cel(
                     "self in [0, 1, 2, 4, 8, 16, 32]",
                     "tensorParallelSize must be 0 (let the planner choose) or a power of two up to 32",
-                    reason="FieldValueNotSupported",
                 )
             ]
         },
@@ -498,7 +499,9 @@ class ServingSpec(_APIModel):
             "x-kubernetes-validations": [
                 _cel(
                     "self.all(a, !("
-                    + " || ".join(f"a.startsWith('{flag}')" for flag in OPERATOR_MANAGED_VLLM_FLAGS)
+                    + " || ".join(
+                        f"a == '{flag}' || a.startsWith('{flag}=')" for flag in OPERATOR_MANAGED_VLLM_FLAGS
+                    )
                     + "))",
                     "extraArgs must not set flags the operator derives from the spec ("
                     + ", ".join(OPERATOR_MANAGED_VLLM_FLAGS)
@@ -533,7 +536,7 @@ class ServingSpec(_APIModel):
     @classmethod
     def _no_managed_flags(cls, value: list[str]) -> list[str]:
         for arg in value:
-            if arg.startswith(OPERATOR_MANAGED_VLLM_FLAGS):
+            if arg.split("=", 1)[0] in OPERATOR_MANAGED_VLLM_FLAGS:
                 raise ValueError(
                     f"extraArgs must not set {arg.split('=', 1)[0]}: the operator derives it from the spec"
                 )
