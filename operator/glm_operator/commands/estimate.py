@@ -1,0 +1,136 @@
+"""``glm-operator estimate``: the memory fit of one vLLM instance, offline.
+
+Exit codes: 0 fits, 1 does not fit (concurrency below --min-concurrency), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from glm_operator.catalog.gpus import find_gpu
+from glm_operator.catalog.models import CatalogError, resolve_model
+from glm_operator.cli import UserError
+from glm_operator.planning.fit import FitInput, FitInputError, FitResult, estimate_fit, max_context_for
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "estimate",
+        help="weights, KV cache and concurrency per GPU for one vLLM configuration",
+        description=(
+            "Estimate vLLM's memory accounting for one instance (exit 0 fits, 1 does not fit, 2 bad input)."
+        ),
+    )
+    parser.add_argument(
+        "--model", required=True, help="catalog id/alias (zai-org/GLM-4.5-Air) or a config.json path"
+    )
+    gpu = parser.add_mutually_exclusive_group(required=True)
+    gpu.add_argument("--gpu", help="catalog GPU name or GFD product label (H100, NVIDIA-L4, ...)")
+    gpu.add_argument(
+        "--gpu-memory-gib", type=float, help="GPU memory as torch reports it (total_memory, GiB)"
+    )
+    parser.add_argument("--tensor-parallel-size", "--tp", type=int, default=1)
+    parser.add_argument("--pipeline-parallel-size", "--pp", type=int, default=1)
+    parser.add_argument("--decode-context-parallel-size", "--dcp", type=int, default=1)
+    parser.add_argument(
+        "--quantization", default="auto", help="auto (follow checkpoint) | bf16 | fp16 | fp8 | int8 | int4"
+    )
+    parser.add_argument("--kv-cache-dtype", default="auto", help="auto (model dtype) | fp8")
+    parser.add_argument("--max-model-len", type=int, required=True)
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    parser.add_argument("--max-num-batched-tokens", type=int, default=None)
+    parser.add_argument("--max-num-seqs", type=int, default=None)
+    parser.add_argument("--min-concurrency", type=float, default=1.0)
+    parser.add_argument(
+        "--available-kv-cache-gib",
+        type=float,
+        default=None,
+        help="use this KV budget (as vLLM logs it) instead",
+    )
+    parser.add_argument(
+        "--extra-kv-layers", type=int, default=0, help="MTP/draft layers with their own KV cache"
+    )
+    parser.add_argument("--block-size", type=int, default=None)
+    parser.add_argument(
+        "--no-cudagraph-estimate", action="store_true", help="model vLLM < 0.21 (CUDA graphs not subtracted)"
+    )
+    parser.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    parser.set_defaults(func=run)
+
+
+def compute(args: argparse.Namespace) -> tuple[dict[str, Any], FitResult]:
+    try:
+        model = resolve_model(args.model)
+        if args.gpu:
+            gpu = find_gpu(args.gpu)
+            memory, cc, gpu_name = gpu.memory_gib, gpu.compute_capability, gpu.name
+        else:
+            if args.gpu_memory_gib <= 0:
+                raise UserError("--gpu-memory-gib must be > 0")
+            memory, cc, gpu_name = args.gpu_memory_gib, 9.0, f"{args.gpu_memory_gib:g} GiB GPU"
+        result = estimate_fit(
+            FitInput(
+                model=model,
+                max_model_len=args.max_model_len,
+                gpu_memory_gib=memory,
+                tensor_parallel_size=args.tensor_parallel_size,
+                pipeline_parallel_size=args.pipeline_parallel_size,
+                decode_context_parallel_size=args.decode_context_parallel_size,
+                quantization=args.quantization,
+                kv_cache_dtype=args.kv_cache_dtype,
+                gpu_memory_utilization=args.gpu_memory_utilization,
+                max_num_batched_tokens=args.max_num_batched_tokens,
+                max_num_seqs=args.max_num_seqs,
+                min_concurrency=args.min_concurrency,
+                available_kv_cache_gib=args.available_kv_cache_gib,
+                extra_kv_layers=args.extra_kv_layers,
+                cudagraph_estimate=not args.no_cudagraph_estimate,
+                compute_capability=cc,
+                block_size=args.block_size,
+            )
+        )
+    except (CatalogError, FitInputError) as exc:
+        raise UserError(str(exc)) from None
+    out = {"model": model.model_id, "gpu": gpu_name, **result.to_dict()}
+    out["max_context_at_concurrency_1"] = min(max_context_for(result, 1.0), model.max_context)
+    return out, result
+
+
+def run(args: argparse.Namespace) -> int:
+    out, result = compute(args)
+    if args.output == "json":
+        print(json.dumps(out, indent=2))
+    else:
+        rows = [
+            ("model", out["model"]),
+            ("gpu", f"{out['gpu']} ({result.gpu_memory_gib:.2f} GiB x {result.gpu_memory_utilization})"),
+            (
+                "parallel",
+                f"TP={result.tensor_parallel_size} PP={result.pipeline_parallel_size} "
+                f"DCP={result.decode_context_parallel_size}",
+            ),
+            ("weights", f"{result.quantization}, {result.weights_gib_per_gpu:.2f} GiB per GPU"),
+            (
+                "activation / non-torch / graphs",
+                f"{result.activation_gib:.2f} / {result.non_torch_gib:.2f} / {result.cudagraph_gib:.2f} GiB",
+            ),
+            ("available KV cache", f"{result.available_kv_cache_gib_per_gpu:.2f} GiB per GPU"),
+            (
+                "KV bytes per token per GPU",
+                f"{result.kv_cache_bytes_per_token_per_gpu} ({result.kv_cache_dtype})",
+            ),
+            ("KV cache tokens", f"{result.kv_cache_tokens} (block {result.block_size})"),
+            ("max concurrency", f"{result.max_concurrency:.2f} x {result.max_model_len} tokens"),
+            ("max context at concurrency 1", str(out["max_context_at_concurrency_1"])),
+            ("fits", f"{'yes' if result.fits else 'no'} (minConcurrency {result.min_concurrency:g})"),
+        ]
+        width = max(len(k) for k, _ in rows)
+        for key, value in rows:
+            print(f"{key:<{width}}  {value}")
+        for reason in result.reasons:
+            print(f"- {reason}")
+        for note in (*result.notes, *result.uncertain):
+            print(f"! {note}")
+    return 0 if result.fits else 1

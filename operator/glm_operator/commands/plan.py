@@ -1,0 +1,142 @@
+"""``glm-operator plan``: place a GLMDeployment on a node list, offline.
+
+Exit codes: 0 planned, 1 nothing fits, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from glm_operator.catalog.models import CatalogError
+from glm_operator.cli import UserError
+from glm_operator.planning.fit import FitInputError
+from glm_operator.planning.nodes import parse_gpu_pools
+from glm_operator.planning.placement import Plan, plan_placement
+from glm_operator.planning.request import PlanningInputError, placement_request_from_spec
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "plan",
+        help="plan a GLMDeployment against a node list (kubectl get nodes -o yaml)",
+        description=(
+            "Choose GPU types, TP/PP, quantization and replicas offline "
+            "(exit 0 planned, 1 no fit, 2 bad input)."
+        ),
+    )
+    parser.add_argument("-f", "--filename", required=True, help="GLMDeployment YAML")
+    parser.add_argument("--nodes", required=True, help="Node list YAML/JSON (kubectl get nodes -o yaml)")
+    parser.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    parser.set_defaults(func=run)
+
+
+def _load_documents(path: str, what: str) -> list[Any]:
+    file = Path(path)
+    if not file.is_file():
+        raise UserError(f"{what} {path}: file not found")
+    try:
+        return [d for d in yaml.safe_load_all(file.read_text(encoding="utf-8")) if d is not None]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UserError(f"{what} {path}: malformed YAML{where}") from None
+
+
+def _deployment_spec(path: str) -> Mapping[str, Any]:
+    docs = _load_documents(path, "-f")
+    for doc in docs:
+        if isinstance(doc, Mapping) and doc.get("kind") in (None, "GLMDeployment"):
+            spec = doc.get("spec")
+            if not isinstance(spec, Mapping):
+                raise UserError(f"-f {path}: the GLMDeployment has no spec mapping")
+            return spec
+    raise UserError(f"-f {path}: no GLMDeployment document found")
+
+
+def _nodes(path: str) -> list[Mapping[str, Any]]:
+    nodes: list[Mapping[str, Any]] = []
+    for doc in _load_documents(path, "--nodes"):
+        if not isinstance(doc, Mapping):
+            continue
+        if doc.get("kind") == "Node":
+            nodes.append(doc)
+        elif isinstance(doc.get("items"), list):
+            nodes.extend(
+                i for i in doc["items"] if isinstance(i, Mapping) and i.get("kind", "Node") == "Node"
+            )
+    return nodes
+
+
+def make_plan(args: argparse.Namespace) -> Plan:
+    spec = _deployment_spec(args.filename)
+    pools = parse_gpu_pools(_nodes(args.nodes))
+    try:
+        return plan_placement(placement_request_from_spec(spec, pools))
+    except (CatalogError, PlanningInputError, FitInputError) as exc:
+        raise UserError(str(exc)) from None
+
+
+def _table(plan: Plan) -> str:
+    header = (
+        "GPU",
+        "RESOURCE",
+        "TP",
+        "PP",
+        "GPUS",
+        "QUANT",
+        "WEIGHTS/GPU",
+        "KV/GPU",
+        "KV TOKENS",
+        "CONC",
+        "SEQS",
+        "REPLICAS",
+        "CAPACITY",
+    )
+    rows = [header]
+    for v in plan.variants:
+        rows.append(
+            (
+                v.gpu_product,
+                v.resource_name,
+                str(v.tensor_parallel_size),
+                str(v.pipeline_parallel_size),
+                str(v.gpus_per_replica),
+                v.quantization,
+                f"{v.weights_gib_per_gpu:.1f} GiB",
+                f"{v.available_kv_cache_gib_per_gpu:.1f} GiB",
+                str(v.kv_cache_tokens),
+                f"{v.max_concurrency:.2f}",
+                str(v.max_num_seqs),
+                str(v.replicas),
+                str(v.capacity_replicas),
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = [
+        f"model {plan.model_id}, context {plan.context_length}: "
+        + ("planned" if plan.fits else "DOES NOT FIT")
+        + f", replicas {plan.replicas_planned}/{plan.replicas_requested}"
+        + (f" (shortfall {plan.shortfall_replicas})" if plan.shortfall_replicas else "")
+    ]
+    if plan.variants:
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    for r in plan.rejected:
+        lines.append(f"rejected {r.gpu_product}: {r.reason}")
+    lines += [f"- {d}" for d in plan.details]
+    lines += [f"! {u}" for u in plan.uncertain]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    plan = make_plan(args)
+    if args.output == "json":
+        print(json.dumps(plan.to_dict(), indent=2))
+    else:
+        print(_table(plan))
+    return 0 if plan.fits else 1

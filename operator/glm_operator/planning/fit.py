@@ -1,0 +1,694 @@
+"""Memory fit of one vLLM instance: weights, KV cache and concurrency per GPU (pure).
+
+This module follows vLLM's own start-up accounting (V1 engine), as written down in
+``/work/shared/reference/vllm-memory-model.md`` (cited below as "vmm"):
+
+Budget per GPU rank (vmm section 1 "Summary formula", ``vllm/v1/worker/gpu_worker.py``
+``determine_available_memory``; 0.33.0 L641-820)::
+
+    requested  = total_memory x gpu_memory_utilization          # torch total, not marketing GB
+    available  = requested - weights - activation_peak - non_torch - cudagraph_estimate
+
+* ``weights`` (vmm step 2, ``Model loading took X GiB``): parameters counted from the config,
+  per rank. Tensor parallel (TP) shards attention heads, MLP/expert intermediate dims and the
+  vocabulary (VocabParallelEmbedding pads the vocabulary to a multiple of 64, then splits it);
+  MLA's down-projections (q_a, kv_a), the DSA indexer, the MoE router and norms are replicated.
+  GQA K/V projections hold ``max(1, kv_heads/TP)`` heads per rank (vmm section 2, glm4_moe.py
+  L241-254). Pipeline parallel (PP) splits the layers like vLLM's ``get_pp_indices`` (extra layers
+  go to the later stages) with the embeddings on the first and lm_head on the last stage. Quantized
+  checkpoints store linear layers in fp8/int8/int4 plus their scales; embeddings, lm_head, router and
+  norms stay bf16 (the checkpoint's ``quantization_config`` decides; FP8 checkpoints are *not* one
+  byte per parameter).
+* ``activation_peak``: vLLM profiles one dummy forward of ``max_num_batched_tokens`` tokens
+  (vmm step 3, ``profile_run``). Our estimate [inferred, not in vmm]: per token, the residual
+  stream (4 x hidden x 2 B) plus the larger of the attention projections and the MLP/MoE
+  intermediates on this rank (MoE: top_k x (3 x moe_intermediate/TP + hidden) x 2 B for the fused
+  kernel's caches), times ``max_num_batched_tokens``; plus the sampler's fp32 logits for
+  ``max_num_seqs`` rows of the full vocabulary (x2 for the probabilities) and 0.1 GiB of fixed
+  workspaces. ``max_num_batched_tokens`` defaults to vLLM's OpenAI-server default: 8192 on GPUs with
+  >= 70 GiB, else 2048 (``vllm/engine/arg_utils.py``, not in vmm). vllm-project/vllm#25350 shows the
+  peak can also grow with max_model_len on some models; we do not model that.
+* ``non_torch``: CUDA context, cuBLAS, NCCL: 0.6 GiB on one GPU, 1.5 GiB per GPU when the instance
+  spans several GPUs (vmm section 5: 0.58 GiB measured on one H200, 1.42 GiB with TP=2 NCCL).
+* ``cudagraph_estimate``: subtracted by default since vLLM 0.21 (vmm section 1, 0.21.0 envs.py
+  L1768, gpu_worker.py L401-425). Estimate [inferred]: 0.1 GiB + 2 x per-token activation x the
+  largest captured batch (min(512, 2 x max_num_seqs)); ``cudagraph_estimate=False`` models < 0.21.
+* ``available_kv_cache_gib`` overrides the whole budget (what ``Available KV cache memory: X GiB``
+  logs), to compare the token math against real logs.
+
+KV bytes per token per rank (vmm section 2 "Per-layer page size", section 4 recipe)::
+
+    GQA layer : 2 x max(1, kv_heads // TP) x head_dim x kv_dtype_bytes
+    MLA layer : (kv_lora_rank + qk_rope_head_dim) x kv_dtype_bytes, on every TP rank (not split)
+                fp8 on MLA+DSA = fp8_ds_mla record: kv_lora + kv_lora/128 x 4 + rope x 2 = 656 B
+                (vmm: mla_attention.py L1371-1390)
+    DSA index : + index_head_dim + index_head_dim/128 x 4 = 132 B per indexer-cache layer
+                (vmm: deepseek_v2.py L731-736); GLM-5.2/5.3 share the indexer: 21 of 78 layers
+    MTP/draft : ``extra_kv_layers`` more layers on the last stage (vmm: GLM-5.1 log fits 79 layers)
+
+``kv_cache_dtype='auto'`` is the model dtype (bf16), fp8 is one byte. PP splits the layers; the
+engine forces every rank to the smallest block count (vmm step 4). Block size (vmm section 2
+"block_size"): 16, 64 for MLA on Hopper (FlashMLA) and for every DSA model, 128 for plain MLA on
+Blackwell (CUTLASS MLA), 16 for MLA on Ampere/Ada (Triton MLA).
+
+Tokens and concurrency (vmm section 2 "num_blocks", section 3)::
+
+    num_blocks  = floor(available / (block_size x bytes_per_token))      (min over PP stages)
+    kv_tokens   = num_blocks x block_size x DCP                           (pool capacity)
+    concurrency = num_blocks / ceil(ceil(max_model_len / DCP) / block_size)   (>= 0.21 formula)
+
+Hybrid models (GLM-5.3-Flash: linear-attention KDA layers + sparse MLA layers) hold a fixed state
+per request in the linear layers [inferred: fp32 recurrent state heads/TP x d x d plus the conv
+state]; concurrency = available / (state + blocks_per_request x page), and kv_tokens is reported the
+>= 0.21 way (concurrency x max_model_len). This is marked uncertain in the output.
+
+A configuration fits when ``concurrency >= min_concurrency``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from glm_operator.catalog.models import (
+    WEIGHT_PRECISIONS,
+    CheckpointQuantization,
+    ModelArchitecture,
+    ResolvedModel,
+)
+
+GIB = 1024**3
+VOCAB_PADDING = 64
+NON_TORCH_SINGLE_GPU_GIB = 0.6
+NON_TORCH_MULTI_GPU_GIB = 1.5
+ACTIVATION_FIXED_GIB = 0.1
+CUDAGRAPH_BASE_GIB = 0.1
+DEFAULT_MAX_NUM_SEQS = 256
+FP8_BLOCK = 128
+
+
+class FitInputError(ValueError):
+    """Inconsistent fit input (TP not dividing heads, context over the model limit...)."""
+
+
+@dataclass(frozen=True)
+class FitInput:
+    """Everything one vLLM instance's memory depends on.
+
+    ``quantization`` is the weights' precision: ``auto`` follows the checkpoint (bf16 for a bf16
+    checkpoint), otherwise bf16/fp16/fp8/int8/int4 (nvfp4 only for existing checkpoints).
+    """
+
+    model: ResolvedModel
+    max_model_len: int
+    gpu_memory_gib: float
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    decode_context_parallel_size: int = 1
+    quantization: str = "auto"
+    kv_cache_dtype: str = "auto"
+    gpu_memory_utilization: float = 0.9
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    min_concurrency: float = 1.0
+    available_kv_cache_gib: float | None = None
+    extra_kv_layers: int = 0
+    cudagraph_estimate: bool = True
+    compute_capability: float = 9.0
+    block_size: int | None = None
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """Per-GPU memory figures of one instance and whether it holds ``min_concurrency`` sequences."""
+
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    decode_context_parallel_size: int
+    quantization: str
+    kv_cache_dtype: str
+    max_model_len: int
+    gpu_memory_gib: float
+    gpu_memory_utilization: float
+    requested_gib: float
+    weights_gib_per_gpu: float
+    weights_gib_per_stage: tuple[float, ...]
+    activation_gib: float
+    non_torch_gib: float
+    cudagraph_gib: float
+    available_kv_cache_gib_per_gpu: float
+    kv_cache_bytes_per_token_per_gpu: int
+    per_request_state_bytes_per_gpu: int
+    block_size: int
+    kv_cache_blocks: int
+    kv_cache_tokens: int
+    max_concurrency: float
+    min_concurrency: float
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    fits: bool
+    reasons: tuple[str, ...]
+    uncertain: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "pipeline_parallel_size": self.pipeline_parallel_size,
+            "decode_context_parallel_size": self.decode_context_parallel_size,
+            "quantization": self.quantization,
+            "kv_cache_dtype": self.kv_cache_dtype,
+            "max_model_len": self.max_model_len,
+            "gpu_memory_gib": round(self.gpu_memory_gib, 2),
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "requested_gib": round(self.requested_gib, 2),
+            "weights_gib_per_gpu": round(self.weights_gib_per_gpu, 2),
+            "weights_gib_per_stage": [round(w, 2) for w in self.weights_gib_per_stage],
+            "activation_gib": round(self.activation_gib, 2),
+            "non_torch_gib": round(self.non_torch_gib, 2),
+            "cudagraph_gib": round(self.cudagraph_gib, 2),
+            "available_kv_cache_gib_per_gpu": round(self.available_kv_cache_gib_per_gpu, 2),
+            "kv_cache_bytes_per_token_per_gpu": self.kv_cache_bytes_per_token_per_gpu,
+            "per_request_state_bytes_per_gpu": self.per_request_state_bytes_per_gpu,
+            "block_size": self.block_size,
+            "kv_cache_blocks": self.kv_cache_blocks,
+            "kv_cache_tokens": self.kv_cache_tokens,
+            "max_concurrency": round(self.max_concurrency, 2),
+            "min_concurrency": self.min_concurrency,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "max_num_seqs": self.max_num_seqs,
+            "fits": self.fits,
+            "reasons": list(self.reasons),
+            "uncertain": list(self.uncertain),
+            "notes": list(self.notes),
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# validation
+
+
+def parallelism_error(arch: ModelArchitecture, tp: int, pp: int = 1, dcp: int = 1) -> str | None:
+    """Why vLLM would refuse this TP/PP/DCP for the model, or None."""
+    if tp < 1 or pp < 1 or dcp < 1:
+        return "tensor/pipeline/decode-context parallel sizes must be >= 1"
+    if arch.num_attention_heads % tp:
+        return f"TP={tp} does not divide the {arch.num_attention_heads} attention heads"
+    if arch.attention == "gqa":
+        kv = arch.num_kv_heads
+        if kv % tp and tp % kv:
+            return f"TP={tp} and the {kv} KV heads do not divide each other"
+    if arch.linear_attention_layers and arch.linear_num_heads % tp:
+        return f"TP={tp} does not divide the {arch.linear_num_heads} linear-attention heads"
+    if pp > arch.num_layers:
+        return f"PP={pp} is larger than the {arch.num_layers} layers"
+    if tp % dcp:
+        return f"decode context parallel {dcp} must divide TP={tp}"
+    return None
+
+
+def resolve_weight_precision(
+    model: ResolvedModel, quantization: str
+) -> tuple[str, CheckpointQuantization | None]:
+    """Weights precision for ``quantization`` ('auto' follows the checkpoint) and its storage layout."""
+    ckpt = model.checkpoint_quantization
+    q = quantization.lower()
+    if q == "auto":
+        if ckpt is not None:
+            return ckpt.precision, ckpt
+        return ("fp16" if model.architecture.dtype == "fp16" else "bf16"), None
+    if q not in WEIGHT_PRECISIONS:
+        raise FitInputError(f"quantization {quantization!r}: use auto, {', '.join(WEIGHT_PRECISIONS)}")
+    if ckpt is not None and q in ("bf16", "fp16"):
+        raise FitInputError(
+            f"quantization {q}: checkpoint {model.model_id} is already {ckpt.precision} ({ckpt.method}); "
+            "use quantization auto or a bf16 checkpoint"
+        )
+    if ckpt is not None and ckpt.precision == q:
+        return q, ckpt
+    if q == "fp8":
+        # vLLM quantizes a bf16 checkpoint on the fly (--quantization fp8): per-channel scales
+        return q, CheckpointQuantization("fp8-dynamic", "fp8", 0, 4.0)
+    if q in ("int8", "int4", "nvfp4"):
+        bits = 8 if q == "int8" else 4
+        if q == "nvfp4":
+            return q, CheckpointQuantization("modelopt", "nvfp4", 16, 1.0)
+        # a pre-quantized GPTQ/AWQ-style checkpoint: group 128, fp16 scales (+ zero points for int4)
+        return q, CheckpointQuantization("gptq", q, 128, 2.0, bits if bits == 4 else 0)
+    return q, None
+
+
+# --------------------------------------------------------------------------------------------
+# weights
+
+
+@dataclass(frozen=True)
+class _Elements:
+    """Parameter elements on one rank: quantizable linear weights vs. always-bf16 parameters."""
+
+    linear: float = 0.0
+    other: float = 0.0
+
+    def __add__(self, o: _Elements) -> _Elements:
+        return _Elements(self.linear + o.linear, self.other + o.other)
+
+    def scale(self, k: float) -> _Elements:
+        return _Elements(self.linear * k, self.other * k)
+
+
+def _attention_elements(arch: ModelArchitecture, tp: int, with_indexer: bool) -> _Elements:
+    h = arch.hidden_size
+    heads = arch.num_attention_heads / tp
+    if arch.is_mla:
+        qk = arch.qk_nope_head_dim + arch.qk_rope_head_dim
+        linear = 0.0
+        other = 2.0 * h  # input + post-attention layernorm
+        if arch.q_lora_rank:
+            linear += h * arch.q_lora_rank + arch.q_lora_rank * heads * qk
+            other += arch.q_lora_rank
+        else:
+            linear += h * heads * qk
+        linear += h * (arch.kv_lora_rank + arch.qk_rope_head_dim)  # kv_a_proj_with_mqa (replicated)
+        linear += arch.kv_lora_rank * heads * (arch.qk_nope_head_dim + arch.v_head_dim)
+        linear += heads * arch.v_head_dim * h
+        other += arch.kv_lora_rank
+        if with_indexer and arch.index_n_heads:
+            q_in = arch.q_lora_rank or h
+            linear += q_in * arch.index_n_heads * arch.index_head_dim + h * arch.index_head_dim
+            other += h * arch.index_n_heads + 2 * arch.index_head_dim
+        return _Elements(linear, other)
+    kv_rank = max(1.0, arch.num_kv_heads / tp) * arch.head_dim
+    q_rank = heads * arch.head_dim
+    linear = h * (q_rank + 2 * kv_rank) + q_rank * h
+    other = 2.0 * h
+    if arch.attention_bias:
+        other += q_rank + 2 * kv_rank
+    if arch.qk_norm:
+        other += 2 * arch.head_dim
+    return _Elements(linear, other)
+
+
+def _linear_attention_elements(arch: ModelArchitecture, tp: int) -> _Elements:
+    """KDA (gated delta) layer [inferred]: q/k/v/o projections, gates, short convolution."""
+    h = arch.hidden_size
+    inner = arch.linear_num_heads * arch.linear_head_dim / tp
+    heads = arch.linear_num_heads / tp
+    linear = 4 * h * inner + 2 * h * heads + 2 * h * arch.linear_head_dim
+    other = 3 * inner * arch.linear_conv_kernel_dim + 2.0 * h + heads
+    return _Elements(linear, other)
+
+
+def _mlp_elements(arch: ModelArchitecture, tp: int, layer: int) -> _Elements:
+    h = arch.hidden_size
+    if not arch.is_moe or layer < arch.first_k_dense_replace:
+        return _Elements(3.0 * h * arch.intermediate_size / tp, 0.0)
+    experts = arch.n_routed_experts * 3.0 * h * arch.moe_intermediate_size / tp
+    shared = 3.0 * h * arch.shared_expert_intermediate_size / tp
+    router = arch.n_routed_experts * h + arch.n_routed_experts
+    return _Elements(experts + shared, float(router))
+
+
+@functools.lru_cache(maxsize=4096)
+def _layer_kinds(arch: ModelArchitecture) -> tuple[tuple[bool, bool], ...]:
+    """Per layer: (is_linear_attention, has_indexer_cache), spread evenly where config lists are absent."""
+    n = arch.num_layers
+    linear = arch.linear_attention_layers
+    attn = n - linear
+    kinds = []
+    attn_seen = 0
+    idx_seen = 0
+    for i in range(n):
+        is_attn = linear == 0 or (i + 1) * attn // n > i * attn // n
+        has_idx = False
+        if is_attn and arch.indexer_cache_layers:
+            has_idx = (
+                attn_seen + 1
+            ) * arch.indexer_cache_layers // attn > attn_seen * arch.indexer_cache_layers // attn
+            idx_seen += has_idx
+        attn_seen += is_attn
+        kinds.append((not is_attn, has_idx))
+    return tuple(kinds)
+
+
+@functools.lru_cache(maxsize=4096)
+def pp_layer_ranges(num_layers: int, pp: int) -> tuple[tuple[int, int], ...]:
+    """vLLM ``get_pp_indices``: equal split, remainder layers on the stages before the last."""
+    per = num_layers // pp
+    parts = [per] * pp
+    for i in range(2, num_layers % pp + 2):
+        parts[-i] += 1
+    ranges, start = [], 0
+    for count in parts:
+        ranges.append((start, start + count))
+        start += count
+    return tuple(ranges)
+
+
+def count_parameters(arch: ModelArchitecture) -> float:
+    """Total parameters (embeddings and lm_head included, MTP layers excluded)."""
+    total = _stage_elements(arch, 1, 0, arch.num_layers, first=True, last=True)
+    return total.linear + total.other
+
+
+def _stage_elements(
+    arch: ModelArchitecture, tp: int, start: int, end: int, first: bool, last: bool
+) -> _Elements:
+    kinds = _layer_kinds(arch)
+    total = _Elements()
+    for layer in range(start, end):
+        is_linear, has_idx = kinds[layer]
+        if is_linear:
+            total = total + _linear_attention_elements(arch, tp)
+        else:
+            total = total + _attention_elements(arch, tp, has_idx)
+        total = total + _mlp_elements(arch, tp, layer)
+    vocab_rank = math.ceil(math.ceil(arch.vocab_size / VOCAB_PADDING) * VOCAB_PADDING / tp)
+    if first:
+        total = total + _Elements(0.0, float(vocab_rank * arch.hidden_size))
+    if last:
+        if not arch.tie_word_embeddings or not first:
+            total = total + _Elements(0.0, float(vocab_rank * arch.hidden_size))
+        total = total + _Elements(0.0, float(arch.hidden_size))
+    return total
+
+
+@functools.lru_cache(maxsize=4096)
+def weights_bytes_per_stage(
+    arch: ModelArchitecture, tp: int, pp: int, precision: str, layout: CheckpointQuantization | None
+) -> tuple[float, ...]:
+    """Weight bytes held by one rank of each pipeline stage."""
+    other_bytes = 4.0 if arch.dtype == "fp32" and precision not in ("bf16", "fp16") else 2.0
+    if precision in ("bf16", "fp16"):
+        linear_bytes = 2.0
+    else:
+        layout = layout or CheckpointQuantization("dynamic", precision, 0, 4.0)
+        linear_bytes = layout.bytes_per_weight
+    out = []
+    ranges = pp_layer_ranges(arch.num_layers, pp)
+    for stage, (start, end) in enumerate(ranges):
+        el = _stage_elements(arch, tp, start, end, first=stage == 0, last=stage == pp - 1)
+        out.append(el.linear * linear_bytes + el.other * other_bytes)
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------------------------
+# KV cache
+
+
+def kv_dtype_bytes(arch: ModelArchitecture, kv_cache_dtype: str) -> int:
+    d = kv_cache_dtype.lower()
+    if d == "auto":
+        return 4 if arch.dtype == "fp32" else 2
+    if d.startswith("fp8"):
+        return 1
+    if d in ("bf16", "bfloat16", "fp16", "float16", "half"):
+        return 2
+    raise FitInputError(f"kv_cache_dtype {kv_cache_dtype!r}: use auto or fp8")
+
+
+def attention_layer_kv_bytes(arch: ModelArchitecture, tp: int, kv_cache_dtype: str) -> int:
+    """KV bytes per token for one attention layer on one rank (indexer not included)."""
+    b = kv_dtype_bytes(arch, kv_cache_dtype)
+    if arch.is_mla:
+        if b == 1 and arch.attention in ("mla+dsa", "hybrid"):
+            # fp8_ds_mla: fp8 NoPE latent + fp32 scale per 128 + bf16 RoPE part (656 B for GLM-5)
+            return arch.kv_lora_rank + arch.kv_lora_rank // 128 * 4 + arch.qk_rope_head_dim * 2
+        return (arch.kv_lora_rank + arch.qk_rope_head_dim) * b
+    return 2 * max(1, arch.num_kv_heads // tp) * arch.head_dim * b
+
+
+def indexer_layer_kv_bytes(arch: ModelArchitecture) -> float:
+    """DSA indexer K cache: fp8 key + fp32 scale per 128 (132 B for index_head_dim 128)."""
+    if not arch.index_head_dim:
+        return 0.0
+    return (arch.index_head_dim + arch.index_head_dim // 128 * 4) / arch.indexer_key_pool
+
+
+@functools.lru_cache(maxsize=4096)
+def kv_bytes_per_token_per_stage(
+    arch: ModelArchitecture, tp: int, pp: int, kv_cache_dtype: str, extra_kv_layers: int = 0
+) -> tuple[int, ...]:
+    """KV bytes per token on one rank of each pipeline stage (MTP/draft layers on the last stage)."""
+    per_attn = attention_layer_kv_bytes(arch, tp, kv_cache_dtype)
+    per_idx = indexer_layer_kv_bytes(arch)
+    kinds = _layer_kinds(arch)
+    out = []
+    ranges = pp_layer_ranges(arch.num_layers, pp)
+    for stage, (start, end) in enumerate(ranges):
+        total = 0.0
+        for layer in range(start, end):
+            is_linear, has_idx = kinds[layer]
+            if not is_linear:
+                total += per_attn + (per_idx if has_idx else 0.0)
+        if stage == pp - 1 and extra_kv_layers:
+            total += extra_kv_layers * (per_attn + per_idx)
+        out.append(math.ceil(total))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def per_request_state_bytes(arch: ModelArchitecture, tp: int, pp: int) -> tuple[int, ...]:
+    """Fixed per-request state of linear-attention layers per rank and stage [inferred, uncertain]."""
+    if not arch.linear_attention_layers:
+        return (0,) * pp
+    heads = arch.linear_num_heads // tp
+    d = arch.linear_head_dim
+    per_layer = heads * d * d * 4 + (arch.linear_conv_kernel_dim - 1) * 3 * heads * d * 2
+    kinds = _layer_kinds(arch)
+    return tuple(
+        per_layer * sum(1 for layer in range(s, e) if kinds[layer][0])
+        for s, e in pp_layer_ranges(arch.num_layers, pp)
+    )
+
+
+def default_block_size(arch: ModelArchitecture, compute_capability: float) -> int:
+    if arch.attention in ("mla+dsa", "hybrid"):
+        return 64
+    if arch.attention == "mla":
+        if compute_capability >= 10.0:
+            return 128
+        if compute_capability >= 9.0:
+            return 64
+    return 16
+
+
+# --------------------------------------------------------------------------------------------
+# activation / overheads
+
+
+def default_max_num_batched_tokens(gpu_memory_gib: float) -> int:
+    """vLLM's OpenAI-server default: 8192 on >= 70 GiB GPUs, else 2048 (vllm/engine/arg_utils.py)."""
+    return 8192 if gpu_memory_gib >= 70 else 2048
+
+
+@functools.lru_cache(maxsize=4096)
+def activation_bytes_per_token(arch: ModelArchitecture, tp: int) -> float:
+    h = arch.hidden_size
+    heads = arch.num_attention_heads / tp
+    residual = 4.0 * h * 2
+    if arch.is_mla:
+        qk = arch.qk_nope_head_dim + arch.qk_rope_head_dim
+        attn = (
+            heads * qk
+            + arch.kv_lora_rank
+            + arch.qk_rope_head_dim
+            + heads * (arch.qk_nope_head_dim + arch.v_head_dim)
+            + heads * arch.v_head_dim
+            + arch.q_lora_rank
+        ) * 2.0
+    else:
+        q = heads * arch.head_dim
+        kv = max(1.0, arch.num_kv_heads / tp) * arch.head_dim
+        attn = (2 * q + 2 * kv) * 2.0
+    if arch.linear_attention_layers:
+        attn = max(attn, 5.0 * arch.linear_num_heads * arch.linear_head_dim / tp * 2)
+    mlp = 3.0 * arch.intermediate_size / tp * 2
+    if arch.is_moe:
+        k = arch.num_experts_per_tok or 1
+        moe = k * (3.0 * arch.moe_intermediate_size / tp + h) * 2 + arch.n_routed_experts * 4.0
+        mlp = max(mlp if arch.first_k_dense_replace else 0.0, moe)
+    return residual + max(attn, mlp)
+
+
+def activation_peak_bytes(
+    arch: ModelArchitecture, tp: int, max_num_batched_tokens: int, max_num_seqs: int
+) -> float:
+    per_token = activation_bytes_per_token(arch, tp)
+    vocab = math.ceil(arch.vocab_size / VOCAB_PADDING) * VOCAB_PADDING
+    sampler = max_num_seqs * vocab * 4.0 * 2
+    return per_token * max_num_batched_tokens + sampler + ACTIVATION_FIXED_GIB * GIB
+
+
+def cudagraph_bytes(arch: ModelArchitecture, tp: int, max_num_seqs: int) -> float:
+    capture = min(512, 2 * max_num_seqs)
+    return CUDAGRAPH_BASE_GIB * GIB + 2.0 * activation_bytes_per_token(arch, tp) * capture
+
+
+# --------------------------------------------------------------------------------------------
+# the fit
+
+
+def estimate_fit(inp: FitInput) -> FitResult:
+    """Weights, KV cache and concurrency per GPU for one instance; see the module docstring."""
+    model = inp.model
+    arch = model.architecture
+    tp, pp, dcp = inp.tensor_parallel_size, inp.pipeline_parallel_size, inp.decode_context_parallel_size
+    error = parallelism_error(arch, tp, pp, dcp)
+    if error:
+        raise FitInputError(error)
+    if inp.max_model_len < 1:
+        raise FitInputError("max_model_len must be >= 1")
+    if inp.max_model_len > model.max_context:
+        raise FitInputError(
+            f"max_model_len {inp.max_model_len} exceeds {model.name}'s limit of {model.max_context} tokens; "
+            f"use at most {model.max_context}"
+        )
+    if not 0 < inp.gpu_memory_utilization <= 1:
+        raise FitInputError("gpu_memory_utilization must be in (0, 1]")
+    precision, layout = resolve_weight_precision(model, inp.quantization)
+    kv_dtype = inp.kv_cache_dtype.lower()
+    kv_dtype_bytes(arch, kv_dtype)  # validates
+    notes: list[str] = []
+    uncertain: list[str] = list(model.notes)
+
+    max_num_seqs = inp.max_num_seqs or DEFAULT_MAX_NUM_SEQS
+    mnbt = inp.max_num_batched_tokens or default_max_num_batched_tokens(inp.gpu_memory_gib)
+    weights = weights_bytes_per_stage(arch, tp, pp, precision, layout)
+    bpt = kv_bytes_per_token_per_stage(arch, tp, pp, kv_dtype, inp.extra_kv_layers)
+    state = per_request_state_bytes(arch, tp, pp)
+    block = inp.block_size or default_block_size(arch, inp.compute_capability)
+    requested = inp.gpu_memory_gib * GIB * inp.gpu_memory_utilization
+    act = activation_peak_bytes(arch, tp, mnbt, max_num_seqs)
+    non_torch = (NON_TORCH_MULTI_GPU_GIB if tp * pp > 1 else NON_TORCH_SINGLE_GPU_GIB) * GIB
+    cg = cudagraph_bytes(arch, tp, max_num_seqs) if inp.cudagraph_estimate else 0.0
+
+    if inp.available_kv_cache_gib is not None:
+        available = [inp.available_kv_cache_gib * GIB] * pp
+        notes.append(
+            f"available KV cache memory given as {inp.available_kv_cache_gib:.2f} GiB (budget not computed)"
+        )
+    else:
+        available = [requested - w - act - non_torch - cg for w in weights]
+
+    tokens_per_request = math.ceil(inp.max_model_len / dcp)
+    blocks_per_request = math.ceil(tokens_per_request / block)
+    stage_blocks: list[int] = []
+    stage_concurrency: list[float] = []
+    for avail, per_token, st in zip(available, bpt, state, strict=True):
+        page = block * per_token
+        if avail <= 0 or page <= 0:
+            stage_blocks.append(0)
+            stage_concurrency.append(0.0)
+            continue
+        if st:
+            conc = avail / (st + blocks_per_request * page)
+            stage_concurrency.append(conc)
+            stage_blocks.append(int(conc * blocks_per_request))
+        else:
+            blocks = int(avail // page)
+            stage_blocks.append(blocks)
+            stage_concurrency.append(blocks / blocks_per_request)
+    worst = min(range(pp), key=lambda s: stage_concurrency[s])
+    num_blocks = stage_blocks[worst]
+    concurrency = stage_concurrency[worst]
+    if arch.linear_attention_layers:
+        kv_tokens = int(concurrency * inp.max_model_len)
+    else:
+        kv_tokens = num_blocks * block * dcp
+    fits = concurrency >= inp.min_concurrency and concurrency > 0
+
+    gib = GIB
+    w_rank = weights[worst]
+    reasons = [
+        f"weights {w_rank / gib:.2f} GiB per GPU ({precision}, TP={tp}"
+        + (f", PP={pp}, stage {worst + 1} of {pp}" if pp > 1 else "")
+        + ")",
+    ]
+    if inp.available_kv_cache_gib is None:
+        reasons.append(
+            f"budget {requested / gib:.2f} GiB ({inp.gpu_memory_gib:.2f} GiB x "
+            f"{inp.gpu_memory_utilization}) - "
+            f"weights - activation {act / gib:.2f} GiB (max_num_batched_tokens {mnbt}) - "
+            f"non-torch {non_torch / gib:.2f} GiB - CUDA graphs {cg / gib:.2f} GiB = "
+            f"{available[worst] / gib:.2f} GiB for the KV cache"
+        )
+    if available[worst] <= 0:
+        reasons.append(
+            f"no memory left for the KV cache: short by {-available[worst] / gib:.2f} GiB per GPU "
+            "(more GPUs, a lower precision or a higher gpu memory utilization)"
+        )
+    else:
+        reasons.append(
+            f"KV cache {bpt[worst]} bytes per token per GPU ({kv_dtype} KV, block {block}"
+            + (f", DCP={dcp}" if dcp > 1 else "")
+            + f"): {kv_tokens} tokens, {concurrency:.2f} concurrent {inp.max_model_len}-token sequences"
+        )
+    if arch.linear_attention_layers:
+        reasons.append(
+            f"hybrid model: {state[worst] / 2**20:.1f} MiB fixed state per request in "
+            f"{arch.linear_attention_layers} linear-attention layers counted per sequence"
+        )
+        uncertain.append(
+            "hybrid linear-attention model: per-request state size and vLLM's hybrid page padding are "
+            "approximations; token capacity is uncertain"
+        )
+    verdict = "fits" if fits else "does not fit"
+    reasons.append(f"{verdict}: concurrency {concurrency:.2f} vs minConcurrency {inp.min_concurrency:g}")
+    block_quantized = layout is not None and layout.group_size == FP8_BLOCK * FP8_BLOCK
+    if arch.is_moe and block_quantized and tp > 1 and (arch.moe_intermediate_size // tp) % FP8_BLOCK:
+        notes.append(
+            f"FP8 block-quantized experts: moe_intermediate_size/TP = {arch.moe_intermediate_size // tp} "
+            "is not a multiple of 128; serve with --enable-expert-parallel"
+        )
+    return FitResult(
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+        decode_context_parallel_size=dcp,
+        quantization=precision,
+        kv_cache_dtype=kv_dtype,
+        max_model_len=inp.max_model_len,
+        gpu_memory_gib=inp.gpu_memory_gib,
+        gpu_memory_utilization=inp.gpu_memory_utilization,
+        requested_gib=requested / gib,
+        weights_gib_per_gpu=max(weights) / gib,
+        weights_gib_per_stage=tuple(w / gib for w in weights),
+        activation_gib=act / gib,
+        non_torch_gib=non_torch / gib,
+        cudagraph_gib=cg / gib,
+        available_kv_cache_gib_per_gpu=available[worst] / gib,
+        kv_cache_bytes_per_token_per_gpu=bpt[worst],
+        per_request_state_bytes_per_gpu=state[worst],
+        block_size=block,
+        kv_cache_blocks=num_blocks,
+        kv_cache_tokens=kv_tokens,
+        max_concurrency=concurrency,
+        min_concurrency=inp.min_concurrency,
+        max_num_batched_tokens=mnbt,
+        max_num_seqs=max_num_seqs,
+        fits=fits,
+        reasons=tuple(reasons),
+        uncertain=tuple(dict.fromkeys(uncertain)),
+        notes=tuple(notes),
+    )
+
+
+def max_context_for(result: FitResult, concurrency: float = 1.0) -> int:
+    """Largest max_model_len that still gives ``concurrency`` sequences with the same KV pool.
+
+    Activation and weights do not depend on max_model_len in the V1 engine (chunked prefill), so the
+    pool is fixed; the answer is rounded down to whole blocks.
+    """
+    if result.kv_cache_tokens <= 0 or concurrency <= 0:
+        return 0
+    block = result.block_size * result.decode_context_parallel_size
+    if result.per_request_state_bytes_per_gpu:
+        avail = result.available_kv_cache_gib_per_gpu * GIB
+        per_seq_budget = avail / concurrency - result.per_request_state_bytes_per_gpu
+        tokens = (
+            per_seq_budget / result.kv_cache_bytes_per_token_per_gpu * result.decode_context_parallel_size
+        )
+    else:
+        tokens = result.kv_cache_tokens / concurrency
+    return max(0, int(tokens // block) * block)

@@ -1,0 +1,130 @@
+"""Kubernetes Node dicts -> GPU pools (pure).
+
+A *pool* is one GPU type on one node: its count, how a pod requests it (the extended resource name)
+and how a pod is pinned to that type (a nodeSelector label). Two cases:
+
+* ``nvidia.com/gpu`` in ``status.allocatable``: the type comes from the node labels, checked in the
+  order GPU Feature Discovery (``nvidia.com/gpu.product``), GKE (``cloud.google.com/gke-accelerator``),
+  EKS (``k8s.amazonaws.com/accelerator``), Karpenter (``karpenter.k8s.aws/instance-gpu-name``); the
+  label that identified it becomes the nodeSelector.
+* per-type resources on mixed machines (``nvidia.com/a100-80gb``, ``nvidia.com/rtx-4090``): each
+  known resource name is its own pool; the resource request itself pins the type, so no nodeSelector
+  is needed (GFD's single product label cannot describe two types on one node).
+
+Cordoned nodes (``spec.unschedulable``) and nodes whose Ready condition is not True are skipped. GPUs
+already requested by running pods can be passed as ``gpus_used`` (node -> resource -> count). Work is
+O(nodes); nothing here talks to the apiserver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from glm_operator.catalog.gpus import gpu_from_labels, gpu_from_resource_name
+
+GPU_RESOURCE = "nvidia.com/gpu"
+_NVIDIA_PREFIX = "nvidia.com/"
+
+
+@dataclass(frozen=True)
+class GpuPool:
+    """GPUs of one type on one node."""
+
+    node_name: str
+    gpu_product: str  # catalog GPU name; "" when the node's GPU is not in the catalog
+    product_label: str  # the raw label value or resource name that identified it
+    gpu_count: int
+    resource_name: str = GPU_RESOURCE
+    node_selector: tuple[tuple[str, str], ...] = field(default=())
+    gpus_used: int = 0
+
+    @property
+    def gpus_free(self) -> int:
+        return max(0, self.gpu_count - self.gpus_used)
+
+
+def _quantity(value: Any) -> int:
+    """Integer extended-resource quantity ('8', 8, '8000m' is not used for GPUs)."""
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _node_items(nodes: Mapping[str, Any] | Iterable[Mapping[str, Any]]) -> Iterable[Mapping[str, Any]]:
+    if isinstance(nodes, Mapping):
+        if nodes.get("kind") == "Node":
+            return [nodes]
+        items = nodes.get("items")
+        return [i for i in items if isinstance(i, Mapping)] if isinstance(items, list) else []
+    return nodes
+
+
+def _is_schedulable(node: Mapping[str, Any]) -> bool:
+    spec = node.get("spec") or {}
+    if spec.get("unschedulable"):
+        return False
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, Mapping) and cond.get("type") == "Ready":
+            return str(cond.get("status")) == "True"
+    return True
+
+
+def parse_gpu_pools(
+    nodes: Mapping[str, Any] | Iterable[Mapping[str, Any]],
+    gpus_used: Mapping[str, Mapping[str, int]] | None = None,
+) -> tuple[GpuPool, ...]:
+    """GPU pools of all schedulable nodes.
+
+    ``nodes`` is a ``v1 List`` dict (``kubectl get nodes -o yaml``), a single Node or an iterable of
+    Node dicts. Nodes without GPUs produce no pool; GPUs of unknown type produce a pool with
+    ``gpu_product == ""`` so the planner can say which label it did not recognise.
+    """
+    used = gpus_used or {}
+    pools: list[GpuPool] = []
+    for node in _node_items(nodes):
+        if not _is_schedulable(node):
+            continue
+        meta = node.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        labels = meta.get("labels") or {}
+        status = node.get("status") or {}
+        allocatable = status.get("allocatable") or status.get("capacity") or {}
+        node_used = used.get(name, {})
+        for resource, raw in allocatable.items():
+            if not resource.startswith(_NVIDIA_PREFIX):
+                continue
+            count = _quantity(raw)
+            if count <= 0:
+                continue
+            if resource == GPU_RESOURCE:
+                gpu, key, value = gpu_from_labels(labels)
+                pools.append(
+                    GpuPool(
+                        node_name=name,
+                        gpu_product=gpu.name if gpu else "",
+                        product_label=value,
+                        gpu_count=count,
+                        resource_name=resource,
+                        node_selector=((key, value),) if gpu and key else (),
+                        gpus_used=int(node_used.get(resource, 0)),
+                    )
+                )
+                continue
+            typed = gpu_from_resource_name(resource)
+            if typed is None:
+                continue  # MIG slices and other nvidia.com/* resources are not whole GPUs we plan on
+            pools.append(
+                GpuPool(
+                    node_name=name,
+                    gpu_product=typed.name,
+                    product_label=resource,
+                    gpu_count=count,
+                    resource_name=resource,
+                    node_selector=(),
+                    gpus_used=int(node_used.get(resource, 0)),
+                )
+            )
+    return tuple(pools)

@@ -1,0 +1,680 @@
+"""Placement: which GPU types, TP/PP, quantization and how many replicas (pure).
+
+``plan_placement(request) -> Plan`` is a purely computational function with no side effects: it
+takes a :class:`~glm_operator.planning.request.PlacementRequest` (spec values + GPU pools parsed from
+the Node list) and returns a frozen :class:`Plan` whose ``details`` say, in words, why each
+decision was taken. The rules (DESIGN.md "Planning semantics", the seeds' checklist):
+
+1. Resolve the model (catalog id/alias or inline config.json). A contextLength above the model's
+   limit is an input error naming the limit.
+2. Group the pools by (GPU type, resource name, nodeSelector): every group is one candidate
+   *variant* - GPU types are never mixed inside one replica, and a type advertised through a per-type
+   resource on a mixed machine is its own variant. ``gpu.products`` filters and orders the groups
+   (preference order); with ``[]`` any known type is allowed, ordered by free capacity.
+3. Per group, candidates ``(quantization, TP)`` are tried in this order and the first that fits
+   (``estimate_fit``: concurrency >= minConcurrency) wins:
+   - quantization ``auto`` = the highest precision that fits: bf16 > fp8 > int8 > int4 (a quantized
+     checkpoint - the official -FP8 id or a config with ``quantization_config`` - fixes the precision).
+     FP8 is native (W8A8) only at compute capability >= 8.9; older GPUs run FP8 weights as weight-only
+     W8A16 through Marlin, which is said in the reason;
+   - the smallest TP that fits (replicas before TP: the seeds' "DP first"); TP must divide the
+     attention heads (GQA: KV heads and TP divide each other) and be <= the GPUs of that type on one
+     node;
+   - TP > 2 on PCIe-only GPUs is penalised: it is tried only after the next lower precision at
+     TP <= 2 (sort key: precision rank + 1.5 when penalised, then TP), and the reason says so;
+   - a pinned TP/PP/quantization is still checked, never silently changed.
+4. PP > 1 (one replica over several nodes, TP inside each node) only when no single-node candidate
+   fits and ``allowMultiNode``; otherwise the group is *rejected* with the reason and the smallest
+   fix (the multi-node shape that would fit, the quantization that would fit, or the largest context
+   that would fit at the best shape: the context with concurrency 1 / minConcurrency).
+5. Replicas fill the preferred variant first (by its free capacity: sum over nodes of
+   floor(free GPUs / GPUs per replica)), then the next; ``shortfall_replicas`` is what no variant
+   can host. Variants that receive no replica are kept (replicas 0) as ready alternatives.
+6. ``max_num_seqs`` (unless ``serving.maxNumSeqs`` pins it) = clamp(floor(kv_tokens / min(context,
+   4096)), minConcurrency, 256): as many sequences as the KV pool holds at a typical 4k-token
+   occupancy, never above vLLM's default 256 nor below the requested concurrency.
+
+The fit of a (type, quantization, TP, PP) does not depend on the node, so per-node work is
+O(nodes) grouping and capacity counting; the fits are computed once per group.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from glm_operator.catalog.gpus import GpuType, find_gpu
+from glm_operator.catalog.models import CatalogError, ResolvedModel, resolve_model
+from glm_operator.planning.fit import (
+    FitInput,
+    FitInputError,
+    FitResult,
+    estimate_fit,
+    max_context_for,
+    parallelism_error,
+)
+from glm_operator.planning.nodes import GpuPool
+from glm_operator.planning.request import DEFAULT_CONTEXT_LENGTH, PlacementRequest, PlanningInputError
+
+PRECISION_RANK = {"bf16": 0, "fp16": 0, "fp8": 1, "int8": 2, "int4": 3, "nvfp4": 3}
+AUTO_PRECISIONS = ("bf16", "fp8", "int8", "int4")
+PCIE_TP_PENALTY = 1.5
+TYPICAL_SEQUENCE_TOKENS = 4096
+MAX_NUM_SEQS_CAP = 256
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One GPU type's deployment: the vLLM shape and how many replicas it gets."""
+
+    gpu_product: str
+    resource_name: str
+    node_selector: Mapping[str, str]
+    model_id: str
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    gpus_per_replica: int
+    nodes_per_replica: int
+    quantization: str
+    quantization_flag: str | None  # value for vLLM --quantization, None = from the checkpoint
+    kv_cache_dtype: str
+    gpu_memory_utilization: float
+    weights_gib_per_gpu: float
+    available_kv_cache_gib_per_gpu: float
+    kv_cache_bytes_per_token_per_gpu: int
+    kv_cache_tokens: int
+    max_concurrency: float
+    max_num_seqs: int
+    max_model_len: int
+    replicas: int
+    capacity_replicas: int
+    enable_expert_parallel: bool
+    reason: str
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpu_product": self.gpu_product,
+            "resource_name": self.resource_name,
+            "node_selector": dict(self.node_selector),
+            "model_id": self.model_id,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "pipeline_parallel_size": self.pipeline_parallel_size,
+            "gpus_per_replica": self.gpus_per_replica,
+            "nodes_per_replica": self.nodes_per_replica,
+            "quantization": self.quantization,
+            "quantization_flag": self.quantization_flag,
+            "kv_cache_dtype": self.kv_cache_dtype,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "weights_gib_per_gpu": round(self.weights_gib_per_gpu, 2),
+            "available_kv_cache_gib_per_gpu": round(self.available_kv_cache_gib_per_gpu, 2),
+            "kv_cache_bytes_per_token_per_gpu": self.kv_cache_bytes_per_token_per_gpu,
+            "kv_cache_tokens": self.kv_cache_tokens,
+            "max_concurrency": round(self.max_concurrency, 2),
+            "max_num_seqs": self.max_num_seqs,
+            "max_model_len": self.max_model_len,
+            "replicas": self.replicas,
+            "capacity_replicas": self.capacity_replicas,
+            "enable_expert_parallel": self.enable_expert_parallel,
+            "reason": self.reason,
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A GPU type that cannot serve the request, with the number that would fit / the smallest fix."""
+
+    gpu_product: str
+    reason: str
+    max_context_length: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"gpu_product": self.gpu_product, "reason": self.reason}
+        if self.max_context_length is not None:
+            out["max_context_length"] = self.max_context_length
+        return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The planner's answer; ``details`` are the human-readable decisions (for status and Events)."""
+
+    fits: bool
+    model_id: str
+    context_length: int
+    variants: tuple[Variant, ...]
+    rejected: tuple[Rejection, ...]
+    details: tuple[str, ...]
+    replicas_requested: int
+    shortfall_replicas: int
+    uncertain: tuple[str, ...] = field(default=())
+
+    @property
+    def replicas_planned(self) -> int:
+        return sum(v.replicas for v in self.variants)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fits": self.fits,
+            "model_id": self.model_id,
+            "context_length": self.context_length,
+            "replicas_requested": self.replicas_requested,
+            "replicas_planned": self.replicas_planned,
+            "shortfall_replicas": self.shortfall_replicas,
+            "variants": [v.to_dict() for v in self.variants],
+            "rejected": [r.to_dict() for r in self.rejected],
+            "details": list(self.details),
+            "uncertain": list(self.uncertain),
+        }
+
+
+@dataclass(frozen=True)
+class _Group:
+    gpu: GpuType
+    resource_name: str
+    node_selector: tuple[tuple[str, str], ...]
+    pools: tuple[GpuPool, ...]
+
+    @property
+    def max_gpus_per_node(self) -> int:
+        return max(p.gpu_count for p in self.pools)
+
+    def capacity(self, tp: int, pp: int) -> int:
+        if pp <= 1:
+            return sum(p.gpus_free // tp for p in self.pools)
+        return sum(p.gpus_free // tp for p in self.pools) // pp
+
+    def nodes_with(self, tp: int) -> int:
+        return sum(1 for p in self.pools if p.gpu_count >= tp)
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    quantization: str
+    tp: int
+    pp: int
+    penalised: bool
+
+    @property
+    def sort_key(self) -> tuple[float, int, int]:
+        return (
+            PRECISION_RANK[self.quantization] + (PCIE_TP_PENALTY if self.penalised else 0.0),
+            self.pp,
+            self.tp,
+        )
+
+
+@dataclass(frozen=True)
+class _Evaluated:
+    candidate: _Candidate
+    model: ResolvedModel
+    fit: FitResult | None
+    error: str | None = None
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _resolve(request: PlacementRequest) -> ResolvedModel:
+    try:
+        if request.model_config:
+            return resolve_model(request.model_config, request.model or None)
+        return resolve_model(request.model)
+    except CatalogError as exc:
+        raise PlanningInputError(f"spec.model: {exc}") from None
+
+
+def _model_for(base: ResolvedModel, quantization: str) -> tuple[ResolvedModel, str | None]:
+    """Checkpoint to load for a weights precision, and the vLLM --quantization flag (None = auto)."""
+    ckpt = base.checkpoint_quantization
+    if ckpt is not None:
+        return base, None
+    if quantization == "fp8" and base.fp8_checkpoint:
+        return resolve_model(base.fp8_checkpoint), None
+    if quantization == "fp8":
+        return base, "fp8"
+    return base, None
+
+
+def _precisions(request: PlacementRequest, model: ResolvedModel, gpu: GpuType) -> list[str]:
+    if request.quantization == "auto":
+        if model.checkpoint_quantization is not None:
+            return [model.checkpoint_quantization.precision]
+        first = "bf16" if gpu.bf16 and model.architecture.dtype != "fp16" else "fp16"
+        return [first, *AUTO_PRECISIONS[1:]]
+    return [request.quantization]
+
+
+def _tp_options(request: PlacementRequest, model: ResolvedModel, limit: int) -> list[int]:
+    if request.tensor_parallel_size:
+        return [request.tensor_parallel_size]
+    arch = model.architecture
+    return [tp for tp in range(1, limit + 1) if parallelism_error(arch, tp) is None]
+
+
+def _evaluate(
+    request: PlacementRequest, base: ResolvedModel, gpu: GpuType, cand: _Candidate, context: int
+) -> _Evaluated:
+    model, _ = _model_for(base, cand.quantization)
+    quant = "auto" if model.checkpoint_quantization is not None else cand.quantization
+    try:
+        fit = estimate_fit(
+            FitInput(
+                model=model,
+                max_model_len=context,
+                gpu_memory_gib=gpu.memory_gib,
+                tensor_parallel_size=cand.tp,
+                pipeline_parallel_size=cand.pp,
+                quantization=quant,
+                kv_cache_dtype=request.kv_cache_dtype,
+                gpu_memory_utilization=request.memory_utilization,
+                max_num_batched_tokens=request.max_num_batched_tokens,
+                max_num_seqs=request.max_num_seqs,
+                min_concurrency=request.min_concurrency,
+                compute_capability=gpu.compute_capability,
+            )
+        )
+    except FitInputError as exc:
+        return _Evaluated(cand, model, None, str(exc))
+    return _Evaluated(cand, model, fit)
+
+
+def _candidates(
+    request: PlacementRequest, model: ResolvedModel, group: _Group, multi_node: bool
+) -> tuple[list[_Candidate], list[str]]:
+    """Ordered candidates for one group and the reasons some shapes were not considered."""
+    notes: list[str] = []
+    gpu = group.gpu
+    per_node = group.max_gpus_per_node
+    if multi_node:
+        tps = _tp_options(request, model, per_node)
+        max_nodes = max((group.nodes_with(tp) for tp in tps), default=0)
+        pps = (
+            [request.pipeline_parallel_size]
+            if request.pipeline_parallel_size > 1
+            else list(range(2, max_nodes + 1))
+        )
+    else:
+        if request.tensor_parallel_size > per_node:
+            notes.append(
+                f"tensorParallelSize {request.tensor_parallel_size} exceeds the {per_node} {gpu.name} "
+                "GPUs on one node"
+            )
+            return [], notes
+        tps = _tp_options(request, model, per_node)
+        pps = [1]
+    out = []
+    for q in _precisions(request, model, gpu):
+        if q == "fp8" and not gpu.fp8 and gpu.compute_capability < 8.0:
+            continue
+        for tp in tps:
+            for pp in pps:
+                if pp > 1 and group.nodes_with(tp) < pp:
+                    continue
+                out.append(_Candidate(q, tp, pp, penalised=tp > 2 and not gpu.nvlink))
+    out.sort(key=lambda c: c.sort_key)
+    return out, notes
+
+
+def _fp8_note(gpu: GpuType, quantization: str) -> str | None:
+    if quantization != "fp8":
+        return None
+    if gpu.native_fp8:
+        return None
+    return (
+        f"{gpu.name} (compute capability {gpu.compute_capability:g}) has no FP8 tensor cores: vLLM runs FP8 "
+        "weights as weight-only W8A16 through Marlin kernels (memory saving, slower than native FP8)"
+    )
+
+
+def _max_num_seqs(request: PlacementRequest, fit: FitResult, context: int) -> int:
+    if request.max_num_seqs:
+        return request.max_num_seqs
+    typical = max(1, min(context, TYPICAL_SEQUENCE_TOKENS))
+    by_kv = fit.kv_cache_tokens // typical
+    floor = max(1, math.ceil(request.min_concurrency))
+    return max(floor, min(MAX_NUM_SEQS_CAP, by_kv))
+
+
+def _shape(c: _Candidate) -> str:
+    return f"TP={c.tp}" + (f" x PP={c.pp}" if c.pp > 1 else "")
+
+
+def _describe_failure(ev: _Evaluated, context: int) -> str:
+    if ev.fit is None:
+        return f"{_shape(ev.candidate)} {ev.candidate.quantization}: {ev.error}"
+    f = ev.fit
+    if f.available_kv_cache_gib_per_gpu <= 0:
+        return (
+            f"{_shape(ev.candidate)} {f.quantization}: weights {f.weights_gib_per_gpu:.1f} GiB per GPU "
+            "leave no KV cache "
+            f"(short by {-f.available_kv_cache_gib_per_gpu:.1f} GiB)"
+        )
+    return (
+        f"{_shape(ev.candidate)} {f.quantization}: {f.max_concurrency:.2f} concurrent "
+        f"{context}-token sequences, "
+        f"below minConcurrency {f.min_concurrency:g}"
+    )
+
+
+def _choose(
+    request: PlacementRequest, base: ResolvedModel, group: _Group, context: int, multi_node: bool
+) -> tuple[_Evaluated | None, list[_Evaluated], list[str]]:
+    cands, notes = _candidates(request, base, group, multi_node)
+    tried: list[_Evaluated] = []
+    for cand in cands:
+        ev = _evaluate(request, base, group.gpu, cand, context)
+        tried.append(ev)
+        if ev.fit is not None and ev.fit.fits:
+            return ev, tried, notes
+    return None, tried, notes
+
+
+def _best_failure(tried: list[_Evaluated]) -> _Evaluated | None:
+    fits = [t for t in tried if t.fit is not None]
+    if not fits:
+        return None
+    return max(
+        fits,
+        key=lambda t: (
+            t.fit.max_concurrency if t.fit else 0.0,
+            t.fit.available_kv_cache_gib_per_gpu if t.fit else 0.0,
+            -t.candidate.tp,
+        ),
+    )
+
+
+def _rejection(
+    request: PlacementRequest,
+    base: ResolvedModel,
+    group: _Group,
+    context: int,
+    tried: list[_Evaluated],
+    notes: list[str],
+) -> Rejection:
+    gpu = group.gpu
+    if (
+        base.architecture.attention in ("mla+dsa", "hybrid")
+        and gpu.compute_capability < base.min_compute_capability
+    ):
+        return Rejection(
+            gpu.name,
+            f"{base.name} needs vLLM's sparse-MLA (DSA) kernels, available from compute capability "
+            f"{base.min_compute_capability:g}; {gpu.name} is {gpu.compute_capability:g}",
+        )
+    if not tried:
+        why = "; ".join(notes) or "no tensor-parallel size divides the model's heads within one node"
+        return Rejection(gpu.name, f"no valid shape on {gpu.name}: {why}")
+    best = _best_failure(tried)
+    if best is None or best.fit is None:
+        errors = sorted({t.error or "" for t in tried})
+        return Rejection(gpu.name, f"no valid shape on {gpu.name}: {'; '.join(errors)}")
+    fit = best.fit
+    parts = [f"nothing fits on {gpu.name}; best is {_describe_failure(best, context)}"]
+    fixes: list[str] = []
+    max_ctx: int | None = None
+    if fit.available_kv_cache_gib_per_gpu > 0:
+        once = min(max_context_for(fit, 1.0), base.max_context)
+        at_min = min(max_context_for(fit, max(request.min_concurrency, 1e-9)), base.max_context)
+        max_ctx = once
+        if once < context:
+            fixes.append(f"the largest context it holds even once is {once} tokens")
+        if request.min_concurrency > 1 and at_min >= 1:
+            fixes.append(f"contextLength <= {at_min} for minConcurrency {request.min_concurrency:g}")
+        if fit.max_concurrency >= 1 and request.min_concurrency > fit.max_concurrency:
+            fixes.append(f"or minConcurrency <= {math.floor(fit.max_concurrency * 100) / 100:g}")
+    if not (request.allow_multi_node or request.pipeline_parallel_size > 1) and len(group.pools) > 1:
+        multi, _, _ = _choose(request, base, group, context, multi_node=True)
+        if multi is not None:
+            c = multi.candidate
+            fixes.append(
+                f"allowMultiNode: true would fit with {_shape(c)} {c.quantization} over {c.pp} nodes"
+            )
+    if request.quantization != "auto":
+        auto_req = _replace_quantization(request, "auto")
+        alt, _, _ = _choose(auto_req, base, group, context, multi_node=False)
+        if alt is not None and alt.candidate.quantization != request.quantization:
+            fixes.append(f"quantization {alt.candidate.quantization} would fit at {_shape(alt.candidate)}")
+    if fixes:
+        parts.append("fix: " + "; ".join(fixes))
+    return Rejection(gpu.name, ". ".join(parts), max_ctx)
+
+
+def _replace_quantization(request: PlacementRequest, quantization: str) -> PlacementRequest:
+    from dataclasses import replace
+
+    return replace(request, quantization=quantization)
+
+
+def _group_pools(pools: tuple[GpuPool, ...], details: list[str]) -> list[_Group]:
+    buckets: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[GpuPool]] = {}
+    unknown: dict[str, list[str]] = {}
+    for pool in pools:
+        if not pool.gpu_product:
+            unknown.setdefault(pool.product_label or "(no GPU product label)", []).append(pool.node_name)
+            continue
+        buckets.setdefault((pool.gpu_product, pool.resource_name, pool.node_selector), []).append(pool)
+    for label, names in sorted(unknown.items()):
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        details.append(f"GPU type {label!r} on {shown} is not in the catalog; those nodes are not used")
+    return [
+        _Group(find_gpu(product), resource, selector, tuple(group))
+        for (product, resource, selector), group in buckets.items()
+    ]
+
+
+def plan_placement(request: PlacementRequest) -> Plan:
+    """Choose variants (GPU type, TP, PP, quantization, replicas) for a request; see module docstring."""
+    base = _resolve(request)
+    context = request.context_length or min(DEFAULT_CONTEXT_LENGTH, base.max_context)
+    if context > base.max_context:
+        raise PlanningInputError(
+            f"spec.contextLength {context} exceeds {base.name}'s limit of {base.max_context} tokens; "
+            f"set contextLength <= {base.max_context}"
+        )
+    if request.tensor_parallel_size:
+        err = parallelism_error(base.architecture, request.tensor_parallel_size)
+        if err:
+            raise PlanningInputError(f"spec.gpu.tensorParallelSize: {err}; use 0 to let the planner choose")
+    allowed: list[GpuType] = []
+    for name in request.gpu_products:
+        try:
+            allowed.append(find_gpu(name))
+        except CatalogError as exc:
+            raise PlanningInputError(f"spec.gpu.products: {exc}") from None
+
+    details: list[str] = [
+        f"model {base.model_id}: {base.architecture.attention} attention, context {context} "
+        f"(limit {base.max_context}), minConcurrency {request.min_concurrency:g}"
+    ]
+    groups = _group_pools(request.pools, details)
+    rejected: list[Rejection] = []
+    if allowed:
+        order = {gpu.name: i for i, gpu in enumerate(allowed)}
+        present = {g.gpu.name for g in groups}
+        for gpu in allowed:
+            if gpu.name not in present:
+                rejected.append(Rejection(gpu.name, f"no schedulable node has {gpu.name} GPUs"))
+        skipped = sorted({g.gpu.name for g in groups if g.gpu.name not in order})
+        if skipped:
+            details.append(f"not in gpu.products, not used: {', '.join(skipped)}")
+        groups = [g for g in groups if g.gpu.name in order]
+    else:
+        order = {}
+
+    chosen: list[tuple[_Group, _Evaluated, list[_Evaluated]]] = []
+    for group in groups:
+        gpu = group.gpu
+        if (
+            base.architecture.attention in ("mla+dsa", "hybrid")
+            and gpu.compute_capability < base.min_compute_capability
+        ):
+            rejected.append(_rejection(request, base, group, context, [], []))
+            continue
+        multi_only = request.pipeline_parallel_size > 1
+        pick, tried, notes = (None, [], []) if multi_only else _choose(request, base, group, context, False)
+        if pick is None and (request.allow_multi_node or multi_only):
+            mpick, mtried, mnotes = _choose(request, base, group, context, True)
+            if mpick is not None:
+                if not multi_only:
+                    details.append(
+                        f"{gpu.name}: no single node fits, using {mpick.candidate.pp} nodes per replica"
+                    )
+                pick = mpick
+            tried += mtried
+            notes += mnotes
+        if pick is None:
+            rejected.append(_rejection(request, base, group, context, tried, notes))
+            continue
+        chosen.append((group, pick, tried))
+
+    # order: preference list, else by free capacity then memory
+    def capacity_of(item: tuple[_Group, _Evaluated, list[_Evaluated]]) -> int:
+        g, ev, _ = item
+        return g.capacity(ev.candidate.tp, ev.candidate.pp)
+
+    if order:
+        chosen.sort(key=lambda it: (order[it[0].gpu.name], -capacity_of(it)))
+    else:
+        chosen.sort(key=lambda it: (-capacity_of(it), -it[0].gpu.memory_gib, it[0].gpu.name))
+
+    variants: list[Variant] = []
+    remaining = request.replicas
+    uncertain: list[str] = list(base.notes)
+    for group, ev, tried in chosen:
+        assert ev.fit is not None
+        fit = ev.fit
+        cand = ev.candidate
+        capacity = capacity_of((group, ev, tried))
+        take = min(remaining, capacity)
+        remaining -= take
+        _, flag = _model_for(base, cand.quantization)
+        reason, notes = _variant_reason(request, base, group, ev, tried, context)
+        uncertain.extend(fit.uncertain)
+        variants.append(
+            Variant(
+                gpu_product=group.gpu.name,
+                resource_name=group.resource_name,
+                node_selector=dict(group.node_selector),
+                model_id=ev.model.model_id,
+                tensor_parallel_size=cand.tp,
+                pipeline_parallel_size=cand.pp,
+                gpus_per_replica=cand.tp * cand.pp,
+                nodes_per_replica=cand.pp,
+                quantization=fit.quantization,
+                quantization_flag=flag,
+                kv_cache_dtype=request.kv_cache_dtype,
+                gpu_memory_utilization=request.memory_utilization,
+                weights_gib_per_gpu=fit.weights_gib_per_gpu,
+                available_kv_cache_gib_per_gpu=fit.available_kv_cache_gib_per_gpu,
+                kv_cache_bytes_per_token_per_gpu=fit.kv_cache_bytes_per_token_per_gpu,
+                kv_cache_tokens=fit.kv_cache_tokens,
+                max_concurrency=fit.max_concurrency,
+                max_num_seqs=_max_num_seqs(request, fit, context),
+                max_model_len=context,
+                replicas=take,
+                capacity_replicas=capacity,
+                enable_expert_parallel=any("expert-parallel" in n for n in fit.notes),
+                reason=reason,
+                notes=tuple(notes),
+            )
+        )
+        details.append(f"{reason} Replicas: {take} of capacity {capacity}.")
+    shortfall = max(0, remaining)
+    if variants and shortfall:
+        details.append(
+            f"shortfall: {shortfall} of {request.replicas} replicas do not fit in the free GPUs "
+            "of the allowed types"
+        )
+    if not variants:
+        if not groups and not rejected:
+            details.append("no schedulable GPU nodes of a known type")
+        holds = [r.max_context_length for r in rejected if r.max_context_length is not None]
+        if holds and max(holds) < context:
+            details.append(
+                f"contextLength {context} cannot be held even once by any allowed GPU type; "
+                f"the largest that fits is {max(holds)} tokens"
+            )
+        details.append("not planned: " + "; ".join(f"{r.gpu_product}: {r.reason}" for r in rejected))
+    return Plan(
+        fits=bool(variants),
+        model_id=base.model_id,
+        context_length=context,
+        variants=tuple(variants),
+        rejected=tuple(rejected),
+        details=tuple(details),
+        replicas_requested=request.replicas,
+        shortfall_replicas=shortfall,
+        uncertain=tuple(dict.fromkeys(uncertain)),
+    )
+
+
+def _variant_reason(
+    request: PlacementRequest,
+    base: ResolvedModel,
+    group: _Group,
+    ev: _Evaluated,
+    tried: list[_Evaluated],
+    context: int,
+) -> tuple[str, list[str]]:
+    assert ev.fit is not None
+    gpu = group.gpu
+    cand = ev.candidate
+    fit = ev.fit
+    where = f"{_shape(cand)} on {gpu.name}" + (
+        f" ({group.resource_name})" if group.resource_name != "nvidia.com/gpu" else ""
+    )
+    reason = (
+        f"{where}, {fit.quantization}: {fit.max_concurrency:.2f} concurrent {context}-token sequences "
+        f"(>= minConcurrency {request.min_concurrency:g}), {fit.weights_gib_per_gpu:.1f} GiB weights and "
+        f"{fit.available_kv_cache_gib_per_gpu:.1f} GiB KV cache per GPU"
+    )
+    failed = [t for t in tried if t is not ev]
+    smaller = [
+        t for t in failed if t.candidate.quantization == cand.quantization and t.candidate.tp < cand.tp
+    ]
+    if smaller:
+        reason += f"; {_describe_failure(smaller[-1], context)}"
+    higher = [
+        t for t in failed if PRECISION_RANK[t.candidate.quantization] < PRECISION_RANK[fit.quantization]
+    ]
+    if higher and request.quantization == "auto":
+        best = _best_failure(higher)
+        if best is not None:
+            reason += f"; higher precision does not fit ({_describe_failure(best, context)})"
+    notes: list[str] = list(fit.notes)
+    if cand.penalised:
+        reason += f"; TP={cand.tp} over PCIe (no NVLink) is slow, chosen because no shape with TP <= 2 fits"
+    elif not gpu.nvlink and request.quantization == "auto" and PRECISION_RANK[fit.quantization] > 0:
+        # did a higher precision fit only with TP > 2 over PCIe?
+        penal = [
+            t
+            for t in tried
+            if t.candidate.penalised
+            and PRECISION_RANK[t.candidate.quantization] < PRECISION_RANK[fit.quantization]
+        ]
+        if not penal:
+            for c in _candidates(request, base, group, False)[0]:
+                if c.penalised and PRECISION_RANK[c.quantization] < PRECISION_RANK[fit.quantization]:
+                    alt = _evaluate(request, base, gpu, c, context)
+                    if alt.fit is not None and alt.fit.fits:
+                        reason += (
+                            f"; {c.quantization} would need TP={c.tp} over PCIe, so {fit.quantization} at "
+                            f"TP={cand.tp} was preferred (set quantization: {c.quantization} to force it)"
+                        )
+                        break
+    fp8 = _fp8_note(gpu, fit.quantization)
+    if fp8:
+        notes.append(fp8)
+        reason += "; FP8 runs as W8A16 (Marlin) here"
+    if fit.quantization in ("int8", "int4") and ev.model.checkpoint_quantization is None:
+        notes.append(
+            f"{fit.quantization} needs a pre-quantized (AWQ/GPTQ) checkpoint of {base.name}: "
+            "point model.source at one"
+        )
+    if ev.model.model_id != base.model_id:
+        notes.append(f"serves the official FP8 checkpoint {ev.model.model_id}")
+    return reason + ".", notes
