@@ -731,3 +731,20 @@ def test_model_location() -> None:
 def test_context_validation(overrides: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         make_ctx(**overrides)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.text(max_size=30), min_size=1, max_size=4), st.text(max_size=30))
+def test_any_user_string_round_trips_through_yaml(extra_args: list[str], env_value: str) -> None:
+    ctx = make_ctx(extra_args=tuple(extra_args), env=({"name": "X", "value": env_value},))
+    container = _pod_spec(render_deployment(ctx))["containers"][0]
+    assert container["args"][-len(extra_args) :] == extra_args
+    assert container["env"] == [{"name": "X", "value": env_value}]
+
+
+@pytest.mark.parametrize(
+    "value", ["x\x85y", "del\x7f", "😀", "a\u2028b", "tab\tnl\n", "a: b", "- x", "#c", "null"]
+)
+def test_awkward_strings_round_trip(value: str) -> None:
+    args = _pod_spec(render_deployment(make_ctx(extra_args=(value,))))["containers"][0]["args"]
+    assert args[-1] == value

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -97,13 +98,19 @@ class PodView:
     startup_failure_threshold: int
 
 
+# Characters YAML does not accept raw in a double-quoted scalar (outside its printable set), plus
+# NEL and the Unicode line/paragraph separators, which it folds as line breaks: escaped as \uXXXX.
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff]")
+
+
 def _to_json(value: object) -> str:
     """JSON is YAML: quoting everything through json.dumps keeps strings strings."""
     if isinstance(value, jinja2.Undefined):
         # Filters receive Undefined without touching it; str() makes StrictUndefined raise
         # UndefinedError naming the missing value.
         str(value)
-    return json.dumps(value, ensure_ascii=False)
+    text = json.dumps(value, ensure_ascii=False)
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 @cache
