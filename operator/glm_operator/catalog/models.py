@@ -72,9 +72,8 @@ def parse_quantization_config(qc: Mapping[str, Any]) -> CheckpointQuantization:
         group = int(qc.get("group_size", qc.get("q_group_size", 128)))
         if bits not in (4, 8):
             raise CatalogError(f"quantization_config.bits={bits} ({method}): only 4 or 8 bits are supported")
-        zero = (
-            bool(qc.get("zero_point", True)) if method.startswith("awq") else not bool(qc.get("sym", False))
-        )
+        # AWQ stores zero points when zero_point is true; GPTQ always stores packed qzeros (even sym=True)
+        zero = bool(qc.get("zero_point", True)) if method.startswith("awq") else True
         return CheckpointQuantization(
             method.replace("_marlin", ""), f"int{bits}", max(group, 0), 2.0, bits if zero else 0
         )

@@ -1,0 +1,207 @@
+"""Memory fit: exact KV layouts from the reference, vLLM's TP/PP rules, and invariants (hypothesis)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from glm_operator.catalog.models import resolve_model
+from glm_operator.planning.fit import (
+    FitInput,
+    FitInputError,
+    FitResult,
+    estimate_fit,
+    kv_bytes_per_token_per_stage,
+    max_context_for,
+    parallelism_error,
+    pp_layer_ranges,
+    weights_bytes_per_stage,
+)
+
+GIB = 1024**3
+
+
+def fit(model: str = "GLM-4.5-Air", **kw: Any) -> FitResult:
+    args: dict[str, Any] = {"model": resolve_model(model), "max_model_len": 32768, "gpu_memory_gib": 79.19}
+    args.update(kw)
+    return estimate_fit(FitInput(**args))
+
+
+@pytest.mark.parametrize(
+    ("model", "tp", "kv", "expected"),
+    [
+        ("GLM-4.5-Air", 1, "auto", 188416),
+        ("GLM-4.5-Air", 2, "auto", 94208),
+        ("GLM-4.5-Air", 8, "auto", 23552),
+        ("GLM-4.6", 8, "auto", 47104),
+        ("GLM-4.6", 16, "auto", 47104),  # 8 KV heads replicated beyond TP 8
+        ("glm-4-9b-chat", 1, "auto", 40960),
+        ("glm-4-9b-chat", 4, "auto", 20480),
+        ("GLM-4.7-Flash", 1, "auto", 54144),
+        ("GLM-4.7-Flash", 4, "auto", 54144),  # MLA latent replicated on every rank
+        ("GLM-4.7-Flash", 1, "fp8", 27072),
+        ("GLM-5.1", 8, "auto", 100152),
+        ("GLM-5.1", 8, "fp8", 61464),  # fp8_ds_mla 656 + indexer 132
+    ],
+)
+def test_kv_bytes_per_token_reference_values(model: str, tp: int, kv: str, expected: int) -> None:
+    arch = resolve_model(model).architecture
+    assert kv_bytes_per_token_per_stage(arch, tp, 1, kv)[0] == expected
+
+
+def test_pp_splits_layers_like_vllm() -> None:
+    assert pp_layer_ranges(46, 4) == ((0, 11), (11, 23), (23, 35), (35, 46))
+    arch = resolve_model("GLM-4.5-Air").architecture
+    stages = kv_bytes_per_token_per_stage(arch, 4, 2, "auto")
+    assert sum(stages) == kv_bytes_per_token_per_stage(arch, 4, 1, "auto")[0]
+
+
+def test_pp_puts_embeddings_first_and_lm_head_last() -> None:
+    arch = resolve_model("glm-4-9b-chat").architecture
+    one = weights_bytes_per_stage(arch, 1, 1, "bf16", None)[0]
+    two = weights_bytes_per_stage(arch, 1, 2, "bf16", None)
+    assert sum(two) == pytest.approx(one, rel=1e-6)
+    vocab_bytes = 151552 * 4096 * 2
+    assert two[0] > vocab_bytes and two[1] > vocab_bytes
+
+
+def test_fp8_checkpoint_keeps_embeddings_bf16() -> None:
+    bf16 = fit("GLM-4.5-Air", tensor_parallel_size=4).weights_gib_per_gpu
+    fp8 = fit("GLM-4.5-Air-FP8", tensor_parallel_size=4).weights_gib_per_gpu
+    embeddings_and_head_gib = 2 * 151552 * 4096 * 2 / 4 / GIB
+    # one byte per parameter would be exactly half; bf16 embeddings/head/router make it more
+    assert fp8 > bf16 / 2 + 0.9 * embeddings_and_head_gib / 2
+    assert fp8 < bf16 / 2 + embeddings_and_head_gib
+
+
+def test_tp_validation() -> None:
+    flash = resolve_model("GLM-4.7-Flash").architecture
+    assert parallelism_error(flash, 8) is not None  # 20 heads
+    assert parallelism_error(flash, 5) is None
+    air = resolve_model("GLM-4.5-Air").architecture
+    assert parallelism_error(air, 16) is None  # 16 % 8 == 0: KV heads replicated
+    assert parallelism_error(air, 3) is not None
+    with pytest.raises(FitInputError, match="attention heads"):
+        fit("GLM-4.7-Flash", tensor_parallel_size=8)
+
+
+def test_context_over_model_limit_names_the_limit() -> None:
+    with pytest.raises(FitInputError, match="131072"):
+        fit("GLM-4.5-Air", max_model_len=200000)
+
+
+def test_available_override_and_reasons() -> None:
+    r = fit("GLM-4.5-Air", tensor_parallel_size=4, available_kv_cache_gib=10.0)
+    assert r.available_kv_cache_gib_per_gpu == pytest.approx(10.0)
+    assert r.kv_cache_tokens == int(10 * GIB // (16 * 47104)) * 16
+    assert any("fits" in x for x in r.reasons)
+
+
+def test_weights_that_do_not_fit_say_by_how_much() -> None:
+    r = fit("GLM-4.5-Air", tensor_parallel_size=1)
+    assert not r.fits and r.kv_cache_tokens == 0
+    assert any("short by" in x for x in r.reasons)
+
+
+def test_non_torch_grows_with_tp_and_cudagraph_switch() -> None:
+    one = fit("glm-4-9b-chat", tensor_parallel_size=1)
+    two = fit("glm-4-9b-chat", tensor_parallel_size=2)
+    assert one.non_torch_gib == pytest.approx(0.6) and two.non_torch_gib == pytest.approx(1.5)
+    old = fit("glm-4-9b-chat", cudagraph_estimate=False)
+    assert old.cudagraph_gib == 0 and old.kv_cache_tokens > one.kv_cache_tokens
+
+
+def test_dcp_multiplies_tokens() -> None:
+    a = fit(
+        "GLM-5.1",
+        tensor_parallel_size=8,
+        kv_cache_dtype="fp8",
+        available_kv_cache_gib=5.0,
+        gpu_memory_gib=139.8,
+    )
+    b = fit(
+        "GLM-5.1",
+        tensor_parallel_size=8,
+        decode_context_parallel_size=4,
+        kv_cache_dtype="fp8",
+        available_kv_cache_gib=5.0,
+        gpu_memory_gib=139.8,
+    )
+    assert b.kv_cache_tokens == 4 * a.kv_cache_tokens
+
+
+def test_hybrid_model_counts_per_request_state_and_is_uncertain() -> None:
+    r = fit("GLM-5.3-Flash", tensor_parallel_size=8, gpu_memory_gib=139.8, quantization="fp8")
+    assert r.per_request_state_bytes_per_gpu > 0
+    assert any("uncertain" in u for u in r.uncertain)
+    assert r.block_size == 64
+
+
+def test_block_size_by_backend() -> None:
+    assert fit("GLM-4.5-Air", tensor_parallel_size=4).block_size == 16
+    assert fit("GLM-4.7-Flash", compute_capability=9.0).block_size == 64
+    assert fit("GLM-4.7-Flash", compute_capability=10.0).block_size == 128
+
+
+def test_max_context_for_concurrency() -> None:
+    r = fit("glm-4-9b-chat", max_model_len=8192)
+    ctx = max_context_for(r, 1.0)
+    assert ctx <= r.kv_cache_tokens and r.kv_cache_tokens - ctx < 16
+    again = fit("glm-4-9b-chat", max_model_len=min(ctx, 131072))
+    assert again.max_concurrency >= 1 or ctx > 131072
+
+
+MODELS = ["glm-4-9b-chat", "GLM-4.5-Air", "GLM-4.7-Flash", "GLM-5.1", "GLM-4.6", "GLM-5.3-Flash"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    model=st.sampled_from(MODELS),
+    memory=st.floats(min_value=16, max_value=180),
+    extra=st.floats(min_value=0.5, max_value=60),
+    util=st.floats(min_value=0.5, max_value=0.95),
+    ctx=st.sampled_from([4096, 32768, 131072]),
+    kv=st.sampled_from(["auto", "fp8"]),
+    quant=st.sampled_from(["bf16", "fp8", "int4"]),
+)
+def test_more_memory_never_lowers_capacity(
+    model: str, memory: float, extra: float, util: float, ctx: int, kv: str, quant: str
+) -> None:
+    m = resolve_model(model)
+    tp = 8 if m.architecture.num_attention_heads % 8 == 0 else 4
+    base: dict[str, Any] = dict(model=m, max_model_len=ctx, tensor_parallel_size=tp, kv_cache_dtype=kv, quantization=quant,
+                gpu_memory_utilization=util, max_num_batched_tokens=4096)  # fmt: skip
+    small = estimate_fit(FitInput(gpu_memory_gib=memory, **base))
+    large = estimate_fit(FitInput(gpu_memory_gib=memory + extra, **base))
+    assert large.kv_cache_tokens >= small.kv_cache_tokens
+    assert large.max_concurrency >= small.max_concurrency
+    assert large.fits or not small.fits
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    model=st.sampled_from(MODELS),
+    quant=st.sampled_from(["bf16", "fp8", "int8", "int4"]),
+    pp=st.sampled_from([1, 2]),
+)
+def test_more_tp_never_raises_weights_per_gpu(model: str, quant: str, pp: int) -> None:
+    m = resolve_model(model)
+    tps = [tp for tp in range(1, 33) if parallelism_error(m.architecture, tp) is None]
+    weights = [
+        estimate_fit(
+            FitInput(
+                model=m,
+                max_model_len=4096,
+                gpu_memory_gib=80,
+                tensor_parallel_size=tp,
+                pipeline_parallel_size=pp,
+                quantization=quant,
+            )
+        ).weights_gib_per_gpu
+        for tp in tps
+    ]
+    assert all(b <= a + 1e-9 for a, b in itertools.pairwise(weights))
