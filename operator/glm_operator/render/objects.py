@@ -47,7 +47,6 @@ VLLM_CONTAINER_NAME = "vllm"
 RAY_WORKER_CONTAINER_NAME = "ray-worker"
 RAY_HEAD_PORT = 6379
 STARTUP_PROBE_PERIOD_SECONDS = 10
-DEFAULT_STARTUP_TIMEOUT_SECONDS = 20 * 60
 # uvicorn lets in-flight (streaming) requests finish on SIGTERM; give them two minutes.
 TERMINATION_GRACE_PERIOD_SECONDS = 120
 # Slack on top of the startup budget for scheduling and the image pull before the Deployment
@@ -62,7 +61,8 @@ _LEADER_SCRIPT = "\n".join(
         "set -e",
         f"ray start --head --port={RAY_HEAD_PORT}",
         'until [ "$(python3 -c \'import ray; ray.init(address="auto", logging_level="ERROR");'
-        ' print(sum(1 for n in ray.nodes() if n["Alive"]))\' 2>/dev/null)" -ge "$LWS_GROUP_SIZE" ]; do',
+        ' print(sum(1 for n in ray.nodes() if n["Alive"]))\' 2>/dev/null || echo 0)"'
+        ' -ge "$LWS_GROUP_SIZE" ]; do',
         '  echo "waiting for the Ray workers of this group"; sleep 5',
         "done",
         'exec vllm serve "$@"',
