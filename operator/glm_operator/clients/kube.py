@@ -20,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 FIELD_MANAGER = "glm-operator"
 GROUP = "inference.glm.dev"
 VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
 PLURAL = "glmdeployments"
 
 
@@ -67,7 +68,7 @@ class KubeClient:
         self.api = api_client or k8s.ApiClient()
         self.timeout = timeout
 
-    def _call(
+    def request(
         self,
         method: str,
         path: str,
@@ -99,25 +100,35 @@ class KubeClient:
         self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
     ) -> list[dict[str, Any]]:
         query = [("labelSelector", label_selector)] if label_selector else []
-        data = self._call("GET", object_path(api_version, kind, namespace), query=query)
+        data = self.request("GET", object_path(api_version, kind, namespace), query=query)
         items = data.get("items", []) if isinstance(data, dict) else []
         return [dict(i) for i in items]
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         try:
-            data = self._call("GET", object_path(api_version, kind, namespace, name))
+            data = self.request("GET", object_path(api_version, kind, namespace, name))
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
         return dict(data)
 
+    def api_available(self, api_version: str) -> bool:
+        """Whether the apiserver serves ``api_version`` (e.g. an optional CRD's group/version)."""
+        try:
+            self.request("GET", f"/apis/{api_version}")
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
     # -- writes --------------------------------------------------------------------------------
     def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Server-side apply ``obj`` with the operator's field manager (force on conflicts)."""
         meta = obj["metadata"]
         path = object_path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
-        data = self._call(
+        data = self.request(
             "PATCH",
             path,
             body=dict(obj),
@@ -128,7 +139,7 @@ class KubeClient:
 
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> bool:
         try:
-            self._call(
+            self.request(
                 "DELETE",
                 object_path(api_version, kind, namespace, name),
                 body={"propagationPolicy": "Background"},
@@ -142,14 +153,14 @@ class KubeClient:
     def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
         """Merge-patch the status subresource of a GLMDeployment."""
         path = object_path(f"{GROUP}/{VERSION}", "GLMDeployment", namespace, name) + "/status"
-        data = self._call(
+        data = self.request(
             "PATCH", path, body={"status": dict(status)}, content_type="application/merge-patch+json"
         )
         return dict(data)
 
     def patch_scale(self, api_version: str, kind: str, namespace: str, name: str, replicas: int) -> None:
         path = object_path(api_version, kind, namespace, name) + "/scale"
-        self._call(
+        self.request(
             "PATCH", path, body={"spec": {"replicas": replicas}}, content_type="application/merge-patch+json"
         )
 
@@ -186,4 +197,4 @@ class KubeClient:
             "count": 1,
             "reportingComponent": FIELD_MANAGER,
         }
-        self._call("POST", f"/api/v1/namespaces/{meta['namespace']}/events", body=event)
+        self.request("POST", f"/api/v1/namespaces/{meta['namespace']}/events", body=event)

@@ -244,6 +244,9 @@ class LocalCluster:
                 f"--server-address=127.0.0.1:{ports['kwok']}",
                 "--node-ip=127.0.0.2",
                 "--cidr=10.0.0.0/16",
+                # Leases are the heartbeat the node-heartbeat-with-lease stage expects; without them
+                # the node lifecycle controller marks nodes unhealthy after 40 s and pods NotReady.
+                "--node-lease-duration-seconds=40",
                 *stage_args,
             ],
         )

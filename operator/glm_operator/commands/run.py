@@ -1,0 +1,111 @@
+"""``glm-operator run``: start the operator (kopf) against the current kubeconfig or in-cluster."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from typing import Any
+
+from glm_operator.controller.config import (
+    DEFAULT_RUNNING_QUERY,
+    DEFAULT_VLLM_IMAGE,
+    DEFAULT_WAITING_QUERY,
+    OperatorConfig,
+)
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("run", help="run the operator", description="Run the GLMDeployment operator.")
+    scope = p.add_mutually_exclusive_group()
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace (default)")
+    scope.add_argument("-n", "--namespace", action="append", default=[], help="watch only this namespace")
+    p.add_argument("--liveness", default=None, help="kopf health endpoint, e.g. http://0.0.0.0:8080/healthz")
+    p.add_argument("--metrics-port", type=int, default=None, help="serve the operator's /metrics here")
+    p.add_argument("--metrics-host", default="0.0.0.0")
+    p.add_argument(
+        "--default-image", default=DEFAULT_VLLM_IMAGE, help="vLLM image when spec.serving.image is empty"
+    )
+    p.add_argument("--prometheus-url", default=None, help="Prometheus for autoscaling (vLLM queue metrics)")
+    p.add_argument(
+        "--waiting-query", default=DEFAULT_WAITING_QUERY, help="PromQL template for waiting requests"
+    )
+    p.add_argument(
+        "--running-query", default=DEFAULT_RUNNING_QUERY, help="PromQL template for running requests"
+    )
+    p.add_argument("--resync-seconds", type=float, default=60.0, help="full re-list and re-plan period")
+    p.add_argument("--workers", type=int, default=4, help="concurrent reconciles")
+    p.add_argument(
+        "--leader-election",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Lease-based leader election",
+    )
+    p.add_argument(
+        "--leader-election-namespace", default=None, help="namespace of the Lease (default: POD_NAMESPACE)"
+    )
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    p.set_defaults(func=run)
+
+
+def config_from_args(args: argparse.Namespace) -> OperatorConfig:
+    extra: dict[str, Any] = {}
+    if args.leader_election_namespace:
+        extra["lease_namespace"] = args.leader_election_namespace
+    return OperatorConfig(
+        default_image=args.default_image,
+        namespaces=tuple(args.namespace),
+        prometheus_url=args.prometheus_url,
+        waiting_query=args.waiting_query,
+        running_query=args.running_query,
+        resync_seconds=args.resync_seconds,
+        workers=args.workers,
+        leader_election=args.leader_election,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
+        **extra,
+    )
+
+
+def load_kube_config() -> None:
+    from kubernetes import config as kube_config
+
+    try:
+        kube_config.load_incluster_config()  # type: ignore[no-untyped-call]
+    except kube_config.ConfigException:
+        kube_config.load_kube_config()  # type: ignore[no-untyped-call]
+
+
+def run(args: argparse.Namespace) -> int:
+    import kopf
+
+    import glm_operator.handlers.watches  # noqa: F401 - registers the kopf handlers
+    from glm_operator.clients.kube import KubeClient
+    from glm_operator.controller import metrics
+    from glm_operator.controller.runtime import Operator
+
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    for noisy in ("kubernetes.client.rest", "urllib3", "kopf.objects"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    config = config_from_args(args)
+    load_kube_config()
+    operator = Operator(config, KubeClient())
+    if config.prometheus_url:
+        from glm_operator.controller.autoscaling import Autoscaler
+
+        operator.autoscaler = Autoscaler(operator)
+    if config.metrics_port is not None:
+        metrics.serve(config.metrics_port, config.metrics_host)
+    asyncio.run(
+        kopf.operator(
+            standalone=True,  # leader election is ours (Lease), not kopf's peering
+            clusterwide=not config.namespaces,
+            namespaces=config.namespaces,
+            liveness_endpoint=args.liveness,
+            memo=kopf.Memo(operator=operator),
+        )
+    )
+    return 0

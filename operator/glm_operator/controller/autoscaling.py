@@ -1,0 +1,153 @@
+"""The built-in autoscaler loop: query Prometheus, ``decide`` (pure), write status, re-reconcile.
+
+For every GLMDeployment with ``spec.autoscaling``, once per ``intervalSeconds`` on the leader:
+read the vLLM queue of its served model, call ``planning.autoscale.decide`` with the persisted
+scaler state, and write ``status.desiredReplicas`` and ``status.autoscaler`` (never ``spec``).
+The reconcile that follows spreads the new total over the GPU pools and scales the children.
+
+Prometheus unreachable or returning nothing: the decision holds the current replicas, and
+``MetricsAvailable=False`` says why; nothing scales in either direction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from glm_operator.api.v1alpha1 import spec_from_dict
+from glm_operator.clients.kube import API_VERSION
+from glm_operator.clients.prometheus import MetricsUnavailable, PrometheusQueueClient
+from glm_operator.controller import metrics
+from glm_operator.controller.desired import served_model_name
+from glm_operator.controller.reconcile import now_rfc3339
+from glm_operator.controller.workqueue import Key
+from glm_operator.planning.autoscale import AutoscalePolicy, ObservedReplicas, ScalerState, decide
+from glm_operator.planning.conditions import MetricsStatus
+from glm_operator.planning.nodes import parse_gpu_pools
+from glm_operator.planning.placement import plan_placement
+from glm_operator.planning.request import placement_request_from_spec
+
+if TYPE_CHECKING:
+    from glm_operator.controller.runtime import Operator
+
+log = logging.getLogger(__name__)
+
+
+class Autoscaler:
+    def __init__(self, op: Operator, tick_seconds: float = 1.0) -> None:
+        self.op = op
+        assert op.config.prometheus_url
+        self.client = PrometheusQueueClient(
+            op.config.prometheus_url,
+            waiting_query=op.config.waiting_query,
+            running_query=op.config.running_query,
+        )
+        self.tick_seconds = tick_seconds
+        self._status: dict[Key, MetricsStatus] = {}
+        self._next_run: dict[Key, float] = {}
+
+    def metrics_status(self, key: Key) -> MetricsStatus | None:
+        return self._status.get(key)
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.tick_seconds)
+            if not self.op.is_leader:
+                continue
+            now = time.monotonic()
+            for key, spec in list(self.op.specs.items()):
+                autoscaling = spec.get("autoscaling")
+                if not autoscaling or self._next_run.get(key, 0.0) > now:
+                    continue
+                self._next_run[key] = now + float(autoscaling.get("intervalSeconds") or 15)
+                try:
+                    await self.step(key)
+                except Exception:
+                    log.exception("autoscaler step for %s/%s failed", *key)
+            for key in set(self._next_run) - set(self.op.specs):
+                self._next_run.pop(key, None)
+                self._status.pop(key, None)
+
+    def _capacity_and_concurrency(
+        self, spec: dict[str, Any], max_replicas: int, key: Key
+    ) -> tuple[int, float]:
+        """Replicas the GPU pools can host (planner with replicas=max) and one replica's concurrency."""
+        pools = parse_gpu_pools(
+            list(self.op.cache.nodes.values()), self.op.cache.gpus_used(exclude_owner=key)
+        )
+        request = placement_request_from_spec({**spec, "replicas": max_replicas}, pools)
+        plan = plan_placement(request)
+        placed = [v for v in plan.variants if v.replicas > 0] or list(plan.variants)
+        concurrency = max((float(v.max_num_seqs) for v in placed), default=1.0)
+        return plan.replicas_planned, concurrency
+
+    async def step(self, key: Key) -> None:
+        namespace, name = key
+        body = await asyncio.to_thread(self.op.api.get, API_VERSION, "GLMDeployment", namespace, name)
+        if body is None or not (body.get("spec") or {}).get("autoscaling"):
+            return
+        spec = spec_from_dict(body["spec"])
+        assert spec.autoscaling is not None
+        spec_dict = spec.model_dump(by_alias=True, exclude_none=True)
+        status = dict(body.get("status") or {})
+        capacity, concurrency = self._capacity_and_concurrency(spec_dict, spec.autoscaling.max_replicas, key)
+        policy = AutoscalePolicy.from_spec(spec_dict["autoscaling"], replica_concurrency=concurrency)
+        auto_status = dict(status.get("autoscaler") or {})
+        try:
+            state = ScalerState.from_dict(json.loads(auto_status.get("state") or "{}"))
+        except ValueError:
+            state = ScalerState()
+        current = status.get("desiredReplicas")
+        current = int(current) if isinstance(current, int) else spec.autoscaling.min_replicas
+        ready = int(status.get("readyReplicas") or 0)
+        model = served_model_name(spec)
+        try:
+            sample = await self.client.fetch_async(namespace=namespace, model=model)
+            self._status[key] = MetricsStatus(True, "QueueMetricsFound", f"vllm queue of model {model} read")
+            metrics.QUEUE_DEPTH.labels(namespace, name).set(sample.waiting)
+        except MetricsUnavailable as exc:
+            sample = None
+            self._status[key] = MetricsStatus(
+                False, "MetricsUnavailable", f"{exc.reason}; holding {current} replicas, no scaling"
+            )
+        decision = decide(
+            sample,
+            policy,
+            state,
+            time.time(),
+            ObservedReplicas(current=current, ready=min(ready, current), capacity=capacity),
+        )
+        direction = (
+            "unavailable"
+            if sample is None
+            else "up"
+            if decision.replicas > current
+            else "down"
+            if decision.replicas < current
+            else "hold"
+        )
+        metrics.AUTOSCALER_DECISIONS.labels(direction=direction).inc()
+        new_auto = {
+            "queueLength": sample.waiting if sample is not None else auto_status.get("queueLength"),
+            "reason": decision.reason[:1000],
+            "state": json.dumps(decision.state.to_dict(), separators=(",", ":")),
+            "lastScaleTime": now_rfc3339()
+            if decision.replicas != current
+            else auto_status.get("lastScaleTime"),
+        }
+        patch = {
+            "desiredReplicas": decision.replicas,
+            "autoscaler": {k: v for k, v in new_auto.items() if v is not None},
+        }
+        await asyncio.to_thread(self.op.api.patch_status, namespace, name, patch)
+        if decision.replicas != current:
+            await asyncio.to_thread(
+                self.op.api.create_event,
+                body,
+                reason="ScaledUp" if decision.replicas > current else "ScaledDown",
+                message=f"{current} -> {decision.replicas} replicas: {decision.reason}"[:1000],
+            )
+        self.op.queue.add(key)  # apply the replica total and refresh MetricsAvailable

@@ -1,0 +1,33 @@
+"""Operator settings, read from the command line (the chart passes them as args)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+
+DEFAULT_VLLM_IMAGE = "vllm/vllm-openai:v0.11.0"
+# PromQL templates with {namespace} and {model} placeholders (see clients.prometheus.render_query).
+DEFAULT_WAITING_QUERY = 'sum(vllm:num_requests_waiting{namespace="{namespace}",model_name="{model}"})'
+DEFAULT_RUNNING_QUERY = 'sum(vllm:num_requests_running{namespace="{namespace}",model_name="{model}"})'
+
+
+def default_identity() -> str:
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    default_image: str = DEFAULT_VLLM_IMAGE
+    namespaces: tuple[str, ...] = ()  # () = all namespaces
+    prometheus_url: str | None = None
+    waiting_query: str = DEFAULT_WAITING_QUERY
+    running_query: str = DEFAULT_RUNNING_QUERY
+    resync_seconds: float = 60.0
+    workers: int = 4
+    leader_election: bool = True
+    lease_namespace: str = field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
+    lease_name: str = "glm-operator"
+    identity: str = field(default_factory=default_identity)
+    metrics_port: int | None = None  # operator's own /metrics; None = off
+    metrics_host: str = "0.0.0.0"

@@ -1,0 +1,129 @@
+"""The running operator: caches, work queue, workers, leader election, periodic resync.
+
+kopf delivers watch events to the thin handlers in ``glm_operator.handlers``; they update the
+caches and enqueue GLMDeployment keys. Workers (only on the leader) run one level-based
+``reconcile`` per key, reading the GLMDeployment again from the apiserver so every reconcile
+works from actual state, never from the event that woke it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+from glm_operator.clients.kube import API_VERSION, KubeClient
+from glm_operator.controller import metrics
+from glm_operator.controller.cache import ClusterCache
+from glm_operator.controller.config import OperatorConfig
+from glm_operator.controller.leader import LeaderElector
+from glm_operator.controller.workqueue import Key, WorkQueue
+from glm_operator.render import names
+
+log = logging.getLogger(__name__)
+
+
+def owner_key(obj: dict[str, Any]) -> Key | None:
+    """The GLMDeployment a child object or pod belongs to, from our labels."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    if labels.get(names.LABEL_MANAGED_BY) != names.MANAGED_BY:
+        return None
+    owner = labels.get(names.LABEL_DEPLOYMENT)
+    ns = meta.get("namespace")
+    return (str(ns), str(owner)) if owner and ns else None
+
+
+class Operator:
+    def __init__(self, config: OperatorConfig, api: KubeClient) -> None:
+        self.config = config
+        self.api = api
+        self.cache = ClusterCache()
+        self.queue = WorkQueue()
+        self.elector: LeaderElector | None = None
+        if config.leader_election:
+            self.elector = LeaderElector(api, config.lease_namespace, config.lease_name, config.identity)
+        self._tasks: list[asyncio.Task[None]] = []
+        self.autoscaler: Any = None  # glm_operator.controller.autoscaling.Autoscaler when enabled
+        self.specs: dict[Key, dict[str, Any]] = {}  # last seen spec per GLMDeployment (autoscaler)
+        self.lws_available = False  # LeaderWorkerSet CRD installed (multi-node variants)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        await self.refresh_cluster_view()
+        if self.elector is not None:
+            self._tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
+        for i in range(self.config.workers):
+            self._tasks.append(
+                asyncio.create_task(
+                    self.queue.run_worker(self.reconcile_key, self.wait_for_leadership), name=f"worker-{i}"
+                )
+            )
+        self._tasks.append(asyncio.create_task(self._resync_loop(), name="resync"))
+        if self.autoscaler is not None:
+            self._tasks.append(asyncio.create_task(self.autoscaler.run(), name="autoscaler"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        if self.elector is not None:
+            await asyncio.to_thread(self.elector.release)
+
+    async def wait_for_leadership(self) -> None:
+        if self.elector is not None:
+            await self.elector.wait_until_leader()
+
+    @property
+    def is_leader(self) -> bool:
+        return self.elector is None or self.elector.is_leader
+
+    # -- cluster view ------------------------------------------------------------------------
+    async def refresh_cluster_view(self) -> None:
+        """Full list of nodes, GPU pods and GLMDeployments: the ground truth the caches start from."""
+        self.lws_available = await asyncio.to_thread(self.api.api_available, "leaderworkerset.x-k8s.io/v1")
+        nodes = await asyncio.to_thread(self.api.list, "v1", "Node")
+        self.cache.replace_nodes(nodes)
+        pods: list[dict[str, Any]] = []
+        for ns in self.config.namespaces or (None,):
+            pods += await asyncio.to_thread(self.api.list, "v1", "Pod", ns)
+        self.cache.replace_pods([(p, owner_key(p)) for p in pods])
+        for ns in self.config.namespaces or (None,):
+            for obj in await asyncio.to_thread(self.api.list, API_VERSION, "GLMDeployment", ns):
+                meta = obj["metadata"]
+                key = (meta["namespace"], meta["name"])
+                self.queue.known.add(key)
+                self.specs[key] = dict(obj.get("spec") or {})
+
+    async def _resync_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.resync_seconds)
+            try:
+                await self.refresh_cluster_view()
+            except Exception as exc:
+                log.warning("resync: could not list the cluster: %s", exc)
+            self.queue.add_all()
+
+    # -- reconcile ---------------------------------------------------------------------------
+    async def reconcile_key(self, key: Key) -> None:
+        from glm_operator.controller.reconcile import reconcile
+
+        namespace, name = key
+        started = time.perf_counter()
+        try:
+            found = await reconcile(self, namespace, name)
+            if not found:
+                self.queue.forget(key)
+                metrics.forget(namespace, name)
+            metrics.RECONCILES.labels(result="ok").inc()
+        except Exception:
+            metrics.RECONCILES.labels(result="error").inc()
+            log.exception("reconcile %s/%s failed; retrying in 5s", namespace, name)
+            asyncio.get_running_loop().call_later(5.0, self.queue.add, key)
+        finally:
+            metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
