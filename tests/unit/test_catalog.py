@@ -30,9 +30,21 @@ REQUIRED_MODELS = [
     "zai-org/GLM-5.3-Flash",
 ]
 REQUIRED_GPUS = [
-    "H200", "H100-SXM", "H100-PCIe", "H20", "A100-SXM4-80GB", "A100-80GB-PCIe", "A100-SXM4-40GB",
-    "A100-PCIe-40GB", "L40S", "L4", "A10G", "RTX-4090", "RTX-PRO-6000", "B200",
-]  # fmt: skip
+    "H200",
+    "H100-SXM",
+    "H100-PCIe",
+    "H20",
+    "A100-SXM4-80GB",
+    "A100-80GB-PCIe",
+    "A100-SXM4-40GB",
+    "A100-PCIe-40GB",
+    "L40S",
+    "L4",
+    "A10G",
+    "RTX-4090",
+    "RTX-PRO-6000",
+    "B200",
+]
 
 
 @pytest.mark.parametrize("model_id", REQUIRED_MODELS)
@@ -51,9 +63,15 @@ def test_every_model_has_sources_licence_and_context() -> None:
 @pytest.mark.parametrize(
     ("model_id", "billions"),
     # published totals / ref's own counts: 106.9, 352.8, 29.9, 743.9, 32.57, 9.4
-    [("GLM-4.5-Air", 106.9), ("GLM-4.5", 352.8), ("GLM-4.7-Flash", 29.9), ("GLM-5", 743.9),
-     ("GLM-4-32B-0414", 32.57), ("glm-4-9b-chat", 9.4)],
-)  # fmt: skip
+    [
+        ("GLM-4.5-Air", 106.9),
+        ("GLM-4.5", 352.8),
+        ("GLM-4.7-Flash", 29.9),
+        ("GLM-5", 743.9),
+        ("GLM-4-32B-0414", 32.57),
+        ("glm-4-9b-chat", 9.4),
+    ],
+)
 def test_parameter_counts_match_published(model_id: str, billions: float) -> None:
     assert count_parameters(resolve_model(model_id).architecture) / 1e9 == pytest.approx(billions, rel=0.01)
 
@@ -156,9 +174,17 @@ def test_quantization_configs() -> None:
 
 def test_inline_config_with_chatglm_keys() -> None:
     arch = ModelArchitecture.from_hf_config(
-        {"num_layers": 40, "hidden_size": 4096, "num_attention_heads": 32, "multi_query_group_num": 2,
-         "kv_channels": 128, "ffn_hidden_size": 13696, "padded_vocab_size": 151552, "seq_length": 131072}
-    )  # fmt: skip
+        {
+            "num_layers": 40,
+            "hidden_size": 4096,
+            "num_attention_heads": 32,
+            "multi_query_group_num": 2,
+            "kv_channels": 128,
+            "ffn_hidden_size": 13696,
+            "padded_vocab_size": 151552,
+            "seq_length": 131072,
+        }
+    )
     assert (arch.num_layers, arch.num_kv_heads, arch.head_dim, arch.vocab_size) == (40, 2, 128, 151552)
 
 

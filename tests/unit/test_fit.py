@@ -173,8 +173,15 @@ def test_more_memory_never_lowers_capacity(
 ) -> None:
     m = resolve_model(model)
     tp = 8 if m.architecture.num_attention_heads % 8 == 0 else 4
-    base: dict[str, Any] = dict(model=m, max_model_len=ctx, tensor_parallel_size=tp, kv_cache_dtype=kv, quantization=quant,
-                gpu_memory_utilization=util, max_num_batched_tokens=4096)  # fmt: skip
+    base: dict[str, Any] = {
+        "model": m,
+        "max_model_len": ctx,
+        "tensor_parallel_size": tp,
+        "kv_cache_dtype": kv,
+        "quantization": quant,
+        "gpu_memory_utilization": util,
+        "max_num_batched_tokens": 4096,
+    }
     small = estimate_fit(FitInput(gpu_memory_gib=memory, **base))
     large = estimate_fit(FitInput(gpu_memory_gib=memory + extra, **base))
     assert large.kv_cache_tokens >= small.kv_cache_tokens

@@ -23,10 +23,11 @@ decision was taken. The rules (DESIGN.md "Planning semantics", the seeds' checkl
    - TP > 2 on PCIe-only GPUs is penalised: it is tried only after the next lower precision at
      TP <= 2 (sort key: precision rank + 1.5 when penalised, then TP), and the reason says so;
    - a pinned TP/PP/quantization is still checked, never silently changed.
-4. PP > 1 (one replica over several nodes, TP inside each node) only when no single-node candidate
-   fits and ``allowMultiNode``; otherwise the group is *rejected* with the reason and the smallest
-   fix (the multi-node shape that would fit, the quantization that would fit, or the largest context
-   that would fit at the best shape: the context with concurrency 1 / minConcurrency).
+4. PP > 1 (one replica over several nodes, TP inside each node, PP <= 8 when chosen) only when no
+   single-node candidate fits and ``allowMultiNode``; otherwise the group is *rejected* with the
+   reason and the smallest fix (the multi-node shape that would fit, the quantization that would
+   fit, or the largest context that would fit at the best shape: the context with concurrency 1 /
+   minConcurrency).
 5. Replicas fill the preferred variant first (by its free capacity: sum over nodes of
    floor(free GPUs / GPUs per replica)), then the next; ``shortfall_replicas`` is what no variant
    can host. Variants that receive no replica are kept (replicas 0) as ready alternatives.
@@ -40,6 +41,8 @@ O(nodes) grouping and capacity counting; the fits are computed once per group.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -63,6 +66,7 @@ AUTO_PRECISIONS = ("bf16", "fp8", "int8", "int4")
 PCIE_TP_PENALTY = 1.5
 TYPICAL_SEQUENCE_TOKENS = 4096
 MAX_NUM_SEQS_CAP = 256
+MAX_PIPELINE_PARALLEL = 8  # nodes per replica the planner considers when choosing PP
 
 
 @dataclass(frozen=True)
@@ -187,8 +191,13 @@ class _Group:
             return sum(p.gpus_free // tp for p in self.pools)
         return sum(p.gpus_free // tp for p in self.pools) // pp
 
+    @functools.cached_property
+    def _sorted_counts(self) -> tuple[int, ...]:
+        return tuple(sorted(p.gpu_count for p in self.pools))
+
     def nodes_with(self, tp: int) -> int:
-        return sum(1 for p in self.pools if p.gpu_count >= tp)
+        counts = self._sorted_counts
+        return len(counts) - bisect.bisect_left(counts, tp)
 
 
 @dataclass(frozen=True)
@@ -292,11 +301,10 @@ def _candidates(
     if multi_node:
         tps = _tp_options(request, model, per_node)
         max_nodes = max((group.nodes_with(tp) for tp in tps), default=0)
-        pps = (
-            [request.pipeline_parallel_size]
-            if request.pipeline_parallel_size > 1
-            else list(range(2, max_nodes + 1))
-        )
+        if request.pipeline_parallel_size > 1:
+            pps = [request.pipeline_parallel_size]
+        else:
+            pps = list(range(2, min(max_nodes, MAX_PIPELINE_PARALLEL, model.architecture.num_layers) + 1))
     else:
         if request.tensor_parallel_size > per_node:
             notes.append(

@@ -1,0 +1,179 @@
+"""``glm-operator estimate`` and ``glm-operator plan``: tables, JSON keys, one-line errors (exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from glm_operator.cli import main
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu-cluster.yaml"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_estimate_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys,
+        "estimate",
+        "--model",
+        "zai-org/GLM-4.5-Air",
+        "--gpu",
+        "H100",
+        "--tensor-parallel-size",
+        "4",
+        "--max-model-len",
+        "32768",
+        "--output",
+        "json",
+    )
+    data = json.loads(out)
+    assert code == 0 and data["fits"] is True
+    for key in (
+        "weights_gib_per_gpu",
+        "kv_cache_bytes_per_token_per_gpu",
+        "available_kv_cache_gib_per_gpu",
+        "kv_cache_tokens",
+        "max_concurrency",
+        "fits",
+        "reasons",
+    ):
+        assert key in data
+    assert data["kv_cache_bytes_per_token_per_gpu"] == 47104
+
+
+def test_estimate_table_and_config_path(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "num_hidden_layers": 32,
+                "hidden_size": 4096,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "intermediate_size": 14336,
+                "vocab_size": 128256,
+                "max_position_embeddings": 131072,
+            }
+        )
+    )
+    code, out, _ = run(
+        capsys,
+        "estimate",
+        "--model",
+        str(config),
+        "--gpu-memory-gib",
+        "79.19",
+        "--max-model-len",
+        "8192",
+        "--available-kv-cache-gib",
+        "51.63",
+    )
+    assert code == 0 and "KV cache tokens                  422944 (block 16)" in out
+
+
+def test_estimate_not_fitting_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "estimate", "--model", "GLM-4.5-Air", "--gpu", "L4", "--max-model-len", "4096")
+    assert code == 1 and "no" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--model", "GLM-9", "--gpu", "H100", "--max-model-len", "4096"], "not in the catalog"),
+        (["--model", "GLM-4.5-Air", "--gpu", "TPU", "--max-model-len", "4096"], "GPU 'TPU'"),
+        (["--model", "GLM-4.5-Air", "--gpu", "H100", "--max-model-len", "300000"], "131072"),
+        (
+            ["--model", "GLM-4.7-Flash", "--gpu", "H100", "--tp", "8", "--max-model-len", "4096"],
+            "attention heads",
+        ),
+        (
+            ["--model", "/nonexistent/config.json", "--gpu", "H100", "--max-model-len", "4096"],
+            "file not found",
+        ),
+    ],
+)
+def test_estimate_bad_input_is_one_line(
+    capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
+) -> None:
+    code, _, err = run(capsys, "estimate", *argv)
+    assert code == 2 and needle in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "glmd.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+GLMD = """\
+apiVersion: inference.glm.dev/v1alpha1
+kind: GLMDeployment
+metadata: {name: air}
+spec:
+  model: {id: zai-org/GLM-4.5-Air}
+  quantization: bf16
+  contextLength: 32768
+  replicas: 2
+"""
+
+
+def test_plan_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, _ = run(
+        capsys, "plan", "-f", write(tmp_path, GLMD), "--nodes", str(FIXTURE), "--output", "json"
+    )
+    data = json.loads(out)
+    assert code == 0 and data["fits"] is True
+    v = data["variants"][0]
+    for key in (
+        "gpu_product",
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "gpus_per_replica",
+        "nodes_per_replica",
+        "quantization",
+        "weights_gib_per_gpu",
+        "kv_cache_tokens",
+        "max_concurrency",
+        "replicas",
+    ):
+        assert key in v
+    assert all({"gpu_product", "reason"} <= r.keys() for r in data["rejected"])
+
+
+def test_plan_table(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, _ = run(capsys, "plan", "-f", write(tmp_path, GLMD), "--nodes", str(FIXTURE))
+    assert code == 0 and "NVIDIA-H100-80GB-HBM3" in out and "rejected NVIDIA-L4" in out
+
+
+def test_plan_no_fit_exits_1(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    text = GLMD.replace("zai-org/GLM-4.5-Air", "GLM-5.1").replace("bf16", "fp8")
+    code, out, _ = run(capsys, "plan", "-f", write(tmp_path, text), "--nodes", str(FIXTURE))
+    assert code == 1 and "DOES NOT FIT" in out
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("spec: [unclosed", "malformed YAML"),
+        (GLMD.replace("zai-org/GLM-4.5-Air", "nope"), "not in the catalog"),
+        (GLMD.replace("32768", "999999"), "contextLength"),
+        ("kind: GLMDeployment\nmetadata: {name: x}\n", "no spec"),
+    ],
+)
+def test_plan_bad_input_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, needle: str
+) -> None:
+    code, _, err = run(capsys, "plan", "-f", write(tmp_path, text), "--nodes", str(FIXTURE))
+    assert code == 2 and needle in err and err.count("\n") == 1
+
+
+def test_plan_missing_nodes_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(capsys, "plan", "-f", write(tmp_path, GLMD), "--nodes", str(tmp_path / "none.yaml"))
+    assert code == 2 and "file not found" in err

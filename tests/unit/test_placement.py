@@ -1,0 +1,272 @@
+"""Whole-scenario placement on tests/fixtures/gpu-cluster.yaml, spec mapping, and invariants."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from glm_operator.catalog.gpus import find_gpu, load_gpus
+from glm_operator.catalog.models import resolve_model
+from glm_operator.planning.fit import FitInput, estimate_fit, parallelism_error
+from glm_operator.planning.nodes import GpuPool, parse_gpu_pools
+from glm_operator.planning.placement import Plan, plan_placement
+from glm_operator.planning.request import PlacementRequest, PlanningInputError, placement_request_from_spec
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu-cluster.yaml"
+POOLS = parse_gpu_pools(yaml.safe_load(FIXTURE.read_text()))
+H100 = "NVIDIA-H100-80GB-HBM3"
+A100 = "NVIDIA-A100-SXM4-80GB"
+L4 = "NVIDIA-L4"
+
+
+def plan(spec: Mapping[str, Any], pools: tuple[GpuPool, ...] = POOLS) -> Plan:
+    return plan_placement(placement_request_from_spec(spec, pools))
+
+
+def variant(p: Plan, product: str) -> Any:
+    return next(v for v in p.variants if v.gpu_product == product)
+
+
+def fits_at(model: str, gpu: str, tp: int, quant: str, ctx: int, pp: int = 1) -> bool:
+    g = find_gpu(gpu)
+    return estimate_fit(
+        FitInput(
+            model=resolve_model(model),
+            max_model_len=ctx,
+            gpu_memory_gib=g.memory_gib,
+            tensor_parallel_size=tp,
+            pipeline_parallel_size=pp,
+            quantization=quant,
+            compute_capability=g.compute_capability,
+        )
+    ).fits
+
+
+def test_glm45_air_bf16_32k_smallest_tp_on_h100() -> None:
+    p = plan({"model": {"id": "zai-org/GLM-4.5-Air"}, "quantization": "bf16", "contextLength": 32768})
+    assert p.fits
+    v = variant(p, H100)
+    assert (v.tensor_parallel_size, v.pipeline_parallel_size, v.quantization) == (4, 1, "bf16")
+    assert v.node_selector == {"nvidia.com/gpu.product": H100} and v.resource_name == "nvidia.com/gpu"
+    # the rule, not a magic number: every smaller valid TP does not fit
+    arch = resolve_model("GLM-4.5-Air").architecture
+    for tp in range(1, v.tensor_parallel_size):
+        if parallelism_error(arch, tp) is None:
+            assert not fits_at("GLM-4.5-Air", H100, tp, "bf16", 32768)
+    assert "TP=2" in v.reason  # says why the smaller TP was not taken
+    assert v.replicas == 1 and p.shortfall_replicas == 0
+    assert v.max_num_seqs <= 256 and v.max_num_seqs >= 1
+
+
+def test_glm47_flash_on_l4_prefers_tp2_over_pcie() -> None:
+    p = plan({"model": {"id": "GLM-4.7-Flash"}, "contextLength": 32768, "gpu": {"products": ["L4"]}})
+    v = variant(p, L4)
+    assert v.tensor_parallel_size <= 2  # TP>2 over PCIe only when nothing else fits
+    if v.quantization != "bf16":
+        # bf16 does not fit at TP<=2, and the reason says what was traded
+        assert not any(fits_at("GLM-4.7-Flash", L4, tp, "bf16", 32768) for tp in (1, 2))
+        assert "PCIe" in v.reason or "higher precision" in v.reason
+    assert v.quantization == "fp8" and v.quantization_flag == "fp8"  # no official FP8 checkpoint: on the fly
+
+
+def test_fp8_on_ampere_says_marlin() -> None:
+    p = plan({"model": {"id": "GLM-4.5-Air"}, "quantization": "fp8", "gpu": {"products": [A100]}})
+    v = variant(p, A100)
+    assert v.model_id == "zai-org/GLM-4.5-Air-FP8" and v.quantization_flag is None
+    assert any("Marlin" in n for n in v.notes) and "W8A16" in v.reason
+
+
+def test_auto_prefers_bf16_when_it_fits() -> None:
+    p = plan({"model": {"id": "GLM-4.5-Air"}, "gpu": {"products": [H100]}})
+    assert variant(p, H100).quantization == "bf16"
+
+
+def test_glm51_fp8_needs_two_h100_nodes() -> None:
+    spec: dict[str, Any] = {"model": {"id": "GLM-5.1"}, "quantization": "fp8", "contextLength": 32768}
+    p = plan(spec)
+    assert not p.fits
+    h100 = next(r for r in p.rejected if r.gpu_product == H100)
+    assert "allowMultiNode: true would fit with TP=8 x PP=2" in h100.reason
+    a100 = next(r for r in p.rejected if r.gpu_product == A100)
+    assert "compute capability" in a100.reason
+    spec["gpu"] = {"allowMultiNode": True}
+    multi = plan(spec)
+    v = variant(multi, H100)
+    assert (v.tensor_parallel_size, v.pipeline_parallel_size, v.nodes_per_replica, v.gpus_per_replica) == (
+        8,
+        2,
+        2,
+        16,
+    )
+    assert v.model_id == "zai-org/GLM-5.1-FP8" and v.capacity_replicas == 1
+
+
+def test_context_no_type_can_hold_is_rejected_with_the_number() -> None:
+    spec = {
+        "model": {"id": "glm-4-9b-chat"},
+        "quantization": "bf16",
+        "contextLength": 131072,
+        "gpu": {"products": ["RTX-4090"]},
+    }
+    p = plan(spec)
+    assert not p.fits
+    (rej,) = p.rejected
+    assert rej.max_context_length is not None and 0 < rej.max_context_length < 131072
+    assert str(rej.max_context_length) in rej.reason
+    assert any(f"the largest that fits is {rej.max_context_length}" in d for d in p.details)
+    # and that number really fits once
+    assert fits_at("glm-4-9b-chat", "RTX-4090", 1, "bf16", rej.max_context_length)
+
+
+def test_context_over_model_limit() -> None:
+    with pytest.raises(PlanningInputError, match="131072"):
+        plan({"model": {"id": "GLM-4.5-Air"}, "contextLength": 200000})
+
+
+def test_mixed_node_gives_one_variant_per_type() -> None:
+    p = plan(
+        {
+            "model": {"id": "glm-4-9b-chat"},
+            "contextLength": 8192,
+            "gpu": {"products": ["A100-80GB-PCIe", "RTX-4090"]},
+            "replicas": 2,
+        }
+    )
+    a, r = p.variants
+    assert (a.gpu_product, a.resource_name) == ("NVIDIA-A100-80GB-PCIe", "nvidia.com/a100-80gb")
+    assert (r.gpu_product, r.resource_name) == ("NVIDIA-GeForce-RTX-4090", "nvidia.com/rtx-4090")
+    assert a.node_selector == {} and r.node_selector == {}
+    assert a.replicas == 1 and r.replicas == 1 and p.shortfall_replicas == 0
+
+
+def test_preference_order_and_fill() -> None:
+    p = plan(
+        {
+            "model": {"id": "glm-4-9b-chat"},
+            "contextLength": 32768,
+            "replicas": 8,
+            "gpu": {"products": ["L4", H100]},
+        }
+    )
+    assert [v.gpu_product for v in p.variants] == [L4, H100]
+    l4, h100 = p.variants
+    assert l4.replicas == l4.capacity_replicas  # preferred type filled first
+    assert h100.replicas == 8 - l4.replicas
+    assert any("not in gpu.products" in d for d in p.details)
+
+
+def test_shortfall_when_replicas_exceed_capacity() -> None:
+    p = plan({"model": {"id": "glm-4-9b-chat"}, "replicas": 100, "gpu": {"products": ["L4"]}})
+    (v,) = p.variants
+    assert v.capacity_replicas == sum(pool.gpu_count for pool in POOLS if pool.gpu_product == L4) // (
+        v.gpus_per_replica
+    )
+    assert p.shortfall_replicas == 100 - v.capacity_replicas
+    assert any("shortfall" in d for d in p.details)
+
+
+def test_used_gpus_reduce_capacity() -> None:
+    used = {f"h100-sxm-{i}": {"nvidia.com/gpu": 6} for i in range(2)}
+    pools = parse_gpu_pools(yaml.safe_load(FIXTURE.read_text()), gpus_used=used)
+    p = plan({"model": {"id": "GLM-4.5-Air"}, "quantization": "bf16", "gpu": {"products": [H100]}}, pools)
+    assert variant(p, H100).capacity_replicas == 0 and p.shortfall_replicas == 1
+
+
+def test_spec_errors_name_the_field() -> None:
+    with pytest.raises(PlanningInputError, match="tensorParallelSize"):
+        plan({"model": {"id": "GLM-4.7-Flash"}, "gpu": {"tensorParallelSize": 8}})
+    with pytest.raises(PlanningInputError, match=r"gpu\.products"):
+        plan({"model": {"id": "GLM-4.5-Air"}, "gpu": {"products": ["TPU-v5"]}})
+    with pytest.raises(PlanningInputError, match=r"spec\.model"):
+        plan({"model": {"id": "GLM-99"}})
+    with pytest.raises(PlanningInputError, match="quantization"):
+        plan({"model": {"id": "GLM-4.5-Air"}, "quantization": "int3"})
+
+
+def test_spec_defaults_and_inline_config() -> None:
+    req = placement_request_from_spec({"model": {"id": "GLM-4.5-Air"}})
+    assert req == PlacementRequest(model="GLM-4.5-Air")
+    inline = {
+        "num_hidden_layers": 40,
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 2,
+        "head_dim": 128,
+        "intermediate_size": 13696,
+        "vocab_size": 151552,
+        "max_position_embeddings": 131072,
+    }
+    p = plan({"model": {"id": "my-org/custom-9b", "config": inline}, "gpu": {"products": [H100]}})
+    assert p.model_id == "my-org/custom-9b" and variant(p, H100).tensor_parallel_size == 1
+
+
+def test_plan_to_dict_is_json_ready() -> None:
+    import json
+
+    d = plan({"model": {"id": "GLM-4.5-Air"}}).to_dict()
+    json.dumps(d)
+    assert {"fits", "variants", "rejected", "details", "shortfall_replicas"} <= d.keys()
+    assert {"gpu_product", "tensor_parallel_size", "gpus_per_replica", "kv_cache_tokens"} <= d["variants"][
+        0
+    ].keys()
+
+
+GPU_NAMES = [g.name for g in load_gpus()]
+
+
+@st.composite
+def pools_strategy(draw: st.DrawFn) -> tuple[GpuPool, ...]:
+    n = draw(st.integers(min_value=0, max_value=12))
+    out = []
+    for i in range(n):
+        product = draw(st.sampled_from(GPU_NAMES))
+        count = draw(st.sampled_from([1, 2, 4, 8]))
+        used = draw(st.integers(min_value=0, max_value=count))
+        resource = draw(st.sampled_from(["nvidia.com/gpu", find_gpu(product).resource_names[0]]))
+        selector = (("nvidia.com/gpu.product", product),) if resource == "nvidia.com/gpu" else ()
+        out.append(GpuPool(f"n{i}", product, product, count, resource, selector, used))
+    return tuple(out)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    pools=pools_strategy(),
+    model=st.sampled_from(["glm-4-9b-chat", "GLM-4.5-Air", "GLM-4.7-Flash", "GLM-4-32B-0414", "GLM-5.1"]),
+    ctx=st.sampled_from([4096, 32768, 131072]),
+    replicas=st.integers(min_value=0, max_value=20),
+    multi=st.booleans(),
+    quant=st.sampled_from(["auto", "bf16", "fp8"]),
+)
+def test_plan_invariants(
+    pools: tuple[GpuPool, ...], model: str, ctx: int, replicas: int, multi: bool, quant: str
+) -> None:
+    req = PlacementRequest(
+        model=model,
+        context_length=min(ctx, resolve_model(model).max_context),
+        replicas=replicas,
+        allow_multi_node=multi,
+        quantization=quant,
+        pools=pools,
+    )
+    p = plan_placement(req)
+    arch = resolve_model(model).architecture
+    assert p.fits == bool(p.variants)
+    assert sum(v.replicas for v in p.variants) + p.shortfall_replicas == replicas
+    for v in p.variants:
+        members = [x for x in pools if x.gpu_product == v.gpu_product and x.resource_name == v.resource_name]
+        assert members, "a variant uses exactly one GPU type from existing pools"
+        assert v.gpus_per_replica == v.tensor_parallel_size * v.pipeline_parallel_size
+        assert v.tensor_parallel_size <= max(x.gpu_count for x in members)  # never more than one node holds
+        assert arch.num_attention_heads % v.tensor_parallel_size == 0
+        assert parallelism_error(arch, v.tensor_parallel_size) is None
+        free_slots = sum(x.gpus_free // v.tensor_parallel_size for x in members)
+        assert v.capacity_replicas * v.pipeline_parallel_size <= free_slots
+        assert 0 <= v.replicas <= v.capacity_replicas
+        assert v.pipeline_parallel_size == 1 or multi
+        assert v.max_concurrency >= 1
