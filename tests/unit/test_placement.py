@@ -270,3 +270,21 @@ def test_plan_invariants(
         assert 0 <= v.replicas <= v.capacity_replicas
         assert v.pipeline_parallel_size == 1 or multi
         assert v.max_concurrency >= 1
+    assert len({v.key for v in p.variants}) == len(p.variants)
+
+
+def test_same_type_on_whole_node_and_mixed_node_gets_distinct_keys() -> None:
+    pools = (
+        GpuPool(
+            "a",
+            "NVIDIA-A100-80GB-PCIe",
+            "NVIDIA-A100-80GB-PCIe",
+            2,
+            "nvidia.com/gpu",
+            (("nvidia.com/gpu.product", "NVIDIA-A100-80GB-PCIe"),),
+        ),
+        GpuPool("m", "NVIDIA-A100-80GB-PCIe", "nvidia.com/a100-80gb", 1, "nvidia.com/a100-80gb"),
+    )
+    p = plan({"model": {"id": "glm-4-9b-chat"}, "replicas": 3}, pools)
+    assert sorted(v.key for v in p.variants) == ["nvidia-a100-80gb-pcie", "nvidia-a100-80gb-pcie-a100-80gb"]
+    assert p.replicas_planned == 3

@@ -48,7 +48,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from glm_operator.catalog.gpus import GpuType, find_gpu
+from glm_operator.catalog.gpus import GFD_PRODUCT_LABEL, GpuType, find_gpu
 from glm_operator.catalog.models import CatalogError, ResolvedModel, resolve_model
 from glm_operator.planning.fit import (
     FitInput,
@@ -97,9 +97,11 @@ class Variant:
     enable_expert_parallel: bool
     reason: str
     notes: tuple[str, ...] = ()
+    key: str = ""  # unique within the plan: gpu_product, + resource / labeller when one type has several
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "key": self.key,
             "gpu_product": self.gpu_product,
             "resource_name": self.resource_name,
             "node_selector": dict(self.node_selector),
@@ -591,6 +593,7 @@ def plan_placement(request: PlacementRequest) -> Plan:
             )
         )
         details.append(f"{reason} Replicas: {take} of capacity {capacity}.")
+    variants = _with_unique_keys(variants)
     shortfall = max(0, remaining)
     if variants and shortfall:
         details.append(
@@ -686,3 +689,29 @@ def _variant_reason(
     if ev.model.model_id != base.model_id:
         notes.append(f"serves the official FP8 checkpoint {ev.model.model_id}")
     return reason + ".", notes
+
+
+def _with_unique_keys(variants: list[Variant]) -> list[Variant]:
+    """Give every variant a key unique in the plan (a GPU type can appear through several groups:
+    ``nvidia.com/gpu`` on whole nodes and a per-type resource on mixed machines, or two labellers)."""
+    from dataclasses import replace
+
+    counts: dict[str, int] = {}
+    for v in variants:
+        counts[v.gpu_product] = counts.get(v.gpu_product, 0) + 1
+    out: list[Variant] = []
+    used: set[str] = set()
+    for v in variants:
+        key = v.gpu_product.lower()
+        if counts[v.gpu_product] > 1:
+            if v.resource_name != "nvidia.com/gpu":
+                key += "-" + v.resource_name.split("/")[-1]
+            elif v.node_selector and GFD_PRODUCT_LABEL not in v.node_selector:
+                label = next(iter(v.node_selector))
+                key += "-" + label.split("/")[0].split(".")[0]
+        base, n = key, 2
+        while key in used:
+            key, n = f"{base}-{n}", n + 1
+        used.add(key)
+        out.append(replace(v, key=key))
+    return out
