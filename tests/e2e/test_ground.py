@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from .conftest import E2ECluster
+from .conftest import E2ECluster, delete_namespace
 
 pytestmark = pytest.mark.e2e
 
@@ -81,6 +81,7 @@ def test_gpu_pod_bound_to_h100_and_ready(cluster: E2ECluster) -> None:
     assert pod["spec"]["nodeName"].startswith("h100-sxm-")
     assert pod["status"]["phase"] == "Running"
     assert any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"]["conditions"])
+    delete_namespace(cluster, ns)  # give the GPUs back to the tests that follow
 
 
 def test_pod_asking_more_gpus_than_any_node_stays_pending(cluster: E2ECluster) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 from typing import Any
 
 from glm_operator.controller.config import (
@@ -15,18 +16,36 @@ from glm_operator.controller.config import (
 )
 
 
+def _env(name: str, default: str | None = None) -> str | None:
+    """Chart-provided settings come as GLM_OPERATOR_* environment variables; flags override them."""
+    value = os.environ.get(f"GLM_OPERATOR_{name}")
+    return value if value else default
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help="run the operator", description="Run the GLMDeployment operator.")
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace (default)")
-    scope.add_argument("-n", "--namespace", action="append", default=[], help="watch only this namespace")
+    scope.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        default=[ns.strip() for ns in (_env("WATCH_NAMESPACES") or "").split(",") if ns.strip()],
+        help="watch only this namespace (repeatable; env GLM_OPERATOR_WATCH_NAMESPACES, comma-separated)",
+    )
     p.add_argument("--liveness", default=None, help="kopf health endpoint, e.g. http://0.0.0.0:8080/healthz")
     p.add_argument("--metrics-port", type=int, default=None, help="serve the operator's /metrics here")
     p.add_argument("--metrics-host", default="0.0.0.0")
     p.add_argument(
-        "--default-image", default=DEFAULT_VLLM_IMAGE, help="vLLM image when spec.serving.image is empty"
+        "--default-image",
+        default=_env("VLLM_IMAGE", DEFAULT_VLLM_IMAGE),
+        help="vLLM image when spec.serving.image is empty",
     )
-    p.add_argument("--prometheus-url", default=None, help="Prometheus for autoscaling (vLLM queue metrics)")
+    p.add_argument(
+        "--prometheus-url",
+        default=_env("PROMETHEUS_URL"),
+        help="Prometheus for autoscaling (vLLM queue metrics)",
+    )
     p.add_argument(
         "--waiting-query", default=DEFAULT_WAITING_QUERY, help="PromQL template for waiting requests"
     )
@@ -44,7 +63,11 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--leader-election-namespace", default=None, help="namespace of the Lease (default: POD_NAMESPACE)"
     )
-    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    p.add_argument(
+        "--log-level",
+        default=(_env("LOG_LEVEL", "info") or "info").lower(),
+        choices=("debug", "info", "warning", "error"),
+    )
     p.set_defaults(func=run)
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from glm_operator.clients.kube import API_VERSION
 from glm_operator.controller import metrics
 from glm_operator.controller.desired import WORKLOAD_KINDS, Desired, Observed, compute_desired
+from glm_operator.planning.conditions import MetricsStatus
 from glm_operator.render import names
 
 if TYPE_CHECKING:
@@ -49,7 +50,15 @@ async def observe(op: Operator, namespace: str, name: str) -> Observed | None:
             item.setdefault("kind", kind)
         children += [c for c in items if _owned_by(c, uid)]
     pods = await asyncio.to_thread(op.api.list, "v1", "Pod", namespace, selector)
-    metrics_status = op.autoscaler.metrics_status((namespace, name)) if op.autoscaler is not None else None
+    if op.autoscaler is not None:
+        metrics_status = op.autoscaler.metrics_status((namespace, name))
+    else:
+        metrics_status = MetricsStatus(
+            False,
+            "PrometheusNotConfigured",
+            "spec.autoscaling is set but the operator has no Prometheus URL (glm-operator run "
+            "--prometheus-url, chart value prometheus.url); replicas stay at autoscaling.minReplicas",
+        )
     return Observed(
         body=body,
         nodes=list(op.cache.nodes.values()),

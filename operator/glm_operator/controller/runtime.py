@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fnmatch
 import logging
 import time
 from typing import Any
@@ -89,16 +90,28 @@ class Operator:
         self.lws_available = await asyncio.to_thread(self.api.api_available, "leaderworkerset.x-k8s.io/v1")
         nodes = await asyncio.to_thread(self.api.list, "v1", "Node")
         self.cache.replace_nodes(nodes)
-        pods: list[dict[str, Any]] = []
-        for ns in self.config.namespaces or (None,):
-            pods += await asyncio.to_thread(self.api.list, "v1", "Pod", ns)
+        # GPUs held by any pod count, whichever namespace or tenant it belongs to.
+        pods = await asyncio.to_thread(self.api.list, "v1", "Pod")
         self.cache.replace_pods([(p, owner_key(p)) for p in pods])
-        for ns in self.config.namespaces or (None,):
-            for obj in await asyncio.to_thread(self.api.list, API_VERSION, "GLMDeployment", ns):
-                meta = obj["metadata"]
-                key = (meta["namespace"], meta["name"])
-                self.queue.known.add(key)
-                self.specs[key] = dict(obj.get("spec") or {})
+        for obj in await asyncio.to_thread(self.api.list, API_VERSION, "GLMDeployment"):
+            meta = obj["metadata"]
+            if not self.watches_namespace(meta["namespace"]):
+                continue
+            key = (meta["namespace"], meta["name"])
+            self.queue.known.add(key)
+            self.specs[key] = dict(obj.get("spec") or {})
+
+    def watches_namespace(self, namespace: str) -> bool:
+        """kopf-style namespace patterns: globs, ``!`` negations, the rightmost match wins."""
+        if not self.config.namespaces:
+            return True
+        matched = self.config.namespaces[0].startswith("!")
+        for pattern in self.config.namespaces:
+            for glob in pattern.split(","):
+                negated = glob.startswith("!")
+                if fnmatch.fnmatchcase(namespace, glob.lstrip("!")):
+                    matched = not negated
+        return matched
 
     async def _resync_loop(self) -> None:
         while True:

@@ -1,0 +1,363 @@
+"""The operator on the real control plane with simulated heterogeneous GPU nodes.
+
+The operator runs as a subprocess with the chart's ServiceAccount token (not admin) and serves
+namespaces matching ``ctl-*``; every test gets its own such namespace.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+
+from glm_operator.testing.cluster import repo_root
+
+from .conftest import NODES, E2ECluster, RunningOperator
+
+pytestmark = pytest.mark.e2e
+SAMPLES = repo_root() / "manifests" / "samples"
+T = TypeVar("T")
+
+
+def wait_for(predicate: Callable[[], T], timeout: float = 60.0, what: str = "condition") -> T:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(0.5)
+    raise AssertionError(f"{what} not reached within {timeout:.0f}s (last: {last!r})")
+
+
+def get(cluster: E2ECluster, ns: str, kind: str, name: str | None = None, selector: str | None = None) -> Any:
+    args = ["get", kind, "-n", ns, "-o", "json"]
+    if name:
+        args.insert(2, name)
+    if selector:
+        args += ["-l", selector]
+    return json.loads(cluster.kubectl(*args).stdout)
+
+
+def glmd(cluster: E2ECluster, ns: str, name: str) -> dict[str, Any]:
+    return dict(get(cluster, ns, "glmd", name))
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    for c in obj.get("status", {}).get("conditions", []):
+        if c["type"] == type_:
+            return dict(c)
+    return {}
+
+
+def phase_is(cluster: E2ECluster, ns: str, name: str, phase: str) -> Callable[[], dict[str, Any] | None]:
+    def check() -> dict[str, Any] | None:
+        obj = glmd(cluster, ns, name)
+        status = obj.get("status", {})
+        ok = (
+            status.get("phase") == phase and status.get("observedGeneration") == obj["metadata"]["generation"]
+        )
+        return obj if ok else None
+
+    return check
+
+
+def children(cluster: E2ECluster, ns: str, name: str) -> list[dict[str, Any]]:
+    sel = f"inference.glm.dev/deployment={name}"
+    return list(get(cluster, ns, "deployments", selector=sel)["items"])
+
+
+def arg_value(args: list[str], flag: str) -> str | None:
+    return args[args.index(flag) + 1] if flag in args else None
+
+
+def vllm_args(deployment: dict[str, Any]) -> list[str]:
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    return list(container.get("command", [])) + list(container.get("args", []))
+
+
+def apply(cluster: E2ECluster, ns: str, doc: dict[str, Any] | Path) -> None:
+    if isinstance(doc, Path):
+        cluster.kubectl("apply", "-n", ns, "-f", str(doc))
+    else:
+        cluster.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(doc))
+
+
+def manifest(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "inference.glm.dev/v1alpha1",
+        "kind": "GLMDeployment",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def node_products(cluster: E2ECluster) -> dict[str, str]:
+    nodes = json.loads(cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    return {n["metadata"]["name"]: n["metadata"]["labels"].get("nvidia.com/gpu.product", "") for n in nodes}
+
+
+def test_samples_run_on_the_planned_gpu_types_with_the_planned_args(
+    cluster: E2ECluster, operator: RunningOperator, ns: str
+) -> None:
+    for sample in sorted(SAMPLES.glob("*.yaml")):
+        apply(cluster, ns, sample)
+    products = node_products(cluster)
+    single_node = {"glm-4-5-air", "glm-4-7-flash", "glm-5-3-flash"}
+    for name in sorted(single_node):
+        obj = wait_for(phase_is(cluster, ns, name, "Ready"), 90, f"{name} Ready")
+        variants = [v for v in obj["status"]["plan"]["variants"] if v["replicas"] > 0]
+        assert variants, obj["status"]
+        deployments = {
+            d["metadata"]["labels"]["inference.glm.dev/gpu-product"]: d for d in children(cluster, ns, name)
+        }
+        assert set(deployments) == {v["gpuProduct"] for v in variants}
+        spec = obj["spec"]
+        for v in variants:
+            dep = deployments[v["gpuProduct"]]
+            args = vllm_args(dep)
+            assert arg_value(args, "--tensor-parallel-size") == str(v["tensorParallelSize"])
+            assert arg_value(args, "--max-model-len") == str(spec["contextLength"])
+            assert arg_value(args, "--served-model-name") == obj["status"]["model"]
+            assert arg_value(args, "--max-num-seqs") == str(v["maxNumSeqs"])
+            assert arg_value(args, "--gpu-memory-utilization") is not None
+            assert dep["spec"]["replicas"] == v["replicas"]
+            pods = get(cluster, ns, "pods", selector=f"inference.glm.dev/deployment={name}")["items"]
+            pods = [
+                p
+                for p in pods
+                if p["metadata"]["labels"].get("inference.glm.dev/gpu-product") == v["gpuProduct"]
+            ]
+            assert len(pods) == v["replicas"]
+            for pod in pods:
+                node = pod["spec"]["nodeName"]
+                assert products[node] == v["gpuProduct"], f"{pod['metadata']['name']} on {node}"
+                limits = pod["spec"]["containers"][0]["resources"]["limits"]
+                assert limits["nvidia.com/gpu"] == str(v["gpusPerReplica"])
+    # GLM-5.2 FP8 needs two 8xH100 nodes per replica: a LeaderWorkerSet, whose API is not installed here.
+    obj = wait_for(phase_is(cluster, ns, "glm-5-2", "Degraded"), 60, "glm-5-2 Degraded")
+    assert condition(obj, "Degraded")["reason"] == "LeaderWorkerSetMissing"
+    assert obj["status"]["plan"]["variants"][0]["pipelineParallelSize"] == 2
+    assert not children(cluster, ns, "glm-5-2")
+    # One Service per GLMDeployment over all its variants.
+    services = get(cluster, ns, "services")["items"]
+    assert {s["metadata"]["name"] for s in services} == single_node
+
+
+def test_reapply_changes_nothing_and_a_spec_change_rolls(
+    cluster: E2ECluster, operator: RunningOperator, ns: str
+) -> None:
+    doc = manifest(
+        "flash", model={"id": "zai-org/GLM-4.7-Flash"}, contextLength=65536, gpu={"products": ["L4"]}
+    )
+    apply(cluster, ns, doc)
+    wait_for(phase_is(cluster, ns, "flash", "Ready"), 60, "Ready")
+    (dep,) = children(cluster, ns, "flash")
+    svc = get(cluster, ns, "service", "flash")
+    before = (dep["metadata"]["resourceVersion"], svc["metadata"]["resourceVersion"])
+    apply(cluster, ns, doc)  # same spec again: no new generation, no write to any child
+    time.sleep(12)  # two resync periods of the operator
+    (dep,) = children(cluster, ns, "flash")
+    svc = get(cluster, ns, "service", "flash")
+    assert (dep["metadata"]["resourceVersion"], svc["metadata"]["resourceVersion"]) == before
+    old_hash = dep["spec"]["template"]["metadata"]["labels"]["inference.glm.dev/spec-hash"]
+    old_pods = {
+        p["metadata"]["name"]
+        for p in get(cluster, ns, "pods", selector="inference.glm.dev/deployment=flash")["items"]
+    }
+
+    apply(cluster, ns, {**doc, "spec": {**doc["spec"], "contextLength": 32768}})
+    obj = wait_for(phase_is(cluster, ns, "flash", "Ready"), 60, "Ready after change")
+    assert obj["metadata"]["generation"] == 2
+    (dep,) = children(cluster, ns, "flash")
+    assert arg_value(vllm_args(dep), "--max-model-len") == "32768"
+    assert dep["spec"]["template"]["metadata"]["labels"]["inference.glm.dev/spec-hash"] != old_hash
+
+    def rolled() -> bool:
+        pods = get(cluster, ns, "pods", selector="inference.glm.dev/deployment=flash")["items"]
+        names = {p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")}
+        return bool(names) and not names & old_pods
+
+    wait_for(rolled, 60, "pods replaced")
+
+
+def test_deleting_the_glmdeployment_removes_every_child(
+    cluster: E2ECluster, operator: RunningOperator, ns: str
+) -> None:
+    apply(
+        cluster,
+        ns,
+        manifest(
+            "gone", model={"id": "zai-org/GLM-4.7-Flash"}, contextLength=32768, gpu={"products": ["L4"]}
+        ),
+    )
+    wait_for(phase_is(cluster, ns, "gone", "Ready"), 60, "Ready")
+    assert children(cluster, ns, "gone")
+    cluster.kubectl("delete", "glmd", "gone", "-n", ns, "--wait=true", "--timeout=30s")
+
+    def all_gone() -> bool:
+        sel = "inference.glm.dev/deployment=gone"
+        deps = get(cluster, ns, "deployments", selector=sel)["items"]
+        svcs = [s for s in get(cluster, ns, "services")["items"] if s["metadata"]["name"] == "gone"]
+        pods = get(cluster, ns, "pods", selector=sel)["items"]
+        return not deps and not svcs and not pods
+
+    wait_for(all_gone, 60, "children garbage-collected")
+
+
+def test_a_model_no_gpu_can_hold_is_rejected_and_nothing_is_created(
+    cluster: E2ECluster, operator: RunningOperator, ns: str
+) -> None:
+    apply(
+        cluster,
+        ns,
+        manifest(
+            "toobig",
+            model={"id": "zai-org/GLM-4.6"},
+            quantization="bf16",
+            contextLength=131072,
+            gpu={"products": ["L4"]},
+        ),
+    )
+
+    def planned_false() -> dict[str, Any] | None:
+        obj = glmd(cluster, ns, "toobig")
+        return obj if condition(obj, "Planned").get("status") == "False" else None
+
+    obj = wait_for(planned_false, 60, "Planned=False")
+    planned = condition(obj, "Planned")
+    assert "NVIDIA-L4" in planned["message"] or "L4" in planned["message"]
+    assert obj["status"]["phase"] == "Failed"
+    assert obj["status"]["plan"]["rejected"], obj["status"]
+    time.sleep(3)
+    assert not children(cluster, ns, "toobig")
+    events = get(cluster, ns, "events")["items"]
+    assert any(e["involvedObject"]["name"] == "toobig" and e["type"] == "Warning" for e in events)
+
+
+def test_gpu_shortage_leaves_the_overflow_pending_and_says_so(
+    cluster: E2ECluster, operator: RunningOperator, ns: str
+) -> None:
+    # 3 L4 nodes x 4 GPUs; GLM-4-9B fits one L4, so 14 replicas leave 2 without a GPU.
+    apply(
+        cluster,
+        ns,
+        manifest(
+            "many",
+            model={"id": "zai-org/glm-4-9b-chat"},
+            contextLength=8192,
+            gpu={"products": ["L4"]},
+            replicas=14,
+        ),
+    )
+
+    def degraded() -> dict[str, Any] | None:
+        obj = glmd(cluster, ns, "many")
+        return obj if condition(obj, "Degraded").get("reason") == "InsufficientGPU" else None
+
+    obj = wait_for(degraded, 90, "Degraded InsufficientGPU")
+    assert obj["status"]["phase"] == "Degraded"
+    assert obj["status"]["readyReplicas"] == 12
+    assert "short of GPUs" in obj["status"]["plan"]["summary"]
+    pods = get(cluster, ns, "pods", selector="inference.glm.dev/deployment=many")["items"]
+    pending = [p for p in pods if p["status"]["phase"] == "Pending"]
+    assert len(pending) == 2
+    events = get(cluster, ns, "events")["items"]
+    assert any(e["reason"] == "InsufficientGPU" and e["involvedObject"]["name"] == "many" for e in events)
+
+
+def test_removing_a_gpu_node_replans(cluster: E2ECluster, operator: RunningOperator, ns: str) -> None:
+    apply(
+        cluster,
+        ns,
+        manifest(
+            "air",
+            model={"id": "zai-org/GLM-4.5-Air"},
+            contextLength=32768,
+            gpu={"products": ["A100-80GB"]},
+            replicas=4,
+        ),
+    )
+    obj = wait_for(phase_is(cluster, ns, "air", "Ready"), 90, "Ready")
+    (variant,) = [v for v in obj["status"]["plan"]["variants"] if v["replicas"] > 0]
+    assert variant["replicas"] == 4 and variant["tensorParallelSize"] == 4
+    try:
+        cluster.kubectl("delete", "node", "a100-sxm-1", "--wait=true")
+
+        def replanned() -> dict[str, Any] | None:
+            o = glmd(cluster, ns, "air")
+            return o if "short of GPUs" in o["status"].get("plan", {}).get("summary", "") else None
+
+        obj = wait_for(replanned, 60, "re-plan after node removal")
+        assert "2 replica(s) short of GPUs" in obj["status"]["plan"]["summary"]
+    finally:
+        cluster.local.apply_nodes([NODES])
+
+    def recovered() -> dict[str, Any] | None:
+        o = glmd(cluster, ns, "air")
+        return o if "short" not in o["status"].get("plan", {}).get("summary", "x") else None
+
+    wait_for(recovered, 60, "re-plan after the node came back")
+
+
+def normalized_children(cluster: E2ECluster, ns: str) -> list[tuple[str, str, int, tuple[str, ...]]]:
+    deps = get(cluster, ns, "deployments")["items"]
+    out = [
+        (
+            d["metadata"]["name"],
+            d["metadata"]["ownerReferences"][0]["name"],
+            d["spec"]["replicas"],
+            tuple(vllm_args(d)),
+        )
+        for d in deps
+    ]
+    svcs = get(cluster, ns, "services")["items"]
+    out += [(s["metadata"]["name"], s["metadata"]["ownerReferences"][0]["name"], 0, ()) for s in svcs]
+    return sorted(out)
+
+
+def test_killing_the_operator_mid_reconcile_ten_times_converges_to_the_same_objects(
+    cluster: E2ECluster, operator: RunningOperator, ns: str
+) -> None:
+    specs = [
+        manifest(
+            f"m{i}",
+            model={"id": "zai-org/glm-4-9b-chat"},
+            contextLength=8192,
+            gpu={"products": ["L4"]},
+            replicas=1,
+        )
+        for i in range(3)
+    ]
+    for doc in specs:
+        apply(cluster, ns, doc)
+    for i in range(3):
+        wait_for(phase_is(cluster, ns, f"m{i}", "Ready"), 60, f"m{i} Ready")
+    undisturbed = normalized_children(cluster, ns)
+    for i in range(3):
+        cluster.kubectl("delete", "glmd", f"m{i}", "-n", ns)
+    wait_for(lambda: not get(cluster, ns, "deployments")["items"], 60, "children gone")
+
+    operator.stop()
+    rng = random.Random(5)
+    try:
+        for doc in specs:
+            apply(cluster, ns, doc)
+        for _ in range(10):
+            operator.start()
+            time.sleep(rng.uniform(1.5, 4.0))  # start-up takes ~1.5 s; kill while reconciling
+            operator.stop(sig=9)
+    finally:
+        operator.start()
+    for i in range(3):
+        wait_for(phase_is(cluster, ns, f"m{i}", "Ready"), 90, f"m{i} Ready after kills")
+    assert normalized_children(cluster, ns) == undisturbed
+    # No duplicate ReplicaSets or pods beyond the wanted replicas.
+    pods = get(cluster, ns, "pods")["items"]
+    assert len([p for p in pods if not p["metadata"].get("deletionTimestamp")]) == 3
