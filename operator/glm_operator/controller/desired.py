@@ -119,7 +119,7 @@ def _context(
     return WorkloadContext(
         namespace=str(meta["namespace"]),
         deployment_name=str(meta["name"]),
-        variant_name=variant_slug(variant.gpu_product),
+        variant_name=variant_slug(variant.key),  # unique per plan, even for one type via two resources
         owner=OwnerReference(name=str(meta["name"]), uid=str(meta.get("uid", ""))),
         image=(serving.image if serving and serving.image else default_image),
         model_id=variant.model_id,
