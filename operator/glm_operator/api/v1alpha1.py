@@ -702,6 +702,15 @@ class AutoscalerStatus(_APIModel):
         None, json_schema_extra={"format": "date-time"}, description="When desiredReplicas last changed."
     )
     reason: str | None = Field(None, description="Why the last decision was taken.")
+    state: str | None = Field(
+        None,
+        max_length=16384,
+        description=(
+            "The autoscaler's memory between decisions (recent recommendations and scale events for the "
+            "stabilization windows and the per-interval rate limit), as JSON. Kept here so a restarted or "
+            "newly elected operator replica continues with the same windows."
+        ),
+    )
 
 
 class GLMDeploymentStatus(_APIModel):
