@@ -1,14 +1,17 @@
 """The Helm chart against the real apiserver: lint, server-side dry run, and RBAC that is exactly
-enough (the operator's ServiceAccount can do its job and cannot read Secrets)."""
+enough (the operator's ServiceAccount can do its job, hold its leader-election Lease in the release
+namespace only, and cannot read Secrets)."""
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from .conftest import E2ECluster
 
@@ -16,7 +19,6 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "glm-operator"
-KOPF_CRDS = CHART / "crds" / "kopf-peering.yaml"
 GLM_CRD = ROOT / "crds" / "glmdeployments.inference.glm.dev.yaml"
 KUBE_VERSION = "1.34.4"
 
@@ -29,14 +31,14 @@ def template(cluster: E2ECluster, release: str, namespace: str, *sets: str) -> s
 
 
 def apply_crds(cluster: E2ECluster) -> None:
-    """kopf's peering CRDs (Helm installs them from crds/) and the GLMDeployment CRD, so that
-    `kubectl auth can-i` can resolve the resource names through discovery."""
-    for path in (KOPF_CRDS, GLM_CRD):
-        cluster.kubectl(
-            "apply", "--server-side", "--force-conflicts", "--field-manager=glm-e2e-chart", "-f", str(path)
-        )
-    for name in ("clusterkopfpeerings.kopf.dev", "kopfpeerings.kopf.dev", "glmdeployments.inference.glm.dev"):
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+    """The GLMDeployment CRD, so that `kubectl auth can-i` can resolve its resource names through
+    discovery (the chart has no other CRD: leader election uses a built-in Lease)."""
+    cluster.kubectl(
+        "apply", "--server-side", "--force-conflicts", "--field-manager=glm-e2e-chart", "-f", str(GLM_CRD)
+    )
+    cluster.kubectl(
+        "wait", "--for=condition=Established", "crd/glmdeployments.inference.glm.dev", "--timeout=60s"
+    )
 
 
 def test_helm_lint(cluster: E2ECluster) -> None:
@@ -49,7 +51,7 @@ def test_helm_lint(cluster: E2ECluster) -> None:
         assert "[WARNING]" not in result.stdout and "[ERROR]" not in result.stdout
 
 
-@pytest.mark.parametrize("mode", ["cluster-wide", "namespaced"])
+@pytest.mark.parametrize("mode", ["cluster-wide", "namespaced", "service-monitor"])
 def test_rendered_chart_passes_server_side_dry_run(cluster: E2ECluster, mode: str) -> None:
     apply_crds(cluster)
     namespace = cluster.namespace("chart-dry")
@@ -57,10 +59,19 @@ def test_rendered_chart_passes_server_side_dry_run(cluster: E2ECluster, mode: st
     if mode == "namespaced":
         watched = cluster.namespace("chart-watched")
         sets.append(f"watchNamespaces={{{watched}}}")
+    if mode == "service-monitor":
+        sets.append("metrics.serviceMonitor.enabled=true")
     rendered = template(cluster, f"dry-{os.getpid()}", namespace, *sets)
+    docs = [doc for doc in yaml.safe_load_all(rendered) if doc]
+    assert not [doc for doc in docs if doc["apiVersion"].startswith("kopf.dev/")]
+    monitors = [doc for doc in docs if doc["kind"] == "ServiceMonitor"]
+    assert len(monitors) == (1 if mode == "service-monitor" else 0)
+    # The Prometheus Operator's CRD is not on this control plane: dry-run everything else.
+    rendered = yaml.safe_dump_all([doc for doc in docs if doc["kind"] != "ServiceMonitor"])
     result = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered, check=False)
     assert result.returncode == 0, result.stderr
     assert "deployment.apps/" in result.stdout and "(server dry run)" in result.stdout
+    assert ("service/" in result.stdout) == (mode == "service-monitor"), result.stdout
 
 
 def test_install_yaml_passes_server_side_dry_run(cluster: E2ECluster) -> None:
@@ -71,13 +82,19 @@ def test_install_yaml_passes_server_side_dry_run(cluster: E2ECluster) -> None:
         "apply", "--server-side", "--force-conflicts", "--field-manager=glm-e2e-install", "--dry-run=server",
         "-f", "-", input=text, check=False,
     )  # fmt: skip
-    # Namespaced objects fail only because a dry run does not really create the namespace.
+    # Namespaced objects can fail only because a dry run does not really create the namespace (it
+    # exists already when the operator e2e tests installed their RBAC into it on this cluster).
     errors = [line for line in result.stderr.splitlines() if line.strip()]
-    assert errors and all('namespaces "glm-operator-system" not found' in line for line in errors), (
-        result.stderr
-    )
+    assert all('namespaces "glm-operator-system" not found' in line for line in errors), result.stderr
+    if not errors:
+        assert result.returncode == 0
+        assert "deployment.apps/glm-operator serverside-applied (server dry run)" in result.stdout
+        assert "role.rbac.authorization.k8s.io/glm-operator-leader-election" in result.stdout
     assert "customresourcedefinition.apiextensions.k8s.io/glmdeployments.inference.glm.dev" in result.stdout
     assert "clusterrole.rbac.authorization.k8s.io/glm-operator" in result.stdout
+    # One apply suffices: no object needs a CRD from the same file (kopf peering is gone).
+    assert "no matches for kind" not in result.stderr
+    assert "kopf.dev" not in text
 
 
 class Installed:
@@ -116,7 +133,7 @@ class Installed:
 
 @pytest.fixture(scope="module")
 def cluster_wide(cluster: E2ECluster) -> Iterator[Installed]:
-    """The chart really applied (RBAC, ServiceAccount, peering object), with no operator pods."""
+    """The chart really applied (RBAC, ServiceAccount), with no operator pods."""
     apply_crds(cluster)
     namespace = cluster.namespace("chart-rbac")
     release = f"glmop-{os.getpid()}"
@@ -126,7 +143,6 @@ def cluster_wide(cluster: E2ECluster) -> Iterator[Installed]:
         namespace,
         "replicaCount=0",
         "crds.install=false",
-        f"peering.name={release}",
         f"fullnameOverride={release}",
     )
     cluster.kubectl("apply", "-f", "-", input=rendered)
@@ -149,7 +165,6 @@ ALLOWED = [
     ("list", "nodes"),
     ("watch", "customresourcedefinitions.apiextensions.k8s.io"),
     ("list", "namespaces"),
-    ("patch", "clusterkopfpeerings.kopf.dev"),
 ]
 
 DENIED = [
@@ -192,11 +207,39 @@ def test_leases_only_in_the_operator_namespace(cluster_wide: Installed) -> None:
     assert not cluster_wide.can("list", "secrets", "-n", cluster_wide.namespace)
 
 
-def test_peering_object_exists(cluster_wide: Installed) -> None:
-    peering = json.loads(
-        cluster_wide.cluster.kubectl("get", "clusterkopfpeering", cluster_wide.release, "-o", "json").stdout
+def test_leader_election_lease_as_the_service_account(cluster_wide: Installed) -> None:
+    """What LeaderElector does (GET, POST, PUT with resourceVersion), as the operator's identity,
+    in the release namespace; the same Lease elsewhere is refused."""
+    cluster, namespace = cluster_wide.cluster, cluster_wide.namespace
+    now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "glm-operator"},
+        "spec": {"holderIdentity": "replica-a", "leaseDurationSeconds": 15, "acquireTime": now,
+                 "renewTime": now, "leaseTransitions": 0},
+    }  # fmt: skip
+    as_operator = ("--as", cluster_wide.subject)
+    cluster.kubectl("create", "-n", namespace, *as_operator, "-f", "-", input=json.dumps(lease))
+    held = json.loads(
+        cluster.kubectl("get", "lease", "glm-operator", "-n", namespace, "-o", "json", *as_operator).stdout
     )
-    assert peering["metadata"]["labels"]["app.kubernetes.io/instance"] == cluster_wide.release
+    held["spec"].update(holderIdentity="replica-b", leaseTransitions=1)
+    cluster.kubectl("replace", "-n", namespace, *as_operator, "-f", "-", input=json.dumps(held))
+    holder = cluster.kubectl(
+        "get", "lease", "glm-operator", "-n", namespace, "-o", "jsonpath={.spec.holderIdentity}", *as_operator
+    )
+    assert holder.stdout == "replica-b"
+    refused = cluster.kubectl(
+        "create", "-n", "default", *as_operator, "-f", "-", input=json.dumps(lease), check=False
+    )
+    assert refused.returncode != 0 and "forbidden" in refused.stderr.lower(), refused.stderr
+
+
+def test_no_kopf_peering_access(cluster_wide: Installed) -> None:
+    for verb in ("get", "list", "watch", "patch"):
+        assert not cluster_wide.can_access(verb, "kopf.dev", "clusterkopfpeerings"), verb
+        assert not cluster_wide.can_access(verb, "kopf.dev", "kopfpeerings", "default"), verb
 
 
 def test_namespaced_mode_rbac(cluster: E2ECluster) -> None:
@@ -219,11 +262,13 @@ def test_namespaced_mode_rbac(cluster: E2ECluster) -> None:
         installed = Installed(cluster, release, namespace)
         assert installed.can("list", "glmdeployments.inference.glm.dev", "-n", watched)
         assert installed.can("create", "deployments.apps", "-n", watched)
-        assert installed.can("patch", "kopfpeerings.kopf.dev", "-n", watched)
         assert not installed.can("list", "glmdeployments.inference.glm.dev", "-n", other)
         assert not installed.can("list", "glmdeployments.inference.glm.dev", "--all-namespaces")
         assert not installed.can("create", "deployments.apps", "-n", other)
-        assert not installed.can("patch", "clusterkopfpeerings.kopf.dev")
+        assert not installed.can_access("patch", "kopf.dev", "kopfpeerings", watched)
+        # The Lease lives in the operator's namespace, never in a watched one.
+        assert installed.can("update", "leases.coordination.k8s.io", "-n", namespace)
+        assert not installed.can("create", "leases.coordination.k8s.io", "-n", watched)
         assert installed.can("list", "nodes")
         assert not installed.can("list", "secrets", "-n", watched)
     finally:

@@ -53,6 +53,23 @@ def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [doc for doc in docs if doc["kind"] == kind]
 
 
+def container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (deployment,) = by_kind(docs, "Deployment")
+    (operator,) = deployment["spec"]["template"]["spec"]["containers"]
+    return operator
+
+
+def assert_no_kopf_peering(docs: list[dict[str, Any]]) -> None:
+    """Leader election is the operator's own Lease: nothing of kopf's peering may be left."""
+    for doc in docs:
+        assert not doc["apiVersion"].startswith("kopf.dev/"), doc["kind"]
+        assert "kopf.dev" not in doc["metadata"]["name"], doc["metadata"]["name"]
+        for rule in doc.get("rules", []):
+            assert "kopf.dev" not in rule["apiGroups"], doc["metadata"]["name"]
+    env = {item["name"] for item in container(docs)["env"]}
+    assert not any("PEERING" in name for name in env), env
+
+
 def test_install_yaml_is_the_rendered_chart(helm: Path, tmp_path: Path) -> None:
     result = subprocess.run(
         ["bash", str(ROOT / "hack" / "generate.sh")],
@@ -82,14 +99,16 @@ def test_install_yaml_contents() -> None:
     ):
         assert kind in kinds
     crd_names = {doc["metadata"]["name"] for doc in by_kind(docs, "CustomResourceDefinition")}
-    assert crd_names == {
-        "glmdeployments.inference.glm.dev",
-        "clusterkopfpeerings.kopf.dev",
-        "kopfpeerings.kopf.dev",
-    }
+    assert crd_names == {"glmdeployments.inference.glm.dev"}
+    # One `kubectl apply` is enough: no object's kind comes from a CRD defined in the same file.
+    builtin = {"v1", "apps/v1", "apiextensions.k8s.io/v1", "rbac.authorization.k8s.io/v1", "policy/v1"}
+    assert {doc["apiVersion"] for doc in docs} <= builtin
+    assert "second apply" not in INSTALL.read_text()
+    assert_no_kopf_peering(docs)
     for doc in docs:
         if doc["kind"] in ("ServiceAccount", "Deployment", "Role", "RoleBinding"):
             assert doc["metadata"]["namespace"] == "glm-operator-system", doc["metadata"]["name"]
+    assert "--leader-election-namespace=glm-operator-system" in container(docs)["args"]
 
 
 def test_deployment_is_hardened(helm: Path) -> None:
@@ -105,14 +124,25 @@ def test_deployment_is_hardened(helm: Path) -> None:
     assert security["allowPrivilegeEscalation"] is False
     assert security["capabilities"]["drop"] == ["ALL"]
     assert container["resources"]["requests"]
-    assert container["args"] == ["run", "--liveness=http://0.0.0.0:8080/healthz"]
+    assert container["args"] == [
+        "run",
+        "--liveness=http://0.0.0.0:8080/healthz",
+        "--leader-election-namespace=glm-operator-system",
+        "--metrics-port=8081",
+    ]
     for probe in ("livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
-    assert {"name": "health", "containerPort": 8080, "protocol": "TCP"} in container["ports"]
+    assert container["ports"] == [
+        {"name": "health", "containerPort": 8080, "protocol": "TCP"},
+        {"name": "metrics", "containerPort": 8081, "protocol": "TCP"},
+    ]
     env = {item["name"]: item.get("value") for item in container["env"]}
     assert env["GLM_OPERATOR_VLLM_IMAGE"] == "vllm/vllm-openai:v0.11.0"
     assert env["GLM_OPERATOR_WATCH_NAMESPACES"] == ""
-    assert env["GLM_OPERATOR_PEERING_NAME"] == "glm-operator"
+    assert env["GLM_OPERATOR_PROMETHEUS_URL"] == ""
+    assert not any("PEERING" in name for name in env)
+    pod_namespace = next(item for item in container["env"] if item["name"] == "POD_NAMESPACE")
+    assert pod_namespace["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     # Selector labels must not change on upgrade: no chart or app version in them.
     selector = spec["selector"]["matchLabels"]
     assert selector == {
@@ -132,10 +162,24 @@ def test_cluster_wide_rbac_never_grants_secrets(helm: Path) -> None:
         assert "*" not in rule["verbs"] and "*" not in rule["resources"]
         assert "deletecollection" not in rule["verbs"]
         assert "escalate" not in rule["verbs"] and "bind" not in rule["verbs"]
-    roles = by_kind(docs, "Role")
-    assert [role["metadata"]["name"] for role in roles] == ["glm-operator-leader-election"]
-    assert roles[0]["rules"][0]["resources"] == ["leases"]
-    assert by_kind(docs, "ClusterKopfPeering")[0]["metadata"]["name"] == "glm-operator"
+    # The only namespaced grant: Leases for leader election, in the release namespace only.
+    (role,) = by_kind(docs, "Role")
+    assert role["metadata"] == {**role["metadata"], "name": "glm-operator-leader-election",
+                                "namespace": "glm-operator-system"}  # fmt: skip
+    assert role["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch"],
+        }
+    ]
+    (binding,) = by_kind(docs, "RoleBinding")
+    assert binding["metadata"]["namespace"] == "glm-operator-system"
+    assert binding["roleRef"]["name"] == "glm-operator-leader-election"
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "glm-operator", "namespace": "glm-operator-system"}
+    ]
+    assert_no_kopf_peering(docs)
 
 
 def test_namespaced_mode(helm: Path) -> None:
@@ -154,25 +198,20 @@ def test_namespaced_mode(helm: Path) -> None:
     role_resources = {
         resource for rule in roles[("llm", "glm-operator")]["rules"] for resource in rule["resources"]
     }
-    assert "glmdeployments" in role_resources and "kopfpeerings" in role_resources
-    assert "secrets" not in role_resources
+    assert "glmdeployments" in role_resources and "deployments" in role_resources
+    assert "secrets" not in role_resources and "leases" not in role_resources
     bindings = by_kind(docs, "RoleBinding")
     assert {binding["metadata"]["namespace"] for binding in bindings} == {
         "llm",
         "llm-staging",
         "glm-operator-system",
     }
-    assert {peering["metadata"]["namespace"] for peering in by_kind(docs, "KopfPeering")} == {
-        "llm",
-        "llm-staging",
-    }
-    assert not by_kind(docs, "ClusterKopfPeering")
-    (deployment,) = by_kind(docs, "Deployment")
-    env = {
-        item["name"]: item.get("value")
-        for item in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
-    }
+    assert_no_kopf_peering(docs)
+    operator = container(docs)
+    env = {item["name"]: item.get("value") for item in operator["env"]}
     assert env["GLM_OPERATOR_WATCH_NAMESPACES"] == "llm,llm-staging"
+    # The Lease stays in the operator's namespace, not in a watched one.
+    assert "--leader-election-namespace=glm-operator-system" in operator["args"]
 
 
 def test_crd_switches(helm: Path) -> None:
@@ -187,8 +226,10 @@ def test_crd_switches(helm: Path) -> None:
         documents(render(helm, "--set", "crds.keep=false").stdout), "CustomResourceDefinition"
     )
     assert "annotations" not in unkept["metadata"]
+    # No crds/ directory any more (kopf's peering CRDs were its only content).
+    assert not (CHART / "crds").exists()
     with_crds = documents(render(helm, "--include-crds").stdout)
-    assert len(by_kind(with_crds, "CustomResourceDefinition")) == 3
+    assert len(by_kind(with_crds, "CustomResourceDefinition")) == 1
 
 
 def test_names_are_truncated_to_63_characters(helm: Path) -> None:
@@ -212,6 +253,9 @@ def test_names_are_truncated_to_63_characters(helm: Path) -> None:
         "vllm.image=vllm/vllm-openai",  # unpinned: no tag or digest
         "watchNamespaces={Not_A_Namespace}",
         "unknownKey=1",
+        "peering.enabled=true",  # removed: leader election is the operator's Lease
+        "metrics.port=0",
+        "metrics.serviceMonitor.interval=soon",
     ],
 )
 def test_values_schema_rejects_bad_values(helm: Path, override: str) -> None:
@@ -227,3 +271,91 @@ def test_image_digest_and_notes(helm: Path) -> None:
     assert image == f"ghcr.io/glm-operator/glm-operator@{digest}"
     notes = (CHART / "templates" / "NOTES.txt").read_text()
     assert "kubectl explain glmdeployment" in notes
+    assert "Lease" in notes and "peering" not in notes.lower()
+
+
+def test_metrics_port(helm: Path) -> None:
+    operator = container(documents(render(helm, "--set", "metrics.port=9100").stdout))
+    assert "--metrics-port=9100" in operator["args"]
+    assert {"name": "metrics", "containerPort": 9100, "protocol": "TCP"} in operator["ports"]
+    docs = documents(render(helm, "--set", "metrics.enabled=false").stdout)
+    operator = container(docs)
+    assert not [arg for arg in operator["args"] if arg.startswith("--metrics-port")]
+    assert [port["name"] for port in operator["ports"]] == ["health"]
+    for override, message in (
+        ("metrics.port=8080", "metrics.port must differ from healthPort"),
+        ("metrics.enabled=false,metrics.serviceMonitor.enabled=true", "needs metrics.enabled"),
+    ):
+        result = render(helm, "--set", override, check=False)
+        assert result.returncode != 0 and message in result.stderr, result.stderr
+
+
+def test_service_monitor_only_when_enabled(helm: Path) -> None:
+    default = documents(render(helm).stdout)
+    assert not by_kind(default, "ServiceMonitor") and not by_kind(default, "Service")
+    docs = documents(
+        render(
+            helm,
+            "--set", "metrics.serviceMonitor.enabled=true",
+            "--set", "metrics.serviceMonitor.interval=30s",
+            "--set", "metrics.serviceMonitor.labels.release=kube-prometheus-stack",
+            "--set", "metrics.port=9100",
+        ).stdout
+    )  # fmt: skip
+    (service,) = by_kind(docs, "Service")
+    (monitor,) = by_kind(docs, "ServiceMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert service["metadata"]["namespace"] == monitor["metadata"]["namespace"] == "glm-operator-system"
+    # The Service reaches every operator pod (standbys too) on the container port named metrics.
+    (deployment,) = by_kind(docs, "Deployment")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert service["spec"]["ports"] == [
+        {"name": "metrics", "port": 9100, "targetPort": "metrics", "protocol": "TCP"}
+    ]
+    # The ServiceMonitor selects exactly that Service and scrapes its metrics port.
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["selector"]["matchLabels"]["app.kubernetes.io/component"] == "metrics"
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["glm-operator-system"]}
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "30s"}]
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    for template in ("metrics-service.yaml", "servicemonitor.yaml"):
+        result = render(helm, "--set", "metrics.serviceMonitor.enabled=true", "-s", f"templates/{template}")
+        assert len(documents(result.stdout)) == 1, template
+
+
+def test_prometheus_settings_reach_the_operator(
+    helm: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The rendered args and env, parsed by the operator's own command line, give its config."""
+    from glm_operator.cli import build_parser
+    from glm_operator.commands.run import config_from_args
+    from glm_operator.controller.config import DEFAULT_RUNNING_QUERY, DEFAULT_WAITING_QUERY
+
+    def operator_config(*args: str) -> Any:
+        operator = container(documents(render(helm, *args).stdout))
+        for item in operator["env"]:
+            if "value" in item:
+                monkeypatch.setenv(item["name"], item["value"])
+        # The downward API's values, as the kubelet would set them.
+        monkeypatch.setenv("POD_NAMESPACE", "glm-operator-system")
+        monkeypatch.setenv("POD_NAME", "glm-operator-0")
+        assert operator["command"] == ["glm-operator"]
+        return config_from_args(build_parser().parse_args(operator["args"]))
+
+    default = operator_config()
+    assert default.prometheus_url is None
+    assert (default.waiting_query, default.running_query) == (DEFAULT_WAITING_QUERY, DEFAULT_RUNNING_QUERY)
+    assert default.lease_namespace == "glm-operator-system" and default.lease_name == "glm-operator"
+    assert default.leader_election is True and default.metrics_port == 8081
+    waiting = 'sum(vllm:num_requests_waiting{namespace="{namespace}",model_name="{model}",job="x"})'
+    running = 'max(vllm:num_requests_running{model_name="{model}"}) * 2'
+    queries = tmp_path / "queries.yaml"  # a file: --set would split the PromQL at its commas
+    queries.write_text(yaml.safe_dump({"prometheus": {"waitingQuery": waiting, "runningQuery": running}}))
+    custom = operator_config("-f", str(CHART / "ci" / "namespaced-values.yaml"), "-f", str(queries))
+    assert custom.prometheus_url == "http://prometheus.monitoring.svc:9090"
+    assert (custom.waiting_query, custom.running_query) == (waiting, running)
+    assert custom.namespaces == ("llm", "llm-staging")
+    assert custom.metrics_port == 9100
+    operator = container(documents(render(helm, "--set", "prometheus.url=http://p:9090").stdout))
+    assert not [arg for arg in operator["args"] if arg.startswith(("--waiting-query", "--running-query"))]

@@ -116,3 +116,8 @@ each watched namespace's Role. No Secrets: the operator never reads them.
 {{- define "glm-operator.leaderElectionName" -}}
 {{- printf "%s-leader-election" (include "glm-operator.fullname" . | trunc 46 | trimSuffix "-") }}
 {{- end }}
+
+{{/* Name of the metrics Service and ServiceMonitor: the full name, shortened to keep 63 characters. */}}
+{{- define "glm-operator.metricsName" -}}
+{{- printf "%s-metrics" (include "glm-operator.fullname" . | trunc 55 | trimSuffix "-") }}
+{{- end }}
