@@ -164,7 +164,8 @@ def _ordered(conditions: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _degraded_message(degraded: Sequence[Diagnosis]) -> str:
     parts = []
     for diagnosis in degraded:
-        pods = f" [{', '.join(diagnosis.pods[:3])}{', …' if len(diagnosis.pods) > 3 else ''}]"
+        more = ", …" if len(diagnosis.pods) > 3 else ""
+        pods = f" [{', '.join(diagnosis.pods[:3])}{more}]" if diagnosis.pods else ""
         parts.append(f"{diagnosis.reason}: {diagnosis.message} Fix: {diagnosis.fix}{pods}")
     return " | ".join(parts)
 

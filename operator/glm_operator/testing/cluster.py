@@ -299,8 +299,19 @@ class LocalCluster:
             self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(f))
         self.kubectl("wait", "--for=condition=Ready", "node", "-l", "type=kwok", f"--timeout={timeout:.0f}s")
 
+    def register_extra_process(self, name: str, pid: int) -> None:
+        """A process started beside the cluster (the demo's operator) that ``down()`` must stop too."""
+        state = self._read_state()
+        extra = dict(state.get("extra_pids") or {})  # type: ignore[call-overload]
+        extra[name] = pid
+        state["extra_pids"] = extra
+        self._write_state(state)
+
     def down(self) -> None:
         """Stop every process this cluster started (whole process groups) and forget the state."""
+        extra = self._read_state().get("extra_pids") or {}
+        for pid in extra.values() if isinstance(extra, dict) else []:
+            stop_process_group(int(pid))
         pids = self._pids()
         for pid in pids.values():
             _signal_group(pid, signal.SIGTERM)
@@ -361,6 +372,15 @@ def _not_zombie(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def stop_process_group(pid: int, timeout: float = 10) -> None:
+    """SIGTERM a process group, SIGKILL it if still alive after ``timeout``."""
+    _signal_group(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    _signal_group(pid, signal.SIGKILL)
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:

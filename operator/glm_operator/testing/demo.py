@@ -1,0 +1,104 @@
+"""``make demo``: the main job on a local default.
+
+Starts the local control plane with simulated GPU nodes, installs the CRD and the chart's RBAC,
+runs the operator under its own ServiceAccount (in the background, logs in .cluster/operator/),
+applies the samples, waits for them to settle and prints ``kubectl get glmd`` and where each
+replica landed. ``make cluster-down`` stops everything, the operator included.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from glm_operator.testing.cluster import LocalCluster, repo_root, stop_process_group
+from glm_operator.testing.operator import RunningOperator
+
+NAMESPACE = "llm"
+SETTLED = {"Ready", "Degraded", "Failed"}
+
+
+def main() -> int:
+    root = repo_root()
+    local = LocalCluster()
+    t0 = time.monotonic()
+    local.up(nodes=[root / "tests" / "fixtures" / "gpu-cluster.yaml"])
+    print(f"cluster up in {time.monotonic() - t0:.1f}s  (KUBECONFIG={local.kubeconfig})")
+    workdir = local.state_dir / "operator"
+    workdir.mkdir(parents=True, exist_ok=True)
+    operator = RunningOperator(local, workdir, namespaces="", resync_seconds=30)
+    operator.install()
+    _stop_previous(local)
+    operator.start()
+    assert operator.proc is not None
+    (workdir / "pid").write_text(str(operator.proc.pid))
+    local.register_extra_process("glm-operator", operator.proc.pid)
+    print(
+        "operator running as system:serviceaccount:glm-operator-system:glm-operator",
+        f"(log: {operator.log_path})",
+    )
+    local.kubectl("create", "namespace", NAMESPACE, check=False)
+    local.kubectl("apply", "-n", NAMESPACE, "-f", str(root / "manifests" / "samples"))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        items = json.loads(local.kubectl("get", "glmd", "-n", NAMESPACE, "-o", "json").stdout)["items"]
+        phases = [i.get("status", {}).get("phase") for i in items]
+        if items and all(p in SETTLED for p in phases):
+            break
+        time.sleep(1)
+    print()
+    print(local.kubectl("get", "glmd", "-n", NAMESPACE).stdout)
+    print(_placements(local))
+    for item in items:
+        for cond in item.get("status", {}).get("conditions", []):
+            if cond["type"] == "Degraded" and cond["status"] == "True":
+                print(f"{item['metadata']['name']}: {cond['message'][:400]}")
+    print()
+    print(f"export KUBECONFIG={local.kubeconfig}   # explore: kubectl describe glmd -n {NAMESPACE}")
+    print("stop everything with: make cluster-down")
+    return 0
+
+
+def _placements(local: LocalCluster) -> str:
+    pods = json.loads(
+        local.kubectl(
+            "get", "pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/managed-by=glm-operator", "-o", "json"
+        ).stdout
+    )["items"]
+    nodes = json.loads(local.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    product = {
+        n["metadata"]["name"]: n["metadata"]["labels"].get("nvidia.com/gpu.product", "-") for n in nodes
+    }
+    rows = [("GLMDEPLOYMENT", "POD", "PHASE", "NODE", "GPU PRODUCT", "GPUS", "TP")]
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        labels = pod["metadata"]["labels"]
+        container = pod["spec"]["containers"][0]
+        args = container.get("args", [])
+        tp = args[args.index("--tensor-parallel-size") + 1] if "--tensor-parallel-size" in args else "-"
+        limits = container.get("resources", {}).get("limits", {})
+        gpus = ",".join(f"{v}x{k.split('/')[-1]}" for k, v in limits.items() if k.startswith("nvidia.com/"))
+        node = pod["spec"].get("nodeName") or "-"
+        rows.append(
+            (
+                labels.get("inference.glm.dev/deployment", "?"),
+                pod["metadata"]["name"],
+                pod["status"].get("phase", "?"),
+                node,
+                product.get(node, "-"),
+                gpus,
+                tp,
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+
+
+def _stop_previous(local: LocalCluster) -> None:
+    pid_file = local.state_dir / "operator" / "pid"
+    if pid_file.exists():
+        stop_process_group(int(pid_file.read_text()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
