@@ -71,6 +71,7 @@ def ns(cluster: E2ECluster, request: pytest.FixtureRequest) -> Iterator[str]:
 def cluster() -> Iterator[E2ECluster]:
     local = LocalCluster()
     started = local.up(nodes=[NODES])
+    local.stop_extra_processes()  # a reused `make demo` cluster: its operator would compete for the Lease
     e2e = E2ECluster(local)
     try:
         yield e2e

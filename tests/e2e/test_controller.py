@@ -361,3 +361,53 @@ def test_killing_the_operator_mid_reconcile_ten_times_converges_to_the_same_obje
     # No duplicate ReplicaSets or pods beyond the wanted replicas.
     pods = get(cluster, ns, "pods")["items"]
     assert len([p for p in pods if not p["metadata"].get("deletionTimestamp")]) == 3
+
+
+def reconciles(metrics_port: int) -> float:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("glm_operator_reconciles_total{")
+    )
+
+
+def test_two_replicas_never_both_act_and_the_standby_takes_over(
+    cluster: E2ECluster, operator: RunningOperator, ns: str, tmp_path: Path
+) -> None:
+    from glm_operator.testing.cluster import free_port
+
+    operator.stop()
+    first = RunningOperator(cluster.local, tmp_path / "a")
+    second = RunningOperator(cluster.local, tmp_path / "b")
+    ports = free_port(), free_port()
+    try:
+        for op in (first, second):
+            op.workdir.mkdir()
+            op.install()
+        first.start("--metrics-port", str(ports[0]), "--metrics-host", "127.0.0.1")
+        wait_for(lambda: "became leader" in first.log_tail(), 30, "first replica leads")
+        second.start("--metrics-port", str(ports[1]), "--metrics-host", "127.0.0.1")
+        wait_for(lambda: "Activity 'startup' succeeded" in second.log_tail(20000), 30, "second replica up")
+
+        doc = manifest(
+            "lead", model={"id": "zai-org/glm-4-9b-chat"}, contextLength=8192, gpu={"products": ["L4"]}
+        )
+        apply(cluster, ns, doc)
+        wait_for(phase_is(cluster, ns, "lead", "Ready"), 60, "Ready under the first replica")
+        time.sleep(6)  # a resync period: the standby has seen everything by now
+        assert reconciles(ports[0]) > 0
+        assert reconciles(ports[1]) == 0, "the standby reconciled while another replica held the lease"
+
+        first.stop(sig=9)  # no graceful release: the standby must wait for the lease to expire
+        apply(cluster, ns, {**doc, "metadata": {"name": "after"}})
+        wait_for(phase_is(cluster, ns, "after", "Ready"), 60, "Ready under the second replica")
+        assert "became leader" in second.log_tail(20000)
+        assert reconciles(ports[1]) > 0
+    finally:
+        first.stop()
+        second.stop()
+        operator.start()

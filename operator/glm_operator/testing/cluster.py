@@ -307,11 +307,18 @@ class LocalCluster:
         state["extra_pids"] = extra
         self._write_state(state)
 
-    def down(self) -> None:
-        """Stop every process this cluster started (whole process groups) and forget the state."""
-        extra = self._read_state().get("extra_pids") or {}
+    def stop_extra_processes(self) -> None:
+        """Stop processes registered beside the cluster (e.g. the demo's operator)."""
+        state = self._read_state()
+        extra = state.pop("extra_pids", None) or {}
         for pid in extra.values() if isinstance(extra, dict) else []:
             stop_process_group(int(pid))
+        if state:
+            self._write_state(state)
+
+    def down(self) -> None:
+        """Stop every process this cluster started (whole process groups) and forget the state."""
+        self.stop_extra_processes()
         pids = self._pids()
         for pid in pids.values():
             _signal_group(pid, signal.SIGTERM)
