@@ -411,3 +411,70 @@ def test_two_replicas_never_both_act_and_the_standby_takes_over(
         first.stop()
         second.stop()
         operator.start()
+
+
+def test_a_vllm_crash_becomes_a_degraded_reason_with_the_fix(
+    cluster: E2ECluster, operator: RunningOperator, ns: str
+) -> None:
+    """KWOK runs no container, so the crash vLLM prints is written into the pod status by hand,
+    exactly where the kubelet would put it (lastState.terminated.message, CrashLoopBackOff)."""
+    apply(
+        cluster,
+        ns,
+        manifest(
+            "crash", model={"id": "zai-org/glm-4-9b-chat"}, contextLength=65536, gpu={"products": ["L4"]}
+        ),
+    )
+    wait_for(phase_is(cluster, ns, "crash", "Ready"), 60, "Ready")
+    (pod,) = get(cluster, ns, "pods", selector="inference.glm.dev/deployment=crash")["items"]
+    message = (
+        "ValueError: The model's max seq len (65536) is larger than the maximum number of tokens that can "
+        "be stored in KV cache (53376). Try increasing `gpu_memory_utilization` or decreasing "
+        "`max_model_len` when initializing the engine."
+    )
+    container = pod["spec"]["containers"][0]
+    status = {
+        "status": {
+            "conditions": [
+                {"type": "Ready", "status": "False", "reason": "ContainersNotReady"},
+                {"type": "ContainersReady", "status": "False", "reason": "ContainersNotReady"},
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Initialized", "status": "True"},
+            ],
+            "containerStatuses": [
+                {
+                    "name": container["name"],
+                    "image": container["image"],
+                    "imageID": "",
+                    "ready": False,
+                    "started": False,
+                    "restartCount": 4,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 1m20s"}},
+                    "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "message": message}},
+                }
+            ],
+        }
+    }
+    cluster.kubectl(
+        "patch",
+        "pod",
+        pod["metadata"]["name"],
+        "-n",
+        ns,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(status),
+    )
+
+    def degraded() -> dict[str, Any] | None:
+        obj = glmd(cluster, ns, "crash")
+        return obj if condition(obj, "Degraded").get("status") == "True" else None
+
+    obj = wait_for(degraded, 60, "Degraded")
+    cond = condition(obj, "Degraded")
+    assert cond["reason"] == "ContextTooLong"
+    assert "53376" in cond["message"] and "contextLength" in cond["message"]
+    assert obj["status"]["phase"] in ("Degraded", "Failed")
+    events = get(cluster, ns, "events")["items"]
+    assert any(e["reason"] == "ContextTooLong" and e["involvedObject"]["name"] == "crash" for e in events)
