@@ -478,3 +478,46 @@ def test_a_vllm_crash_becomes_a_degraded_reason_with_the_fix(
     assert obj["status"]["phase"] in ("Degraded", "Failed")
     events = get(cluster, ns, "events")["items"]
     assert any(e["reason"] == "ContextTooLong" and e["involvedObject"]["name"] == "crash" for e in events)
+
+
+def test_health_and_metrics_endpoints(cluster: E2ECluster, operator: RunningOperator, ns: str) -> None:
+    import urllib.request
+
+    from glm_operator.testing.cluster import free_port
+
+    health, metrics_port = free_port(), free_port()
+    operator.stop()
+    try:
+        operator.start(
+            "--liveness",
+            f"http://127.0.0.1:{health}/healthz",
+            "--metrics-port",
+            str(metrics_port),
+            "--metrics-host",
+            "127.0.0.1",
+        )
+
+        def healthy() -> bool:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{health}/healthz", timeout=2) as resp:
+                    return resp.status == 200
+            except OSError:
+                return False
+
+        wait_for(healthy, 30, "/healthz 200")
+        apply(
+            cluster,
+            ns,
+            manifest(
+                "probe", model={"id": "zai-org/glm-4-9b-chat"}, contextLength=8192, gpu={"products": ["L4"]}
+            ),
+        )
+        wait_for(phase_is(cluster, ns, "probe", "Ready"), 60, "Ready")
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        assert 'glm_operator_planned_replicas{gpu_product="NVIDIA-L4",name="probe"' in text
+        assert "glm_operator_reconcile_duration_seconds_count" in text
+        assert reconciles(metrics_port) > 0
+    finally:
+        operator.stop()
+        operator.start()
