@@ -1,0 +1,841 @@
+"""Controller at scale: 1,000 simulated GPU nodes, 200 GLMDeployments applied in a burst.
+
+Usage: .venv/bin/python benchmarks/controller_bench.py [--nodes 1000] [--glmds 200] [--namespaces 10]
+
+Starts its own local control plane (etcd, kube-apiserver, controller-manager, scheduler, KWOK) in
+a temporary state directory (never the shared ``.cluster/``), creates the KWOK GPU nodes
+(40 % 8xH100, 30 % 8xA100-80GB, 30 % 4xL4, GFD labels, GPU taint), installs the CRD and RBAC,
+and runs ``glm-operator run`` as a subprocess under the chart's ServiceAccount, serving
+``bench-*`` with its metrics on 127.0.0.1. A warm-up of a few GLMDeployments (then deleted) loads
+the catalog, imports and connection pools; then one measured run creates all GLMDeployments as
+fast as the apiserver takes them (several client threads), while watch streams (child
+Deployments, GLMDeployments, nodes) timestamp, per GLMDeployment, the first child Deployment and
+the first ``Planned=True`` condition. A sampler reads the operator's VmRSS / VmHWM / CPU time from
+/proc during the run; the operator's /metrics (reconcile counts and durations) and the
+apiserver's /metrics (request latency by verb and resource) are scraped before and after; a probe
+times an apiserver GET every 0.5 s; CPU of every control-plane process is read from /proc.
+
+Latency = wall clock from the moment the create request was sent (an upper bound: it includes
+the create round trip) to the moment the watch event arrived in this process.
+
+Caveat: on 2 cores KWOK cannot renew 1,000 node Leases on time, so the node lifecycle controller
+marks a few hundred nodes NotReady/unreachable (tainted) during the run; the script counts those
+changes. They do not gate "child created" or "Planned", but they make many pods unschedulable,
+so "apply -> phase Ready" and the phase counts are indicative only.
+
+Prints figures, asserts nothing. One measured run only (runtime budget ~5 min): the machine it
+was written on has 2 cores shared with other work and with the control plane itself, so read
+the medians (p50) first and the tails as indicative.
+
+Network: everything is on 127.0.0.1; fake pods get 10.x IPs and nothing here dials them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes import watch as k8s_watch
+
+from glm_operator.testing.cluster import LocalCluster, free_port
+from glm_operator.testing.operator import RunningOperator
+
+GROUP, VERSION, PLURAL = "inference.glm.dev", "v1alpha1", "glmdeployments"
+MANAGED = "app.kubernetes.io/managed-by=glm-operator"
+OWNER_LABEL = "inference.glm.dev/deployment"
+TOTAL_BUDGET = 290.0  # seconds: the whole script must stay under ~5 minutes
+
+GPU_KINDS: dict[str, dict[str, Any]] = {
+    "h100": {
+        "product": "NVIDIA-H100-80GB-HBM3",
+        "count": 8,
+        "memory": "81559",
+        "family": "hopper",
+        "cc": ("9", "0"),
+        "cpu": "96",
+        "mem": "1Ti",
+        "extra": {},
+    },
+    "a100": {
+        "product": "NVIDIA-A100-SXM4-80GB",
+        "count": 8,
+        "memory": "81920",
+        "family": "ampere",
+        "cc": ("8", "0"),
+        "cpu": "96",
+        "mem": "1Ti",
+        "extra": {},
+    },
+    "l4": {
+        "product": "NVIDIA-L4",
+        "count": 4,
+        "memory": "23034",
+        "family": "ada-lovelace",
+        "cc": ("8", "9"),
+        "cpu": "48",
+        "mem": "192Gi",
+        "extra": {"cloud.google.com/gke-accelerator": "nvidia-l4"},
+    },
+}
+
+# Small models that fit one node; replicas 1-2; some pinned to a GPU type so all pools get used.
+SPECS: list[dict[str, Any]] = [
+    {"model": {"id": "zai-org/glm-4-9b-chat"}, "contextLength": 8192, "gpu": {"products": ["NVIDIA-L4"]}},
+    {
+        "model": {"id": "zai-org/GLM-4.7-Flash"},
+        "contextLength": 32768,
+        "gpu": {"products": ["NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"]},
+    },
+    {"model": {"id": "zai-org/GLM-4.5-Air"}, "contextLength": 32768},
+    {"model": {"id": "zai-org/glm-4-9b-chat"}, "contextLength": 8192},
+    {"model": {"id": "zai-org/GLM-4.7-Flash"}, "contextLength": 32768},
+]
+
+
+# -- inputs ------------------------------------------------------------------------------------
+def node_doc(kind: str, i: int) -> dict[str, Any]:
+    g = GPU_KINDS[kind]
+    name = f"{kind}-{i:04d}"
+    res = {"cpu": g["cpu"], "memory": g["mem"], "pods": "110", "nvidia.com/gpu": str(g["count"])}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+                "node-role.kubernetes.io/gpu": "",
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.product": g["product"],
+                "nvidia.com/gpu.count": str(g["count"]),
+                "nvidia.com/gpu.memory": g["memory"],
+                "nvidia.com/gpu.family": g["family"],
+                "nvidia.com/cuda.driver.major": "570",
+                "nvidia.com/gpu.compute.major": g["cc"][0],
+                "nvidia.com/gpu.compute.minor": g["cc"][1],
+                **g["extra"],
+            },
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+        },
+        "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+        "status": {"allocatable": dict(res), "capacity": dict(res)},
+    }
+
+
+def node_docs(n: int) -> list[dict[str, Any]]:
+    n_h100, n_a100 = n * 4 // 10, n * 3 // 10
+    counts = {"h100": n_h100, "a100": n_a100, "l4": n - n_h100 - n_a100}
+    return [node_doc(kind, i) for kind, c in counts.items() for i in range(c)]
+
+
+def glmd_docs(n: int, namespaces: list[str], prefix: str = "g") -> list[dict[str, Any]]:
+    docs = []
+    for i in range(n):
+        spec = json.loads(json.dumps(SPECS[i % len(SPECS)]))
+        spec["replicas"] = 1 + (i // len(SPECS)) % 2
+        docs.append(
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "GLMDeployment",
+                "metadata": {"name": f"{prefix}-{i:03d}", "namespace": namespaces[i % len(namespaces)]},
+                "spec": spec,
+            }
+        )
+    return docs
+
+
+# -- measurement helpers -----------------------------------------------------------------------
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    k = (len(s) - 1) * q
+    lo = int(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def planned(obj: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Planned" and c.get("status") == "True"
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
+
+
+class Sampler(threading.Thread):
+    """VmRSS / VmHWM / CPU seconds of one pid every ``period`` seconds."""
+
+    def __init__(self, pid: int, period: float = 0.25) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.period = pid, period
+        self.samples: list[tuple[float, int, int, float]] = []  # (t, rss KiB, hwm KiB, cpu s)
+        self.stop_event = threading.Event()
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def read(self) -> tuple[float, int, int, float] | None:
+        try:
+            status = Path(f"/proc/{self.pid}/status").read_text()
+            stat = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        rss = int(fields.get("VmRSS", "0 kB").split()[0])
+        hwm = int(fields.get("VmHWM", "0 kB").split()[0])
+        cpu = (int(stat[11]) + int(stat[12])) / self.tick  # utime + stime
+        return time.monotonic(), rss, hwm, cpu
+
+    def run(self) -> None:
+        while not self.stop_event.wait(self.period):
+            s = self.read()
+            if s:
+                self.samples.append(s)
+
+    def between(self, t0: float, t1: float) -> list[tuple[float, int, int, float]]:
+        return [s for s in self.samples if t0 <= s[0] <= t1]
+
+
+class Watcher(threading.Thread):
+    """Watch a collection from a resourceVersion; call ``on_event(type, obj, now)`` per event.
+
+    ``list_fn`` is a kubernetes-client list function (``list_cluster_custom_object`` with
+    group/version/plural args, or ``CoreV1Api.list_node``); objects are passed on as plain dicts.
+    """
+
+    def __init__(
+        self,
+        list_fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        on_event: Callable[[str, dict[str, Any], float], None],
+        label_selector: str | None = None,
+    ) -> None:
+        super().__init__(daemon=True)
+        self.list_fn, self.args, self.on_event = list_fn, args, on_event
+        self.kw: dict[str, Any] = {"label_selector": label_selector} if label_selector else {}
+        self.stop_event = threading.Event()
+        self.connected = threading.Event()
+        self.errors = 0
+        self.rv = self.relist()
+
+    def relist(self) -> str:
+        resp = self.list_fn(*self.args, _preload_content=False, _request_timeout=60, **self.kw)
+        listing = json.loads(resp.data)
+        now = time.monotonic()
+        for item in listing.get("items", []):
+            self.on_event("ADDED", item, now)
+        return str(listing["metadata"]["resourceVersion"])
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            w = k8s_watch.Watch()
+            try:
+                stream = w.stream(
+                    self.list_fn,
+                    *self.args,
+                    resource_version=self.rv,
+                    timeout_seconds=5,
+                    allow_watch_bookmarks=True,
+                    _request_timeout=15,
+                    **self.kw,
+                )
+                self.connected.set()
+                for ev in stream:
+                    now = time.monotonic()
+                    obj = ev.get("raw_object") or ev["object"]
+                    rv = (obj.get("metadata") or {}).get("resourceVersion")
+                    if rv:
+                        self.rv = rv
+                    if ev["type"] != "BOOKMARK":
+                        self.on_event(ev["type"], obj, now)
+                    if self.stop_event.is_set():
+                        w.stop()
+                        break
+            except Exception:
+                self.errors += 1
+                if self.stop_event.wait(0.5):
+                    break
+                # Resume from a fresh list if the resourceVersion expired (410) or anything else.
+                with contextlib.suppress(Exception):
+                    self.rv = self.relist()
+
+
+def scrape(port: int) -> dict[str, float]:
+    """The operator's /metrics on loopback, as {series: value} (no parsing of exemplars etc.)."""
+    out: dict[str, float] = {}
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith("#") or not line.strip():
+                continue
+            key, _, value = line.rpartition(" ")
+            with contextlib.suppress(ValueError):
+                out[key] = float(value)
+    return out
+
+
+APISERVER_RESOURCES = ("glmdeployments", "deployments", "pods", "services", "events", "replicasets", "leases")
+
+
+def scrape_apiserver(local: LocalCluster) -> dict[tuple[str, str, str], tuple[float, float]]:
+    """kube-apiserver request latency on loopback: {(verb, resource, subresource): (sum s, count)}."""
+    server, token = local.server_url(), local.token()
+    ctx = ssl.create_default_context(cafile=str(local.state_dir / "certs" / "apiserver.crt"))
+    ctx.check_hostname = False
+    req = urllib.request.Request(f"{server}/metrics", headers={"Authorization": f"Bearer {token}"})
+    out: dict[tuple[str, str, str], list[float]] = {}
+    with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
+        for line in resp.read().decode().splitlines():
+            if not line.startswith("apiserver_request_duration_seconds_"):
+                continue
+            m = re.match(r"apiserver_request_duration_seconds_(sum|count)\{(.*)\} (\S+)$", line)
+            if not m:
+                continue
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+            if labels.get("resource") not in APISERVER_RESOURCES:
+                continue
+            key = (labels.get("verb", ""), labels["resource"], labels.get("subresource", ""))
+            acc = out.setdefault(key, [0.0, 0.0])
+            acc[0 if m.group(1) == "sum" else 1] += float(m.group(3))
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def cpu_seconds(pid: int) -> float:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def histogram_quantile(before: dict[str, float], after: dict[str, float], name: str, q: float) -> float:
+    """Prometheus-style quantile of the reconcile histogram over the (after - before) window."""
+    buckets = []
+    for key, value in after.items():
+        m = re.fullmatch(name + r'_bucket\{le="([^"]+)"\}', key)
+        if m:
+            buckets.append((float(m.group(1)), value - before.get(key, 0.0)))
+    buckets.sort()
+    if not buckets or buckets[-1][1] <= 0:
+        return float("nan")
+    rank = q * buckets[-1][1]
+    prev_le, prev_count = 0.0, 0.0
+    for le, count in buckets:
+        if count >= rank:
+            if le == float("inf"):
+                return prev_le
+            return prev_le + (le - prev_le) * ((rank - prev_count) / max(count - prev_count, 1e-9))
+        prev_le, prev_count = le, count
+    return prev_le
+
+
+def wait_until(pred: Callable[[], bool], timeout: float, period: float = 0.5) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(period)
+    return pred()
+
+
+# -- the benchmark -----------------------------------------------------------------------------
+def create_all(kubeconfig: Path, docs: list[dict[str, Any]], threads: int) -> tuple[dict[str, float], float]:
+    """Create GLMDeployments from ``threads`` clients; returns {ns/name: send time}, total seconds."""
+    sent: dict[str, float] = {}
+    local = threading.local()
+
+    def one(doc: dict[str, Any]) -> None:
+        api = getattr(local, "api", None)
+        if api is None:
+            api = local.api = k8s.CustomObjectsApi(k8s_config.new_client_from_config(str(kubeconfig)))
+        key = f"{doc['metadata']['namespace']}/{doc['metadata']['name']}"
+        for attempt in range(5):
+            sent[key] = time.monotonic()
+            try:
+                api.create_namespaced_custom_object(
+                    GROUP, VERSION, doc["metadata"]["namespace"], PLURAL, doc, _request_timeout=30
+                )
+                return
+            except k8s.ApiException as exc:
+                if exc.status == 409:  # created by an earlier attempt whose response was lost
+                    return
+                if attempt == 4:
+                    raise
+                time.sleep(0.2)
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(one, docs))
+    return sent, time.monotonic() - t0
+
+
+def apply_nodes(local: LocalCluster, work: Path, n: int, chunks: int = 4) -> float:
+    docs = node_docs(n)
+    t0 = time.monotonic()
+    procs = []
+    env = {**os.environ, "KUBECONFIG": str(local.kubeconfig)}
+    for c in range(chunks):
+        part = docs[c::chunks]
+        path = work / f"nodes-{c}.yaml"
+        path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": part}))
+        procs.append(
+            subprocess.Popen(
+                [
+                    str(local.bin_dir / "kubectl"),
+                    "apply",
+                    "--server-side",
+                    "--force-conflicts",
+                    "-f",
+                    str(path),
+                ],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+        )
+    for p in procs:
+        try:
+            _, err = p.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            raise RuntimeError("kubectl apply of nodes timed out") from None
+        if p.returncode != 0:
+            raise RuntimeError(f"kubectl apply of nodes failed: {err.decode()[-2000:]}")
+    # Poll one list instead of `kubectl wait`, which checks 1,000 nodes one after another.
+    core = k8s.CoreV1Api(k8s_config.new_client_from_config(str(local.kubeconfig)))
+
+    def ready_count() -> int:
+        nodes = core.list_node(label_selector="type=kwok", _request_timeout=30).items
+        ready = [
+            nd
+            for nd in nodes
+            for c in ((nd.status.conditions if nd.status else None) or [])
+            if c.type == "Ready" and c.status == "True"
+        ]
+        return len(ready)
+
+    if not wait_until(lambda: ready_count() >= n, 150, period=1.0):
+        raise RuntimeError(f"only {ready_count()}/{n} nodes Ready after 150 s")
+    return time.monotonic() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--glmds", type=int, default=200)
+    ap.add_argument("--namespaces", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=5, help="GLMDeployments in the (deleted) warm-up")
+    ap.add_argument("--create-threads", type=int, default=8)
+    ap.add_argument("--workers", type=int, default=4, help="operator --workers (its default is 4)")
+    ap.add_argument("--planned-timeout", type=float, default=150.0)
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs) after the run")
+    args = ap.parse_args()
+
+    started = time.monotonic()
+    tmp = Path(tempfile.mkdtemp(prefix="glm-controller-bench-"))
+    local = LocalCluster(state_dir=tmp / "cluster")
+    op = RunningOperator(local, tmp, namespaces="bench-*", resync_seconds=60)
+    watchers: list[Watcher] = []
+    sampler: Sampler | None = None
+    print(f"controller_bench: temp dir {tmp}", flush=True)
+    try:
+        t = time.monotonic()
+        local.up()
+        print(f"  control plane up in {time.monotonic() - t:.1f} s", flush=True)
+        t_nodes = apply_nodes(local, tmp, args.nodes)
+        print(f"  {args.nodes} KWOK nodes created and Ready in {t_nodes:.1f} s", flush=True)
+
+        op.install()
+        namespaces = [f"bench-{i}" for i in range(args.namespaces)]
+        ns_docs = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in namespaces]
+        ns_docs.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench-warmup"}})
+        local.kubectl(
+            "apply", "-f", "-", input=yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": ns_docs})
+        )
+
+        metrics_port = free_port()
+        t = time.monotonic()
+        op.start(
+            "--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1", "--workers", str(args.workers)
+        )
+        assert op.proc is not None
+        sampler = Sampler(op.proc.pid)
+        sampler.start()
+
+        def operator_ready() -> bool:
+            if op.proc is None or op.proc.poll() is not None:
+                raise RuntimeError(f"operator exited; log tail:\n{op.log_tail()}")
+            if "became leader" not in op.log_tail(200_000):
+                return False
+            try:
+                scrape(metrics_port)
+            except OSError:
+                return False
+            return True
+
+        if not wait_until(operator_ready, 60):
+            raise RuntimeError(f"operator not leader / metrics not served after 60 s:\n{op.log_tail()}")
+        print(f"  operator leader and serving metrics {time.monotonic() - t:.1f} s after start", flush=True)
+
+        k8s_config.load_kube_config(config_file=str(local.kubeconfig))
+        custom = k8s.CustomObjectsApi()
+
+        # -- warm-up: imports, catalog caches, HTTP pools; then gone, so the run starts clean --
+        warm = glmd_docs(args.warmup, ["bench-warmup"], prefix="warm")
+        create_all(local.kubeconfig, warm, threads=2)
+
+        def warm_planned() -> bool:
+            items = custom.list_namespaced_custom_object(GROUP, VERSION, "bench-warmup", PLURAL)["items"]
+            return len(items) == len(warm) and all(planned(o) for o in items)
+
+        t = time.monotonic()
+        ok = wait_until(warm_planned, 60)
+        print(
+            f"  warm-up: {len(warm)} GLMDeployments {'Planned' if ok else 'NOT all Planned'} "
+            f"in {time.monotonic() - t:.1f} s; deleting",
+            flush=True,
+        )
+        local.kubectl("delete", "namespace", "bench-warmup", "--timeout=90s", check=False, timeout=100)
+        time.sleep(3)  # let the operator drain the deletion events
+
+        # -- the measured run ------------------------------------------------------------------
+        lock = threading.Lock()
+        first_child: dict[str, float] = {}
+        children: set[str] = set()
+        first_planned: dict[str, float] = {}
+        first_ready: dict[str, float] = {}
+        phases: dict[str, str] = {}
+        status_writes: dict[str, int] = {}
+        last_obj: dict[str, dict[str, Any]] = {}
+
+        def on_child(type_: str, obj: dict[str, Any], now: float) -> None:
+            meta = obj.get("metadata") or {}
+            owner = (meta.get("labels") or {}).get(OWNER_LABEL)
+            if type_ == "ADDED" and owner and meta.get("namespace") != "bench-warmup":
+                with lock:
+                    first_child.setdefault(f"{meta['namespace']}/{owner}", now)
+                    children.add(f"{meta['namespace']}/{meta['name']}")
+
+        def on_glmd(type_: str, obj: dict[str, Any], now: float) -> None:
+            meta = obj.get("metadata") or {}
+            if meta.get("namespace") == "bench-warmup" or type_ == "DELETED":
+                return
+            key = f"{meta['namespace']}/{meta['name']}"
+            with lock:
+                if type_ == "MODIFIED":
+                    status_writes[key] = status_writes.get(key, 0) + 1
+                if planned(obj):
+                    first_planned.setdefault(key, now)
+                phase = (obj.get("status") or {}).get("phase", "")
+                phases[key] = phase
+                last_obj[key] = obj
+                if phase == "Ready":
+                    first_ready.setdefault(key, now)
+
+        # Node health as the operator sees it: Ready flips and NoSchedule taints the node lifecycle
+        # controller adds when KWOK's Lease renewals fall behind (each flip re-plans every key).
+        node_state: dict[str, tuple[str, tuple[str, ...]]] = {}
+        node_flips: list[float] = []
+
+        def on_node(type_: str, obj: dict[str, Any], now: float) -> None:
+            meta = obj.get("metadata") or {}
+            name = str(meta.get("name", ""))
+            ready = next(
+                (
+                    c.get("status", "")
+                    for c in (obj.get("status") or {}).get("conditions") or []
+                    if c.get("type") == "Ready"
+                ),
+                "",
+            )
+            taints = tuple(sorted(str(t.get("key")) for t in (obj.get("spec") or {}).get("taints") or []))
+            with lock:
+                prev = node_state.get(name)
+                node_state[name] = (ready, taints)
+                if type_ == "MODIFIED" and prev is not None and prev != (ready, taints):
+                    node_flips.append(now)
+
+        watchers = [
+            Watcher(custom.list_cluster_custom_object, ("apps", "v1", "deployments"), on_child, MANAGED),
+            Watcher(custom.list_cluster_custom_object, (GROUP, VERSION, PLURAL), on_glmd),
+            Watcher(k8s.CoreV1Api().list_node, (), on_node, "type=kwok"),
+        ]
+        for w in watchers:
+            w.start()
+        for w in watchers:
+            w.connected.wait(10)
+        time.sleep(1.0)  # the watch requests are on the wire before the burst
+
+        docs = glmd_docs(args.glmds, namespaces)
+        keys = [f"{d['metadata']['namespace']}/{d['metadata']['name']}" for d in docs]
+        # Client-side apiserver round trip during the burst (admin GET of one object, every 0.5 s).
+        probe_lat: list[float] = []
+        probe_stop = threading.Event()
+
+        def probe() -> None:
+            api = k8s.CoreV1Api(k8s_config.new_client_from_config(str(local.kubeconfig)))
+            while not probe_stop.wait(0.5):
+                t0 = time.monotonic()
+                with contextlib.suppress(Exception):
+                    api.read_namespace("bench-0", _request_timeout=10)
+                    probe_lat.append(time.monotonic() - t0)
+
+        component_pids = {**local._pids(), "glm-operator": op.proc.pid}
+        cpu_before = {name: cpu_seconds(pid) for name, pid in component_pids.items()}
+        api_before = scrape_apiserver(local)
+        log_offset = op.log_path.stat().st_size if op.log_path.exists() else 0
+        m_before = scrape(metrics_port)
+        s_before = sampler.read()
+        prober = threading.Thread(target=probe, daemon=True)
+        prober.start()
+        t_burst = time.monotonic()
+        sent, create_seconds = create_all(local.kubeconfig, docs, threads=args.create_threads)
+        print(
+            f"  created {len(docs)} GLMDeployments in {create_seconds:.2f} s "
+            f"({len(docs) / create_seconds:.0f}/s, {args.create_threads} client threads)",
+            flush=True,
+        )
+
+        budget_left = TOTAL_BUDGET - (time.monotonic() - started) - 30
+        timeout = max(20.0, min(args.planned_timeout, budget_left))
+
+        def all_planned() -> bool:
+            with lock:
+                return len(first_planned) >= len(keys)
+
+        wait_until(all_planned, timeout, period=0.2)
+        t_all_planned = time.monotonic()
+        # Settle: until the operator's reconcile counter stops moving (pods scheduling and going
+        # Ready re-enqueue their owners), at most 30 s, so "steady RSS" is measured after the wave.
+        last, still_since = -1.0, time.monotonic()
+        settle_deadline = time.monotonic() + min(
+            30.0, max(5.0, TOTAL_BUDGET - (time.monotonic() - started) - 15)
+        )
+        while time.monotonic() < settle_deadline:
+            with contextlib.suppress(OSError):
+                now_total = sum(
+                    v
+                    for k, v in scrape(metrics_port).items()
+                    if k.startswith("glm_operator_reconciles_total")
+                )
+                if now_total != last:
+                    last, still_since = now_total, time.monotonic()
+                elif time.monotonic() - still_since >= 5.0:
+                    break
+            time.sleep(0.5)
+        t_settled = time.monotonic()
+        time.sleep(1.0)
+        m_after = scrape(metrics_port)
+        s_after = sampler.read()
+        probe_stop.set()
+        cpu_after = {name: cpu_seconds(pid) for name, pid in component_pids.items()}
+        api_after = scrape_apiserver(local)
+
+        # -- figures ---------------------------------------------------------------------------
+        with lock:
+            lat_child = [first_child[k] - sent[k] for k in keys if k in first_child and k in sent]
+            lat_planned = [first_planned[k] - sent[k] for k in keys if k in first_planned and k in sent]
+            lat_ready = [first_ready[k] - sent[k] for k in keys if k in first_ready and k in sent]
+            n_children = len(children)
+            phase_counts: dict[str, int] = {}
+            for k in keys:
+                phase_counts[phases.get(k, "-") or "-"] = phase_counts.get(phases.get(k, "-") or "-", 0) + 1
+            writes = [status_writes.get(k, 0) for k in keys]
+            not_ready: dict[str, int] = {}
+            examples: dict[str, str] = {}
+            for k in keys:
+                obj = last_obj.get(k) or {}
+                if phases.get(k) == "Ready":
+                    continue
+                conds = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
+                deg = conds.get("Degraded") or {}
+                prog = conds.get("Progressing") or {}
+                reason = deg.get("reason") if deg.get("status") == "True" else prog.get("reason", "?")
+                model = (obj.get("spec") or {}).get("model", {}).get("id", "?").split("/")[-1]
+                label = f"{phases.get(k) or '-'}/{reason} ({model})"
+                not_ready[label] = not_ready.get(label, 0) + 1
+                examples.setdefault(label, str(deg.get("message") or prog.get("message") or ""))
+
+        def out(label: str, text: str) -> None:
+            print(f"  {label:<38} {text}")
+
+        def dist(values: list[float]) -> str:
+            if not values:
+                return "(none observed)"
+            return (
+                f"n={len(values):<4} p50={pct(values, 0.5):6.2f}  p90={pct(values, 0.9):6.2f}  "
+                f"p99={pct(values, 0.99):6.2f}  max={max(values):6.2f}"
+            )
+
+        def mdiff(key: str) -> float:
+            return m_after.get(key, 0.0) - m_before.get(key, 0.0)
+
+        hname = "glm_operator_reconcile_duration_seconds"
+        rec_ok = mdiff('glm_operator_reconciles_total{result="ok"}')
+        rec_err = mdiff('glm_operator_reconciles_total{result="error"}')
+        dur_sum, dur_cnt = mdiff(f"{hname}_sum"), mdiff(f"{hname}_count")
+        window_s = max(t_settled - t_burst, 1e-9)
+        hwm_max = max((s[2] for s in sampler.samples), default=0)
+        rss_peak = max((s[1] for s in sampler.between(t_burst, t_settled)), default=0)
+        rss_before = s_before[1] if s_before else 0
+        cpu_op = (s_after[3] - s_before[3]) if s_after and s_before else float("nan")
+        tail = [s[1] for s in sampler.samples if s[0] >= t_settled]
+        steady_rss = statistics.median(tail) if tail else (s_after[1] if s_after else 0)
+        log_text = ""
+        with contextlib.suppress(OSError), open(op.log_path, "rb") as fh:
+            fh.seek(log_offset)
+            log_text = fh.read().decode(errors="replace")
+        n_warn, n_err = log_text.count(" WARNING "), log_text.count(" ERROR ")
+        with lock:
+            flips = [t for t in node_flips if t >= t_burst]
+            unhealthy = sum(1 for r, taints in node_state.values() if r != "True" or len(taints) > 1)
+            n_nodes_seen = len(node_state)
+        # Who posted the Events in the served namespaces (the operator's own vs. the control plane's).
+        by_source: dict[str, int] = {}
+        with contextlib.suppress(Exception):
+            core = k8s.CoreV1Api()
+            for ns_name in namespaces:
+                for ev in core.list_namespaced_event(ns_name, _request_timeout=30).items:
+                    src = ev.reporting_component or (ev.source.component if ev.source else "") or "?"
+                    by_source[src] = by_source.get(src, 0) + 1
+        cpu_use = {n: (cpu_after[n] - cpu_before[n]) / window_s * 100 for n in component_pids}
+        api_rows = []
+        for key, (tot, cnt) in api_after.items():
+            b_tot, b_cnt = api_before.get(key, (0.0, 0.0))
+            if cnt - b_cnt > 0 and key[0] != "WATCH":  # watches are long polls: their mean is noise
+                api_rows.append((tot - b_tot, cnt - b_cnt, key))
+        api_rows.sort(reverse=True)
+
+        print()
+        print("controller_bench: one measured run after a warm-up (2 shared cores: read p50 first)")
+        out("nodes", f"{args.nodes} KWOK (40% 8xH100, 30% 8xA100-80GB, 30% 4xL4)")
+        out(
+            "GLMDeployments",
+            f"{len(docs)} in {args.namespaces} namespaces (glm-4-9b-chat 8k, "
+            "GLM-4.7-Flash 32k, GLM-4.5-Air 32k; replicas 1-2)",
+        )
+        out("operator", f"--workers {args.workers}, resync 60 s, leader election on")
+        out("create burst", f"{create_seconds:.2f} s for {len(docs)} objects")
+        print("  latency from the create request (seconds):")
+        out("apply -> first child Deployment", dist(lat_child))
+        out("apply -> Planned=True", dist(lat_planned))
+        out("apply -> phase Ready (indicative)", dist(lat_ready))
+        if len(lat_planned) >= len(keys):
+            out(f"all {len(keys)} Planned", f"{t_all_planned - t_burst:6.2f} s after the first create")
+        else:
+            out(
+                "all Planned",
+                f"NOT reached: {len(lat_planned)}/{len(keys)} after {t_all_planned - t_burst:.0f} s",
+            )
+        out("child Deployments", f"{n_children} for {len(first_child)} GLMDeployments")
+        out(
+            "status writes seen per GLMDeployment",
+            f"median {statistics.median(writes) if writes else 0:.0f}, max {max(writes, default=0)}",
+        )
+        out("settled (reconciles flat for 5 s)", f"{window_s:6.2f} s after the first create")
+        out(
+            "reconciles (burst window)",
+            f"ok {rec_ok:.0f}, error {rec_err:.0f} "
+            f"({(rec_ok + rec_err) / max(len(docs), 1):.1f} per GLMDeployment)",
+        )
+        if dur_cnt:
+            p50 = histogram_quantile(m_before, m_after, hname, 0.5) * 1000
+            p99 = histogram_quantile(m_before, m_after, hname, 0.99) * 1000
+            out(
+                "reconcile duration",
+                f"mean {dur_sum / dur_cnt * 1000:.0f} ms, p50~{p50:.0f} ms, "
+                f"p99~{p99:.0f} ms (from the histogram)",
+            )
+            busy = dur_sum / (args.workers * window_s) * 100
+            out(
+                "worker utilisation",
+                f"{dur_sum:.0f} s of reconciles in {window_s:.0f} s x {args.workers} workers = {busy:.0f}%",
+            )
+        out("operator CPU (burst+settle)", f"{cpu_op:.1f} s ({cpu_op / window_s * 100:.0f}% of one core)")
+        out("operator RSS before burst", f"{rss_before / 1024:.0f} MiB ({args.nodes} nodes cached, warm)")
+        out("operator RSS peak during burst", f"{rss_peak / 1024:.0f} MiB")
+        out("operator VmHWM (max)", f"{hwm_max / 1024:.0f} MiB")
+        out("operator RSS steady after", f"{steady_rss / 1024:.0f} MiB")
+        out("operator log (burst window)", f"{n_warn} WARNING, {n_err} ERROR lines")
+        out("phases at the end", str(dict(sorted(phase_counts.items()))))
+        for label, count in sorted(not_ready.items(), key=lambda kv: -kv[1]):
+            print(f"    not Ready: {count:3d} x {label}")
+            if examples.get(label):
+                print(f"      e.g. {examples[label][:200]}")
+        out(
+            "node health (burst window)",
+            f"{len(flips)} Ready/taint changes; at the end {unhealthy}/"
+            f"{n_nodes_seen} nodes not Ready or tainted by the node lifecycle controller",
+        )
+        if by_source:
+            ranked = sorted(by_source.items(), key=lambda kv: -kv[1])
+            out("Events in bench-* by reporter", ", ".join(f"{k} {v}" for k, v in ranked))
+        if probe_lat:
+            out(
+                "apiserver GET round trip (probe)",
+                f"p50 {pct(probe_lat, 0.5) * 1000:.0f} ms, "
+                f"p99 {pct(probe_lat, 0.99) * 1000:.0f} ms (n={len(probe_lat)}, burst window)",
+            )
+        ranked_cpu = sorted(cpu_use.items(), key=lambda kv: -kv[1])
+        out("CPU, % of one core (burst+settle)", ", ".join(f"{n} {v:.0f}%" for n, v in ranked_cpu))
+        print("  apiserver requests in the burst window (all clients; server-side latency):")
+        for tot, cnt, (verb, res, sub) in api_rows[:10]:
+            name = f"{verb} {res}{'/' + sub if sub else ''}"
+            print(f"    {name:<34} {cnt:6.0f} requests  mean {tot / cnt * 1000:6.1f} ms  total {tot:6.1f} s")
+        out("watch reconnects (bench watches)", str(sum(w.errors for w in watchers)))
+        out("total script time", f"{time.monotonic() - started:.0f} s")
+        if n_err:
+            print("  operator ERRORs in the burst window (first 3, with the exception raised):")
+            shown = 0
+            for block in re.split(r"\n(?=\d{4}-\d\d-\d\d )", log_text):
+                if " ERROR " not in block.split("\n", 1)[0]:
+                    continue
+                lines = [ln for ln in block.splitlines() if ln.strip()]
+                cause = next((ln for ln in reversed(lines) if re.match(r"[\w.]+(Error|Exception)\b", ln)), "")
+                body = next((ln for ln in lines if ln.startswith("HTTP response body")), "")
+                print("    " + lines[0][:200])
+                for extra in (cause, body):
+                    if extra:
+                        print("      " + extra[:240])
+                shown += 1
+                if shown >= 3:
+                    break
+        return 0
+    finally:
+        for w in watchers:
+            w.stop_event.set()
+        if sampler is not None:
+            sampler.stop_event.set()
+        with contextlib.suppress(Exception):
+            op.stop()
+        with contextlib.suppress(Exception):
+            local.down()
+        if args.keep:
+            print(f"  kept {tmp}")
+        else:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
