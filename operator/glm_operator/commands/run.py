@@ -53,7 +53,7 @@ def register(subparsers: Any) -> None:
         "--running-query", default=DEFAULT_RUNNING_QUERY, help="PromQL template for running requests"
     )
     p.add_argument("--resync-seconds", type=float, default=60.0, help="full re-list and re-plan period")
-    p.add_argument("--workers", type=int, default=4, help="concurrent reconciles")
+    p.add_argument("--workers", type=int, default=8, help="concurrent reconciles")
     p.add_argument(
         "--leader-election",
         action=argparse.BooleanOptionalAction,

@@ -24,7 +24,7 @@ class OperatorConfig:
     waiting_query: str = DEFAULT_WAITING_QUERY
     running_query: str = DEFAULT_RUNNING_QUERY
     resync_seconds: float = 60.0
-    workers: int = 4
+    workers: int = 8
     leader_election: bool = True
     lease_namespace: str = field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
     lease_name: str = "glm-operator"

@@ -35,21 +35,23 @@ def _owned_by(obj: dict[str, Any], uid: str) -> bool:
 
 
 async def observe(op: Operator, namespace: str, name: str) -> Observed | None:
-    body = await asyncio.to_thread(op.api.get, API_VERSION, "GLMDeployment", namespace, name)
+    selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY},{names.LABEL_DEPLOYMENT}={name}"
+    kinds = [(v, k) for v, k in WORKLOAD_KINDS if k != "LeaderWorkerSet" or op.lws_available]
+    # The GLMDeployment, its workloads and its pods are independent reads: issue them together.
+    body, pods, *workloads = await asyncio.gather(
+        asyncio.to_thread(op.api.get, API_VERSION, "GLMDeployment", namespace, name),
+        asyncio.to_thread(op.api.list, "v1", "Pod", namespace, selector),
+        *(asyncio.to_thread(op.api.list, v, k, namespace, selector) for v, k in kinds),
+    )
     if body is None or body.get("metadata", {}).get("deletionTimestamp"):
         return None
     uid = str(body["metadata"].get("uid", ""))
-    selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY},{names.LABEL_DEPLOYMENT}={name}"
     children: list[dict[str, Any]] = []
-    for api_version, kind in WORKLOAD_KINDS:
-        if kind == "LeaderWorkerSet" and not op.lws_available:
-            continue
-        items = await asyncio.to_thread(op.api.list, api_version, kind, namespace, selector)
+    for (api_version, kind), items in zip(kinds, workloads, strict=True):
         for item in items:
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind)
         children += [c for c in items if _owned_by(c, uid)]
-    pods = await asyncio.to_thread(op.api.list, "v1", "Pod", namespace, selector)
     if op.autoscaler is not None:
         metrics_status = op.autoscaler.metrics_status((namespace, name))
     else:
@@ -79,10 +81,10 @@ def _status_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
 async def execute(op: Operator, observed: Observed, desired: Desired) -> None:
     meta = observed.body["metadata"]
     namespace, name = str(meta["namespace"]), str(meta["name"])
-    for obj in desired.objects:
-        await asyncio.to_thread(op.api.apply, obj)
-    for api_version, kind, child in desired.prune:
-        await asyncio.to_thread(op.api.delete, api_version, kind, namespace, child)
+    await asyncio.gather(
+        *(asyncio.to_thread(op.api.apply, obj) for obj in desired.objects),
+        *(asyncio.to_thread(op.api.delete, v, k, namespace, child) for v, k, child in desired.prune),
+    )
     old_status = dict(observed.body.get("status") or {})
     if _status_changed(old_status, desired.status):
         await asyncio.to_thread(op.api.patch_status, namespace, name, desired.status)

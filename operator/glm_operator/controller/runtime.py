@@ -9,6 +9,7 @@ works from actual state, never from the event that woke it.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import fnmatch
 import logging
@@ -47,12 +48,18 @@ class Operator:
         if config.leader_election:
             self.elector = LeaderElector(api, config.lease_namespace, config.lease_name, config.identity)
         self._tasks: list[asyncio.Task[None]] = []
+        self._replan_pending = False
         self.autoscaler: Any = None  # glm_operator.controller.autoscaling.Autoscaler when enabled
         self.specs: dict[Key, dict[str, Any]] = {}  # last seen spec per GLMDeployment (autoscaler)
         self.lws_available = False  # LeaderWorkerSet CRD installed (multi-node variants)
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
+        # Blocking apiserver calls run in threads (asyncio.to_thread): size the pool to the
+        # workers, or reconciles queue for a thread (the default pool is cores + 4).
+        asyncio.get_running_loop().set_default_executor(
+            concurrent.futures.ThreadPoolExecutor(max_workers=max(8, 3 * self.config.workers))
+        )
         await self.refresh_cluster_view()
         if self.elector is not None:
             self._tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
@@ -75,6 +82,18 @@ class Operator:
         self._tasks.clear()
         if self.elector is not None:
             await asyncio.to_thread(self.elector.release)
+
+    def replan_all_soon(self, delay: float = 1.0) -> None:
+        """Re-plan every GLMDeployment once, ``delay`` after the first of a burst of node changes."""
+        if self._replan_pending:
+            return
+        self._replan_pending = True
+
+        def fire() -> None:
+            self._replan_pending = False
+            self.queue.add_all()
+
+        asyncio.get_running_loop().call_later(delay, fire)
 
     async def wait_for_leadership(self) -> None:
         if self.elector is not None:

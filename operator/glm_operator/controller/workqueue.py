@@ -1,14 +1,19 @@
-"""A de-duplicating work queue of GLMDeployment keys, like controller-runtime's.
+"""A de-duplicating work queue of GLMDeployment keys, like controller-runtime's, with two lanes.
 
 Events (the GLMDeployment itself, its children, GPU nodes, the periodic resync) only *enqueue*
 a key; workers take keys and run one level-based reconcile for each. A key is never processed by
 two workers at once, and a key enqueued while it is being processed runs once more afterwards,
 so the last event always sees a reconcile that started after it.
+
+Keys whose spec has not been planned yet (new objects, spec changes) go to the *urgent* lane and
+are taken before routine re-reconciles (pod and child events, node changes, resync): under a
+burst of 200 new GLMDeployments, planning them is not stuck behind refreshes of the planned ones.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 
 Key = tuple[str, str]  # (namespace, name)
@@ -16,20 +21,29 @@ Key = tuple[str, str]  # (namespace, name)
 
 class WorkQueue:
     def __init__(self) -> None:
-        self._queue: asyncio.Queue[Key] = asyncio.Queue()
+        self._urgent: deque[Key] = deque()
+        self._normal: deque[Key] = deque()
+        self._items = asyncio.Semaphore(0)  # one release per deque entry
         self._queued: set[Key] = set()
+        self._urgent_keys: set[Key] = set()
         self._active: set[Key] = set()
-        self._dirty: set[Key] = set()
+        self._dirty: dict[Key, bool] = {}  # key -> urgent, for keys enqueued while active
         self.known: set[Key] = set()
 
-    def add(self, key: Key) -> None:
+    def add(self, key: Key, urgent: bool = False) -> None:
         self.known.add(key)
         if key in self._active:
-            self._dirty.add(key)
+            self._dirty[key] = self._dirty.get(key, False) or urgent
             return
-        if key not in self._queued:
-            self._queued.add(key)
-            self._queue.put_nowait(key)
+        if key in self._queued and (not urgent or key in self._urgent_keys):
+            return
+        self._queued.add(key)
+        if urgent:
+            self._urgent_keys.add(key)
+            self._urgent.append(key)
+        else:
+            self._normal.append(key)
+        self._items.release()
 
     def add_all(self, keys: Iterable[Key] | None = None) -> None:
         for key in list(self.known if keys is None else keys):
@@ -39,15 +53,24 @@ class WorkQueue:
         self.known.discard(key)
 
     def __len__(self) -> int:
-        return self._queue.qsize()
+        return len(self._queued)
+
+    async def _take(self) -> Key:
+        while True:
+            await self._items.acquire()
+            lane = self._urgent if self._urgent else self._normal
+            key = lane.popleft()
+            if key in self._queued:  # else a stale duplicate of a key promoted to urgent
+                self._queued.discard(key)
+                self._urgent_keys.discard(key)
+                return key
 
     async def run_worker(
         self, handle: Callable[[Key], Awaitable[None]], gate: Callable[[], Awaitable[None]]
     ) -> None:
         """Process keys forever; ``gate`` waits until this replica may act (leader election)."""
         while True:
-            key = await self._queue.get()
-            self._queued.discard(key)
+            key = await self._take()
             self._active.add(key)
             try:
                 await gate()
@@ -55,5 +78,4 @@ class WorkQueue:
             finally:
                 self._active.discard(key)
                 if key in self._dirty:
-                    self._dirty.discard(key)
-                    self.add(key)
+                    self.add(key, urgent=self._dirty.pop(key))

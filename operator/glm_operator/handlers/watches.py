@@ -50,7 +50,9 @@ def glmdeployment_event(event: Any, namespace: str | None, name: str, memo: Any,
         return
     obj = event.get("object") or {}
     op.specs[key] = dict(obj.get("spec") or {})
-    op.queue.add(key)
+    generation = (obj.get("metadata") or {}).get("generation")
+    observed = (obj.get("status") or {}).get("observedGeneration")
+    op.queue.add(key, urgent=generation != observed)  # a spec not planned yet goes first
 
 
 @kopf.on.event("", "v1", "nodes")
@@ -60,7 +62,7 @@ def node_event(event: Any, body: Any, memo: Any, **_: Any) -> None:
     name = str(obj.get("metadata", {}).get("name", ""))
     changed = op.cache.delete_node(name) if event.get("type") == "DELETED" else op.cache.set_node(obj)
     if changed:
-        op.queue.add_all()  # GPU supply changed: every GLMDeployment re-plans
+        op.replan_all_soon()  # GPU supply changed: every GLMDeployment re-plans (debounced)
 
 
 @kopf.on.event("", "v1", "pods")
