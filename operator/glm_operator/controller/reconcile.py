@@ -3,14 +3,19 @@
 Observe reads the GLMDeployment, its children and pods from the apiserver (nodes and GPU usage
 come from the watch-fed cache); ``compute_desired`` decides; execute server-side-applies the
 wanted objects, prunes the unwanted, writes status only when it changed, and posts Events.
-Every step is idempotent, so a reconcile interrupted at any point (operator killed) is finished
-by the next one without duplicates or orphans.
+An object whose rendered form is the one this process last applied successfully is not sent
+again (the apiserver would answer a no-op); the periodic resync forgets these digests, so drift
+made by hand is repaired within one resync period. Every step is idempotent, so a reconcile
+interrupted at any point (operator killed) is finished by the next one without duplicates or
+orphans.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import hashlib
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +79,10 @@ async def observe(op: Operator, namespace: str, name: str) -> Observed | None:
     )
 
 
+def object_digest(obj: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 def _status_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
     return any(old.get(k) != v for k, v in new.items())
 
@@ -81,10 +90,20 @@ def _status_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
 async def execute(op: Operator, observed: Observed, desired: Desired) -> None:
     meta = observed.body["metadata"]
     namespace, name = str(meta["namespace"]), str(meta["name"])
+    existing = {(c["kind"], c["metadata"]["name"]) for c in observed.children}
+    to_apply = []
+    for obj in desired.objects:
+        key = (namespace, obj["kind"], obj["metadata"]["name"])
+        digest = object_digest(obj)
+        workload_missing = obj["kind"] != "Service" and (obj["kind"], obj["metadata"]["name"]) not in existing
+        if op.applied.get(key) != digest or workload_missing:
+            to_apply.append((key, digest, obj))
     await asyncio.gather(
-        *(asyncio.to_thread(op.api.apply, obj) for obj in desired.objects),
+        *(asyncio.to_thread(op.api.apply, obj) for _, _, obj in to_apply),
         *(asyncio.to_thread(op.api.delete, v, k, namespace, child) for v, k, child in desired.prune),
     )
+    for key, digest, _ in to_apply:
+        op.applied[key] = digest
     old_status = dict(observed.body.get("status") or {})
     if _status_changed(old_status, desired.status):
         await asyncio.to_thread(op.api.patch_status, namespace, name, desired.status)

@@ -49,6 +49,8 @@ class Operator:
             self.elector = LeaderElector(api, config.lease_namespace, config.lease_name, config.identity)
         self._tasks: list[asyncio.Task[None]] = []
         self._replan_pending = False
+        # (namespace, kind, name) -> digest of the object last applied successfully (see reconcile)
+        self.applied: dict[tuple[str, str, str], str] = {}
         self.autoscaler: Any = None  # glm_operator.controller.autoscaling.Autoscaler when enabled
         self.specs: dict[Key, dict[str, Any]] = {}  # last seen spec per GLMDeployment (autoscaler)
         self.lws_available = False  # LeaderWorkerSet CRD installed (multi-node variants)
@@ -139,6 +141,7 @@ class Operator:
                 await self.refresh_cluster_view()
             except Exception as exc:
                 log.warning("resync: could not list the cluster: %s", exc)
+            self.applied.clear()  # re-apply everything once per resync: repairs drift made by hand
             self.queue.add_all()
 
     # -- reconcile ---------------------------------------------------------------------------
@@ -152,6 +155,8 @@ class Operator:
             if not found:
                 self.queue.forget(key)
                 metrics.forget(namespace, name)
+                for applied_key in [k for k in self.applied if k[0] == namespace]:
+                    self.applied.pop(applied_key, None)  # its children are gone with it
             metrics.RECONCILES.labels(result="ok").inc()
         except Exception:
             metrics.RECONCILES.labels(result="error").inc()
