@@ -115,7 +115,13 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     config = config_from_args(args)
     load_kube_config()
-    operator = Operator(config, KubeClient())
+    from kubernetes import client as kube_client
+
+    # One HTTP connection per reconcile thread (see Operator.start); the default pool of
+    # cores x 5 made concurrent reconciles discard connections and redo TLS handshakes.
+    api_config = kube_client.Configuration.get_default_copy()
+    api_config.connection_pool_maxsize = max(8, 3 * config.workers) + 4
+    operator = Operator(config, KubeClient(kube_client.ApiClient(api_config)))
     if config.prometheus_url:
         from glm_operator.controller.autoscaling import Autoscaler
 
