@@ -521,3 +521,26 @@ def test_health_and_metrics_endpoints(cluster: E2ECluster, operator: RunningOper
     finally:
         operator.stop()
         operator.start()
+
+
+def test_hand_edits_to_a_child_are_reverted(cluster: E2ECluster, operator: RunningOperator, ns: str) -> None:
+    """Children are level-reconciled: drift made by hand is undone (at the latest on the next resync)."""
+    apply(
+        cluster,
+        ns,
+        manifest(
+            "drift", model={"id": "zai-org/glm-4-9b-chat"}, contextLength=8192, gpu={"products": ["L4"]}
+        ),
+    )
+    wait_for(phase_is(cluster, ns, "drift", "Ready"), 60, "Ready")
+    (dep,) = children(cluster, ns, "drift")
+    name = dep["metadata"]["name"]
+    cluster.kubectl("scale", "deployment", name, "-n", ns, "--replicas=3")
+    cluster.kubectl("delete", "service", "drift", "-n", ns)
+
+    def restored() -> bool:
+        (d,) = children(cluster, ns, "drift")
+        services = [s for s in get(cluster, ns, "services")["items"] if s["metadata"]["name"] == "drift"]
+        return d["spec"]["replicas"] == 1 and len(services) == 1
+
+    wait_for(restored, 30, "replicas and Service restored")
