@@ -177,3 +177,17 @@ def test_plan_bad_input_is_one_line(
 def test_plan_missing_nodes_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, _, err = run(capsys, "plan", "-f", write(tmp_path, GLMD), "--nodes", str(tmp_path / "none.yaml"))
     assert code == 2 and "file not found" in err
+
+
+def test_plan_validates_the_spec_like_the_apiserver(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = tmp_path / "bad.yaml"
+    doc.write_text(
+        "apiVersion: inference.glm.dev/v1alpha1\nkind: GLMDeployment\nmetadata: {name: x}\n"
+        "spec: {model: {id: zai-org/GLM-4.5-Air}, gpu: {memoryUtilization: 0.99}}\n"
+    )
+    nodes = Path(__file__).resolve().parents[1] / "fixtures" / "gpu-cluster.yaml"
+    assert main(["plan", "-f", str(doc), "--nodes", str(nodes)]) == 2
+    err = capsys.readouterr().err
+    assert "spec.gpu.memoryUtilization" in err and err.count("\n") == 1

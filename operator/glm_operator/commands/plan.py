@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
+from glm_operator.api.v1alpha1 import spec_from_dict
 from glm_operator.catalog.models import CatalogError
 from glm_operator.cli import UserError
 from glm_operator.planning.fit import FitInputError
@@ -31,7 +33,11 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument("-f", "--filename", required=True, help="GLMDeployment YAML")
-    parser.add_argument("--nodes", required=True, help="Node list YAML/JSON (kubectl get nodes -o yaml)")
+    parser.add_argument(
+        "--nodes",
+        default=None,
+        help="Node list YAML/JSON (kubectl get nodes -o yaml); default: the current kubeconfig's nodes",
+    )
     parser.add_argument("--output", "-o", choices=("table", "json"), default="table")
     parser.set_defaults(func=run)
 
@@ -73,9 +79,33 @@ def _nodes(path: str) -> list[Mapping[str, Any]]:
     return nodes
 
 
+def _cluster_nodes() -> list[Mapping[str, Any]]:
+    """Nodes of the cluster the current kubeconfig points at (read-only: one list call)."""
+    from kubernetes.config import ConfigException
+
+    from glm_operator.clients.kube import KubeClient
+    from glm_operator.commands.run import load_kube_config
+
+    try:
+        load_kube_config()
+        return list(KubeClient().list("v1", "Node"))
+    except (ConfigException, OSError) as exc:
+        raise UserError(f"--nodes not given and no cluster reachable through the kubeconfig: {exc}") from None
+
+
+def _validated_spec(spec: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """The spec as the apiserver and the operator see it: validated, with the API's defaults."""
+    try:
+        return spec_from_dict(spec).model_dump(by_alias=True, exclude_none=True)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "spec." + ".".join(str(p) for p in first.get("loc", ()))
+        raise UserError(f"-f {path}: {where}: {first.get('msg')}") from None
+
+
 def make_plan(args: argparse.Namespace) -> Plan:
-    spec = _deployment_spec(args.filename)
-    pools = parse_gpu_pools(_nodes(args.nodes))
+    spec = _validated_spec(_deployment_spec(args.filename), args.filename)
+    pools = parse_gpu_pools(_nodes(args.nodes) if args.nodes else _cluster_nodes())
     try:
         return plan_placement(placement_request_from_spec(spec, pools))
     except (CatalogError, PlanningInputError, FitInputError) as exc:
