@@ -20,7 +20,7 @@ from glm_operator.testing.prometheus import PrometheusServer
 from glm_operator.testing.vllm_emulator import VLLMMetricsEmulator
 
 from .conftest import E2ECluster
-from .test_controller import apply, children, condition, glmd, manifest, wait_for
+from .test_controller import apply, children, condition, glmd, manifest, small, wait_for
 
 pytestmark = pytest.mark.e2e
 MODEL = "auto-glm"
@@ -150,7 +150,7 @@ def test_an_hpa_drives_the_glmdeployment_through_the_scale_subresource(
     apply(
         cluster,
         ns,
-        manifest("hpa", model={"id": "zai-org/glm-4-9b-chat"}, contextLength=8192, gpu={"products": ["L4"]}),
+        small("hpa"),
     )
     wait_for(lambda: glmd(cluster, ns, "hpa").get("status", {}).get("phase") == "Ready", 60, "Ready")
     hpa = {

@@ -98,6 +98,17 @@ def manifest(name: str, **spec: Any) -> dict[str, Any]:
     }
 
 
+def small(name: str, **spec: Any) -> dict[str, Any]:
+    """GLM-4-9B on one L4 at an 8k context: the cheapest GLMDeployment the fixture cluster holds."""
+    spec = {
+        "model": {"id": "zai-org/glm-4-9b-chat"},
+        "contextLength": 8192,
+        "gpu": {"products": ["L4"]},
+        **spec,
+    }
+    return manifest(name, **spec)
+
+
 def node_products(cluster: E2ECluster) -> dict[str, str]:
     nodes = json.loads(cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
     return {n["metadata"]["name"]: n["metadata"]["labels"].get("nvidia.com/gpu.product", "") for n in nodes}
@@ -248,13 +259,7 @@ def test_gpu_shortage_leaves_the_overflow_pending_and_says_so(
     apply(
         cluster,
         ns,
-        manifest(
-            "many",
-            model={"id": "zai-org/glm-4-9b-chat"},
-            contextLength=8192,
-            gpu={"products": ["L4"]},
-            replicas=14,
-        ),
+        small("many", replicas=14),
     )
 
     def degraded() -> dict[str, Any] | None:
@@ -325,16 +330,7 @@ def normalized_children(cluster: E2ECluster, ns: str) -> list[tuple[str, str, in
 def test_killing_the_operator_mid_reconcile_ten_times_converges_to_the_same_objects(
     cluster: E2ECluster, operator: RunningOperator, ns: str
 ) -> None:
-    specs = [
-        manifest(
-            f"m{i}",
-            model={"id": "zai-org/glm-4-9b-chat"},
-            contextLength=8192,
-            gpu={"products": ["L4"]},
-            replicas=1,
-        )
-        for i in range(3)
-    ]
+    specs = [small(f"m{i}", replicas=1) for i in range(3)]
     for doc in specs:
         apply(cluster, ns, doc)
     for i in range(3):
@@ -393,9 +389,7 @@ def test_two_replicas_never_both_act_and_the_standby_takes_over(
         second.start("--metrics-port", str(ports[1]), "--metrics-host", "127.0.0.1")
         wait_for(lambda: "Activity 'startup' succeeded" in second.log_tail(20000), 30, "second replica up")
 
-        doc = manifest(
-            "lead", model={"id": "zai-org/glm-4-9b-chat"}, contextLength=8192, gpu={"products": ["L4"]}
-        )
+        doc = small("lead")
         apply(cluster, ns, doc)
         wait_for(phase_is(cluster, ns, "lead", "Ready"), 60, "Ready under the first replica")
         time.sleep(6)  # a resync period: the standby has seen everything by now
@@ -421,9 +415,7 @@ def test_a_vllm_crash_becomes_a_degraded_reason_with_the_fix(
     apply(
         cluster,
         ns,
-        manifest(
-            "crash", model={"id": "zai-org/glm-4-9b-chat"}, contextLength=65536, gpu={"products": ["L4"]}
-        ),
+        small("crash", contextLength=65536),
     )
     wait_for(phase_is(cluster, ns, "crash", "Ready"), 60, "Ready")
     (pod,) = get(cluster, ns, "pods", selector="inference.glm.dev/deployment=crash")["items"]
@@ -508,9 +500,7 @@ def test_health_and_metrics_endpoints(cluster: E2ECluster, operator: RunningOper
         apply(
             cluster,
             ns,
-            manifest(
-                "probe", model={"id": "zai-org/glm-4-9b-chat"}, contextLength=8192, gpu={"products": ["L4"]}
-            ),
+            small("probe"),
         )
         wait_for(phase_is(cluster, ns, "probe", "Ready"), 60, "Ready")
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as resp:
@@ -528,9 +518,7 @@ def test_hand_edits_to_a_child_are_reverted(cluster: E2ECluster, operator: Runni
     apply(
         cluster,
         ns,
-        manifest(
-            "drift", model={"id": "zai-org/glm-4-9b-chat"}, contextLength=8192, gpu={"products": ["L4"]}
-        ),
+        small("drift"),
     )
     wait_for(phase_is(cluster, ns, "drift", "Ready"), 60, "Ready")
     (dep,) = children(cluster, ns, "drift")
