@@ -470,6 +470,7 @@ def test_grouped_by_reason_in_layer_order_whatever_the_input_order() -> None:
 def test_reason_values_are_camel_case() -> None:
     assert [r.value for r in Reason] == [
         "InsufficientGPU",
+        "GPUNodesUnavailable",
         "Unschedulable",
         "ImagePullFailed",
         "ContainerConfigError",
@@ -510,3 +511,43 @@ def test_classify_unknown_and_excerpt() -> None:
     assert log_excerpt("") == ""
     assert log_excerpt("a\nb\n") == "b"
     assert len(log_excerpt("x" * 1000)) == 300
+
+
+def test_pods_blocked_only_by_taints_on_the_gpu_nodes_are_a_capacity_problem() -> None:
+    from glm_operator.planning.conditions import summarize
+    from glm_operator.planning.diagnosis import CAPACITY_REASONS, diagnose_pods
+
+    message = (
+        "0/1000 nodes are available: 342 node(s) didn't match Pod's node affinity/selector, 658 node(s) had "
+        "untolerated taint(s). preemption: 0/1000 nodes are available: 1000 Preemption is not helpful."
+    )
+    pod = {
+        "metadata": {"name": "p-1", "labels": {}},
+        "spec": {"containers": [{"name": "vllm", "args": []}]},
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+            ],
+        },
+    }
+    (diagnosis,) = diagnose_pods([pod])
+    assert diagnosis.reason == "GPUNodesUnavailable" and diagnosis.reason in CAPACITY_REASONS
+    phase, _ = summarize(True, "Planned", 1, 0, 0, [diagnosis], 1, [], "2026-11-30T00:00:00Z")
+    assert phase == "Degraded"  # not Failed: no spec change is needed
+    volume = {
+        **pod,
+        "status": {
+            **pod["status"],
+            "conditions": [
+                {
+                    **pod["status"]["conditions"][0],
+                    "message": message.replace(
+                        "had untolerated taint(s)",
+                        'had untolerated taint(s), 1 persistentvolumeclaim "w" not found',
+                    ),
+                }
+            ],
+        },
+    }
+    assert diagnose_pods([volume])[0].reason == "Unschedulable"

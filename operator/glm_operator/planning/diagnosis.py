@@ -50,6 +50,7 @@ class Reason(StrEnum):
     """Diagnosis reasons (CamelCase, usable as condition reasons), in diagnosis order."""
 
     INSUFFICIENT_GPU = "InsufficientGPU"
+    GPU_NODES_UNAVAILABLE = "GPUNodesUnavailable"
     UNSCHEDULABLE = "Unschedulable"
     IMAGE_PULL_FAILED = "ImagePullFailed"
     CONTAINER_CONFIG_ERROR = "ContainerConfigError"
@@ -63,11 +64,20 @@ class Reason(StrEnum):
 
 REASON_ORDER: tuple[Reason, ...] = tuple(Reason)
 # Reasons that capacity can resolve without a spec change (more nodes, GPUs freed elsewhere).
-CAPACITY_REASONS: frozenset[str] = frozenset({Reason.INSUFFICIENT_GPU})
+CAPACITY_REASONS: frozenset[str] = frozenset({Reason.INSUFFICIENT_GPU, Reason.GPU_NODES_UNAVAILABLE})
 
 _IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
 _CONFIG_REASONS = frozenset({"CreateContainerConfigError", "CreateContainerError"})
 
+# "0/9 nodes are available: 7 node(s) didn't match Pod's node affinity/selector, 2 node(s) had
+# untolerated taint(s)": the nodes of the planned GPU type exist but are tainted (NotReady,
+# unreachable, cordoned for maintenance). That passes without a spec change.
+_TAINT_ONLY = re.compile(r"untolerated taint")
+_OTHER_BLOCKERS = re.compile(
+    r"Insufficient|persistentvolumeclaim|volume node affinity|didn't have free ports|Too many pods|"
+    r"didn't match pod (?:anti-)?affinity rules|didn't satisfy existing pods",
+    re.IGNORECASE,
+)
 _INSUFFICIENT_GPU = re.compile(r"Insufficient ((?:nvidia|amd)\.com/[\w.-]+|[\w.-]*gpu[\w.-]*)")
 _V0_CONTEXT_TOO_LONG = re.compile(
     r"max seq len \((\d+)\) is larger than the maximum number of tokens that can be stored"
@@ -226,6 +236,17 @@ def _scheduling_finding(pod: Mapping[str, Any], gpu_product: str) -> _Finding | 
                 gpu_product or gpu.group(1),
                 message,
                 "",
+            )
+        if _TAINT_ONLY.search(message) and not _OTHER_BLOCKERS.search(message):
+            return _Finding(
+                Reason.GPU_NODES_UNAVAILABLE,
+                name,
+                _replica_key(pod),
+                gpu_product,
+                message,
+                "The nodes with the planned GPU type carry taints the pod does not tolerate (usually "
+                "NotReady/unreachable nodes or a maintenance taint): wait for them, or add a toleration in "
+                "spec.serving.tolerations if the taint is meant to admit this workload.",
             )
         return _Finding(
             Reason.UNSCHEDULABLE,
