@@ -4,7 +4,16 @@ log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 # Cache root outside the checkout; override with GLM_OPERATOR_CACHE.
 cache_root() { echo "${GLM_OPERATOR_CACHE:-$HOME/.cache/glm-operator}"; }
 
-# The tools bin directory is keyed by the pinned go.mod files, so a version bump rebuilds.
+# Each tool is cached under its own key (the hash of its tools/<name>/go.mod and go.sum), so
+# bumping one tool rebuilds only that tool.
+tool_dir() { # tool_dir <name under tools/>
+  local key
+  key=$(cat "$root/tools/$1/go.mod" "$root/tools/$1/go.sum" 2>/dev/null | sha256sum | cut -c1-12)
+  echo "$(cache_root)/tool-$1-$key"
+}
+
+# The bin directory the cluster code reads: symlinks into the per-tool directories, keyed by
+# all pinned tools together (cheap to recreate: no build happens for a tool already cached).
 tools_bin_dir() {
   local key
   key=$(cat "$root"/tools/*/go.mod | sha256sum | cut -c1-12)
