@@ -1,6 +1,14 @@
-"""Print the fit model's errors against tests/fixtures/fit-examples.csv (one line per figure).
+"""Print the fit model's errors against real vLLM start-ups.
 
-Usage: .venv/bin/python benchmarks/fit_errors.py
+Usage: .venv/bin/python benchmarks/fit_errors.py [--refit] [--no-lomo]
+
+Part 1, tests/fixtures/vllm-startups.csv (tests/fit_truth.py): end-to-end KV-token error per row with the
+shipped budget constants, then median / p90 / worst by model family, in sample and leave-one-model-out
+(the free constants refitted without each model in turn, that model's rows predicted). Rows whose KV
+budget is under 5 % of the GPU are reported apart (there any budget error dominates). --refit prints
+the constants fitted on all rows (what planning/budget.py ships).
+
+Part 2, tests/fixtures/fit-examples.csv (one line per figure):
 
 Rows and inputs are the USED cases of tests/unit/test_fit_examples.py (loaded from that file so the
 table and the assertions never disagree). "e2e" lines compute the KV budget ourselves from the GPU's
@@ -9,6 +17,7 @@ memory and utilisation instead of taking the logged "Available KV cache memory".
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import sys
 from pathlib import Path
@@ -27,7 +36,68 @@ def _load_cases() -> ModuleType:
     return module
 
 
-def main() -> int:
+def _load_truth() -> ModuleType:
+    sys.path.insert(0, str(ROOT))
+    return importlib.import_module("tests.fit_truth")
+
+
+def _table(lines: list[tuple[str, ...]]) -> None:
+    widths = [max(len(r[i]) for r in lines) for i in range(len(lines[0]))]
+    for r in lines:
+        print(" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
+
+
+def startups(refit: bool, lomo: bool) -> None:
+    truth = _load_truth()
+    rows = truth.used_startups()
+    print(f"== {len(rows)} vLLM start-ups used (tests/fixtures/vllm-startups.csv) ==")
+    by_family: dict[str, int] = {}
+    for s in rows:
+        by_family[s.family] = by_family.get(s.family, 0) + 1
+    print("rows by family:", ", ".join(f"{k} {v}" for k, v in sorted(by_family.items())))
+    in_sample = [truth.row_error(s) for s in rows]
+    held_out = {e.startup.id: e for e in truth.leave_one_model_out(rows)} if lomo else {}
+    lines = [("row", "family", "figure", "ours", "logged", "error %", "LOMO %", "budget err GiB")]
+    for e in in_sample:
+        h = held_out.get(e.startup.id)
+        lines.append(
+            (
+                e.startup.id,
+                e.startup.family,
+                e.figure,
+                f"{e.ours:,.2f}",
+                f"{e.logged:,.2f}",
+                f"{100 * e.relative:+.2f}",
+                f"{100 * h.relative:+.2f}" if h else "-",
+                f"{e.budget_error_gib:+.2f}" if e.budget_error_gib is not None else "-",
+            )
+        )
+    _table(lines)
+    print()
+    for label, errors in (("in sample", in_sample), ("leave-one-model-out", list(held_out.values()))):
+        if not errors:
+            continue
+        normal = [e for e in errors if not e.startup.small_budget]
+        small = [e for e in errors if e.startup.small_budget]
+        families = sorted({e.startup.family for e in normal})
+        out = [("errors " + label, "rows", "median %", "p90 %", "worst %")]
+        for fam in [*families, "all"]:
+            sel = [e.relative for e in normal if fam in ("all", e.startup.family)]
+            med, p90, worst = truth.summary(sel)
+            out.append((fam, str(len(sel)), f"{100 * med:.2f}", f"{100 * p90:.2f}", f"{100 * worst:.2f}"))
+        _table(out)
+        for e in small:
+            print(
+                f"  KV budget < 5 % of the GPU: {e.startup.id}: ours {e.ours:.2f} vs logged {e.logged:.2f} "
+                f"GiB ({e.budget_error_gib:+.2f} GiB)"
+            )
+        print()
+    if refit:
+        print("constants fitted on all rows:", truth.fit_constants(rows))
+        print()
+
+
+def examples() -> None:
     cases = _load_cases()
     lines = [("row", "model", "figure", "ours", "logged", "error %", "asserted")]
     for case in cases.USED:
@@ -93,6 +163,17 @@ def main() -> int:
     print()
     print("not used:", ", ".join(f"row {k}" for k in sorted(cases.NOT_USED)), "(reasons in the test module)")
     print("structure only:", "; ".join(f"row {k}: {v}" for k, v in cases.STRUCTURE_ROWS.items()))
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--refit", action="store_true", help="print the constants fitted on all rows")
+    parser.add_argument("--no-lomo", action="store_true", help="skip the leave-one-model-out refits")
+    args = parser.parse_args()
+    startups(args.refit, not args.no_lomo)
+    print("== tests/fixtures/fit-examples.csv ==")
+    examples()
     return 0
 
 

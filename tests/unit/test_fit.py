@@ -110,9 +110,15 @@ def test_weights_that_do_not_fit_say_by_how_much() -> None:
 def test_non_torch_grows_with_tp_and_cudagraph_switch() -> None:
     one = fit("glm-4-9b-chat", tensor_parallel_size=1)
     two = fit("glm-4-9b-chat", tensor_parallel_size=2)
-    assert one.non_torch_gib == pytest.approx(0.6) and two.non_torch_gib == pytest.approx(1.5)
-    old = fit("glm-4-9b-chat", cudagraph_estimate=False)
-    assert old.cudagraph_gib == 0 and old.kv_cache_tokens > one.kv_cache_tokens
+    # vLLM counts non-torch memory from a snapshot taken after NCCL init: cuBLAS workspaces on one
+    # GPU, plus the custom all-reduce buffers with TP (llm-d H100 logs: 0.13 and 0.54 GiB)
+    assert one.non_torch_gib == pytest.approx(0.13) and two.non_torch_gib == pytest.approx(0.54)
+    plain = fit("glm-4-9b-chat", tensor_parallel_size=2, custom_all_reduce=False)
+    assert plain.non_torch_gib < two.non_torch_gib
+    new = fit("glm-4-9b-chat", cudagraph_estimate=True)
+    assert one.cudagraph_gib == 0 and new.cudagraph_gib > 0 and new.kv_cache_tokens < one.kv_cache_tokens
+    eager = fit("glm-4-9b-chat", cudagraph_estimate=True, enforce_eager=True)
+    assert eager.cudagraph_gib == 0 and eager.cudagraph_capture_gib == 0
 
 
 def test_dcp_multiplies_tokens() -> None:

@@ -1,7 +1,7 @@
 """Memory fit of one vLLM instance: weights, KV cache and concurrency per GPU (pure).
 
-This module follows vLLM's own start-up accounting (V1 engine), as written down in
-``/work/shared/reference/vllm-memory-model.md`` (cited below as "vmm"):
+This module follows vLLM's own start-up accounting (V1 engine), as read in the released
+vllm-project/vllm sources 0.8.5-0.33.0 (cited below as "vmm" with the file and line read):
 
 Budget per GPU rank (vmm section 1 "Summary formula", ``vllm/v1/worker/gpu_worker.py``
 ``determine_available_memory``; 0.33.0 L641-820)::
@@ -19,20 +19,13 @@ Budget per GPU rank (vmm section 1 "Summary formula", ``vllm/v1/worker/gpu_worke
   checkpoints store linear layers in fp8/int8/int4 plus their scales; embeddings, lm_head, router and
   norms stay bf16 (the checkpoint's ``quantization_config`` decides; FP8 checkpoints are *not* one
   byte per parameter).
-* ``activation_peak``: vLLM profiles one dummy forward of ``max_num_batched_tokens`` tokens
-  (vmm step 3, ``profile_run``). Our estimate [inferred, not in vmm]: per token, the residual
-  stream (4 x hidden x 2 B) plus the larger of the attention projections and the MLP/MoE
-  intermediates on this rank (MoE: top_k x (3 x moe_intermediate/TP + hidden) x 2 B for the fused
-  kernel's caches), times ``max_num_batched_tokens``; plus the sampler's fp32 logits for
-  ``max_num_seqs`` rows of the full vocabulary (x2 for the probabilities) and 0.1 GiB of fixed
-  workspaces. ``max_num_batched_tokens`` defaults to vLLM's OpenAI-server default: 8192 on GPUs with
-  >= 70 GiB, else 2048 (``vllm/engine/arg_utils.py``, not in vmm). vllm-project/vllm#25350 shows the
-  peak can also grow with max_model_len on some models; we do not model that.
-* ``non_torch``: CUDA context, cuBLAS, NCCL: 0.6 GiB on one GPU, 1.5 GiB per GPU when the instance
-  spans several GPUs (vmm section 5: 0.58 GiB measured on one H200, 1.42 GiB with TP=2 NCCL).
-* ``cudagraph_estimate``: subtracted by default since vLLM 0.21 (vmm section 1, 0.21.0 envs.py
-  L1768, gpu_worker.py L401-425). Estimate [inferred]: 0.1 GiB + 2 x per-token activation x the
-  largest captured batch (min(512, 2 x max_num_seqs)); ``cudagraph_estimate=False`` models < 0.21.
+* ``activation_peak``, ``non_torch`` and ``cudagraph_estimate``: modelled and fitted on public
+  start-up logs in :mod:`glm_operator.planning.budget` (formulas, constants and sources there).
+  ``max_num_batched_tokens`` defaults to vLLM's OpenAI-server default (8192 on >= 70 GiB GPUs other
+  than the A100, else 2048: ``vllm/engine/arg_utils.py``); ``max_num_seqs`` to 256, the most the
+  operator renders. The CUDA-graph estimate is subtracted only for vLLM >= 0.21
+  (``cudagraph_estimate=True``); older engines (the operator's image, 0.11) capture the graphs after
+  the KV cache, in the ``1 - gpu_memory_utilization`` headroom, which is checked instead.
 * ``available_kv_cache_gib`` overrides the whole budget (what ``Available KV cache memory: X GiB``
   logs), to compare the token math against real logs.
 
@@ -78,13 +71,17 @@ from glm_operator.catalog.models import (
     ModelArchitecture,
     ResolvedModel,
 )
+from glm_operator.planning.budget import (
+    DEFAULT_CONSTANTS,
+    BudgetConstants,
+    BudgetSettings,
+    activation_peak_bytes,
+    cudagraph_bytes,
+    non_torch_bytes,
+)
 
 GIB = 1024**3
 VOCAB_PADDING = 64
-NON_TORCH_SINGLE_GPU_GIB = 0.6
-NON_TORCH_MULTI_GPU_GIB = 1.5
-ACTIVATION_FIXED_GIB = 0.1
-CUDAGRAPH_BASE_GIB = 0.1
 DEFAULT_MAX_NUM_SEQS = 256
 FP8_BLOCK = 128
 
@@ -115,9 +112,14 @@ class FitInput:
     min_concurrency: float = 1.0
     available_kv_cache_gib: float | None = None
     extra_kv_layers: int = 0
-    cudagraph_estimate: bool = True
+    cudagraph_estimate: bool = False
     compute_capability: float = 9.0
     block_size: int | None = None
+    flashinfer_sampler: bool = False
+    custom_all_reduce: bool = True
+    enforce_eager: bool = False
+    constants: BudgetConstants = DEFAULT_CONSTANTS
+    weights_gib: float | None = None
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,7 @@ class FitResult:
     reasons: tuple[str, ...]
     uncertain: tuple[str, ...] = field(default=())
     notes: tuple[str, ...] = field(default=())
+    cudagraph_capture_gib: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -169,6 +172,7 @@ class FitResult:
             "activation_gib": round(self.activation_gib, 2),
             "non_torch_gib": round(self.non_torch_gib, 2),
             "cudagraph_gib": round(self.cudagraph_gib, 2),
+            "cudagraph_capture_gib": round(self.cudagraph_capture_gib, 2),
             "available_kv_cache_gib_per_gpu": round(self.available_kv_cache_gib_per_gpu, 2),
             "kv_cache_bytes_per_token_per_gpu": self.kv_cache_bytes_per_token_per_gpu,
             "per_request_state_bytes_per_gpu": self.per_request_state_bytes_per_gpu,
@@ -478,52 +482,10 @@ def default_block_size(arch: ModelArchitecture, compute_capability: float) -> in
 # activation / overheads
 
 
-def default_max_num_batched_tokens(gpu_memory_gib: float) -> int:
-    """vLLM's OpenAI-server default: 8192 on >= 70 GiB GPUs, else 2048 (vllm/engine/arg_utils.py)."""
-    return 8192 if gpu_memory_gib >= 70 else 2048
-
-
-@functools.lru_cache(maxsize=4096)
-def activation_bytes_per_token(arch: ModelArchitecture, tp: int) -> float:
-    h = arch.hidden_size
-    heads = arch.num_attention_heads / tp
-    residual = 4.0 * h * 2
-    if arch.is_mla:
-        qk = arch.qk_nope_head_dim + arch.qk_rope_head_dim
-        attn = (
-            heads * qk
-            + arch.kv_lora_rank
-            + arch.qk_rope_head_dim
-            + heads * (arch.qk_nope_head_dim + arch.v_head_dim)
-            + heads * arch.v_head_dim
-            + arch.q_lora_rank
-        ) * 2.0
-    else:
-        q = heads * arch.head_dim
-        kv = max(1.0, arch.num_kv_heads / tp) * arch.head_dim
-        attn = (2 * q + 2 * kv) * 2.0
-    if arch.linear_attention_layers:
-        attn = max(attn, 5.0 * arch.linear_num_heads * arch.linear_head_dim / tp * 2)
-    mlp = 3.0 * arch.intermediate_size / tp * 2
-    if arch.is_moe:
-        k = arch.num_experts_per_tok or 1
-        moe = k * (3.0 * arch.moe_intermediate_size / tp + h) * 2 + arch.n_routed_experts * 4.0
-        mlp = max(mlp if arch.first_k_dense_replace else 0.0, moe)
-    return residual + max(attn, mlp)
-
-
-def activation_peak_bytes(
-    arch: ModelArchitecture, tp: int, max_num_batched_tokens: int, max_num_seqs: int
-) -> float:
-    per_token = activation_bytes_per_token(arch, tp)
-    vocab = math.ceil(arch.vocab_size / VOCAB_PADDING) * VOCAB_PADDING
-    sampler = max_num_seqs * vocab * 4.0 * 2
-    return per_token * max_num_batched_tokens + sampler + ACTIVATION_FIXED_GIB * GIB
-
-
-def cudagraph_bytes(arch: ModelArchitecture, tp: int, max_num_seqs: int) -> float:
-    capture = min(512, 2 * max_num_seqs)
-    return CUDAGRAPH_BASE_GIB * GIB + 2.0 * activation_bytes_per_token(arch, tp) * capture
+def default_max_num_batched_tokens(gpu_memory_gib: float, compute_capability: float = 9.0) -> int:
+    """vLLM's OpenAI-server default (``vllm/engine/arg_utils.py``): 8192 on GPUs with >= 70 GiB except
+    the A100 (compute capability 8.0), else 2048."""
+    return 8192 if gpu_memory_gib >= 70 and compute_capability != 8.0 else 2048
 
 
 # --------------------------------------------------------------------------------------------
@@ -554,15 +516,29 @@ def estimate_fit(inp: FitInput) -> FitResult:
     uncertain: list[str] = list(model.notes)
 
     max_num_seqs = inp.max_num_seqs or DEFAULT_MAX_NUM_SEQS
-    mnbt = inp.max_num_batched_tokens or default_max_num_batched_tokens(inp.gpu_memory_gib)
+    mnbt = inp.max_num_batched_tokens or default_max_num_batched_tokens(
+        inp.gpu_memory_gib, inp.compute_capability
+    )
     weights = weights_bytes_per_stage(arch, tp, pp, precision, layout)
+    if inp.weights_gib is not None:
+        # a checkpoint layout we do not model (MXFP4, vision towers): the logged "Model loading took"
+        weights = tuple(inp.weights_gib * GIB for _ in weights)
     bpt = kv_bytes_per_token_per_stage(arch, tp, pp, kv_dtype, inp.extra_kv_layers)
     state = per_request_state_bytes(arch, tp, pp)
     block = inp.block_size or default_block_size(arch, inp.compute_capability)
     requested = inp.gpu_memory_gib * GIB * inp.gpu_memory_utilization
-    act = activation_peak_bytes(arch, tp, mnbt, max_num_seqs)
-    non_torch = (NON_TORCH_MULTI_GPU_GIB if tp * pp > 1 else NON_TORCH_SINGLE_GPU_GIB) * GIB
-    cg = cudagraph_bytes(arch, tp, max_num_seqs) if inp.cudagraph_estimate else 0.0
+    settings = BudgetSettings(
+        max_num_batched_tokens=mnbt,
+        max_num_seqs=max_num_seqs,
+        flashinfer_sampler=inp.flashinfer_sampler,
+        custom_all_reduce=inp.custom_all_reduce,
+        enforce_eager=inp.enforce_eager,
+    )
+    act = activation_peak_bytes(arch, tp, settings, inp.constants)
+    non_torch = non_torch_bytes(tp, pp, settings, inp.constants)
+    stage_layers = max(end - start for start, end in pp_layer_ranges(arch.num_layers, pp))
+    graphs = cudagraph_bytes(stage_layers, settings, inp.constants)
+    cg = graphs if inp.cudagraph_estimate else 0.0
 
     if inp.available_kv_cache_gib is not None:
         available = [inp.available_kv_cache_gib * GIB] * pp
@@ -634,6 +610,13 @@ def estimate_fit(inp: FitInput) -> FitResult:
             "hybrid linear-attention model: per-request state size and vLLM's hybrid page padding are "
             "approximations; token capacity is uncertain"
         )
+    headroom = inp.gpu_memory_gib * GIB * (1 - inp.gpu_memory_utilization)
+    if inp.available_kv_cache_gib is None and not inp.cudagraph_estimate and graphs > headroom:
+        uncertain.append(
+            f"CUDA graphs (~{graphs / GIB:.2f} GiB) are captured after the KV cache, outside "
+            f"gpu_memory_utilization, and the {headroom / GIB:.2f} GiB left may not hold them: lower the "
+            "utilization or serve with --enforce-eager"
+        )
     verdict = "fits" if fits else "does not fit"
     reasons.append(f"{verdict}: concurrency {concurrency:.2f} vs minConcurrency {inp.min_concurrency:g}")
     block_quantized = layout is not None and layout.group_size == FP8_BLOCK * FP8_BLOCK
@@ -671,6 +654,7 @@ def estimate_fit(inp: FitInput) -> FitResult:
         reasons=tuple(reasons),
         uncertain=tuple(dict.fromkeys(uncertain)),
         notes=tuple(notes),
+        cudagraph_capture_gib=graphs / gib,
     )
 
 

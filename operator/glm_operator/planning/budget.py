@@ -1,0 +1,189 @@
+"""vLLM's non-KV memory on one GPU rank at start-up: activation peak, non-torch memory, CUDA graphs (pure).
+
+vLLM V1 sizes the KV cache in ``Worker.determine_available_memory``
+(``vllm/v1/worker/gpu_worker.py``, vllm-project/vllm 0.10-0.12)::
+
+    available_kv = total_memory x gpu_memory_utilization
+                   - weights                 # "Model loading took X GiB"
+                   - torch_peak_increase     # activation peak of profile_run()
+                   - non_torch_increase      # cudaMemGetInfo used - torch reserved, since init_device
+                   - cudagraph_estimate      # only >= 0.21 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1)
+
+This module models the three middle terms. Its constants were fitted on public start-up logs (the
+rows of ``tests/fixtures/vllm-startups.csv``: llm-d/llm-d-benchmark ``config_explorer/
+empirical-vllm-memory-results.md`` on H100, dennislee22/vLLM-benchmarking ``log/*.log`` on A100,
+hawkoli1987/mech-util ``experiment_plan.md`` on H200, vllm-project/vllm#21348); refit and print the
+errors with ``benchmarks/fit_errors.py``.
+
+Activation peak (``profile_run``: one dummy forward of ``max_num_batched_tokens`` tokens, then one
+dummy sampler step over ``min(max_num_seqs, max_num_batched_tokens)`` requests)::
+
+    activation = max(forward, sampler) + moe_workspace
+    forward    = FORWARD_SCALE x max_num_batched_tokens x activation_bytes_per_token(arch, TP)
+    sampler    = SAMPLER_BYTES x rows x vocab (padded to 64)
+
+The sampler term dominates on large-vocabulary models: vLLM's PyTorch top-k/top-p path
+(``vllm/v1/sample/ops/topk_topp_sampler.py`` ``forward_native``) sorts fp32 logits (value + int64
+index), takes a softmax and a cumulative sum over the full vocabulary, about 38 bytes per
+(request, vocabulary entry): on an H100 (default ``max_num_seqs`` 1024) the llm-d logs show 4.76 GiB
+for Llama-3.1-8B (vocabulary 128256), 5.56/5.64 GiB for Qwen3-0.6B/32B (151936, the same at TP 1
+and 2: logits are gathered in full on every rank) and 7.38 GiB for gpt-oss-20b (201088), i.e.
+38.5-38.9 bytes each. The logs where vLLM says "Using FlashInfer for top-p & top-k sampling"
+(FlashInfer installed, vLLM 0.10) need far less (``SAMPLER_BYTES_FLASHINFER``). vLLM 0.11+
+(the operator's image) uses the PyTorch path unless ``VLLM_USE_FLASHINFER_SAMPLER=1``.
+
+``activation_bytes_per_token`` is a structural estimate of one layer's live tensors per token
+(residual stream, attention projections, MLP or routed-expert intermediates on this rank);
+``FORWARD_SCALE`` calibrates it. MoE models with several ranks add a fixed expert-parallel /
+fused-MoE workspace (``MOE_WORKSPACE_GIB``, fitted on GLM-4.6 TP8 with expert parallel on H200).
+
+Non-torch memory is what grew outside PyTorch's allocator *after* the worker's first memory snapshot,
+which vLLM takes after NCCL is initialised, so NCCL's own buffers do not count: ~0.13 GiB on one GPU
+(cuBLAS/cuDNN workspaces; llm-d H100 logs 0.13-0.14), +0.41 GiB per rank when TP > 1 uses vLLM's
+custom all-reduce (its IPC buffers; llm-d logs 0.54-0.55 at TP 2), less when it is disabled (PCIe
+without peer-to-peer, or TP across nodes: "Custom allreduce is disabled" in the log).
+
+CUDA graphs are captured after the KV cache is allocated (``compile_or_warm_up_model``) and logged
+as ``Graph capturing finished in S secs, took G GiB``. vLLM < 0.21 does not subtract them from the
+budget, they live in the ``1 - gpu_memory_utilization`` headroom; >= 0.21 subtracts its own estimate.
+Piecewise capture records one graph per captured batch size per layer piece::
+
+    cudagraph = CUDAGRAPH_BYTES_PER_PIECE x layers on the rank x capture sizes
+
+with vLLM's default sizes 1, 2, 4, 8, 16, ... (step 8) up to ``min(2 x max_num_seqs, 512)``; the
+A100 logs (Qwen2-7B, 28 layers x 67 sizes: 0.50 GiB at TP 1, 0.65 GiB at TP 2) give ~0.27 MiB per
+piece. ``--enforce-eager`` captures none.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from glm_operator.catalog.models import ModelArchitecture
+
+GIB = 1024**3
+VOCAB_PADDING = 64
+MAX_CAPTURE_SIZE = 512
+
+
+@dataclass(frozen=True)
+class BudgetConstants:
+    """The free constants of the budget model (fitted by ``benchmarks/fit_errors.py``)."""
+
+    # free constants: fitted on the 21 used rows of tests/fixtures/vllm-startups.csv
+    # (benchmarks/fit_errors.py --refit prints the fit)
+    sampler_bytes_native: float = 38.79
+    sampler_bytes_flashinfer: float = 12.95
+    forward_scale: float = 0.358
+    moe_workspace_gib: float = 1.89
+    non_torch_gib: float = 0.13  # measured (llm-d logs), not fitted
+    non_torch_custom_all_reduce_gib: float = 0.41  # measured (llm-d logs), not fitted
+    non_torch_multi_gpu_gib: float = 0.0
+    # not fitted: 0.50 GiB / (28 layers x 67 sizes), Qwen2-7B on an A100 (dennislee22 logs)
+    cudagraph_bytes_per_piece: float = 0.27 * 2**20
+
+
+DEFAULT_CONSTANTS = BudgetConstants()
+
+
+@dataclass(frozen=True)
+class BudgetSettings:
+    """The engine settings the non-KV memory depends on (beyond the model and TP/PP)."""
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    flashinfer_sampler: bool = False
+    custom_all_reduce: bool = True
+    enforce_eager: bool = False
+
+
+@functools.lru_cache(maxsize=4096)
+def activation_bytes_per_token(arch: ModelArchitecture, tp: int) -> float:
+    """Live bytes per scheduled token in one layer on one rank (structural estimate, see docstring)."""
+    h = arch.hidden_size
+    heads = arch.num_attention_heads / tp
+    residual = 4.0 * h * 2
+    if arch.is_mla:
+        qk = arch.qk_nope_head_dim + arch.qk_rope_head_dim
+        attn = (
+            heads * qk
+            + arch.kv_lora_rank
+            + arch.qk_rope_head_dim
+            + heads * (arch.qk_nope_head_dim + arch.v_head_dim)
+            + heads * arch.v_head_dim
+            + arch.q_lora_rank
+        ) * 2.0
+    else:
+        q = heads * arch.head_dim
+        kv = max(1.0, arch.num_kv_heads / tp) * arch.head_dim
+        attn = (2 * q + 2 * kv) * 2.0
+    if arch.linear_attention_layers:
+        attn = max(attn, 5.0 * arch.linear_num_heads * arch.linear_head_dim / tp * 2)
+    mlp = 3.0 * arch.intermediate_size / tp * 2
+    if arch.is_moe:
+        k = arch.num_experts_per_tok or 1
+        moe = k * (3.0 * arch.moe_intermediate_size / tp + h) * 2 + arch.n_routed_experts * 4.0
+        mlp = max(mlp if arch.first_k_dense_replace else 0.0, moe)
+    return residual + max(attn, mlp)
+
+
+def padded_vocab(arch: ModelArchitecture) -> int:
+    return math.ceil(arch.vocab_size / VOCAB_PADDING) * VOCAB_PADDING
+
+
+def forward_peak_bytes(
+    arch: ModelArchitecture, tp: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
+) -> float:
+    return c.forward_scale * activation_bytes_per_token(arch, tp) * settings.max_num_batched_tokens
+
+
+def sampler_peak_bytes(
+    arch: ModelArchitecture, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
+) -> float:
+    rows = min(settings.max_num_seqs, settings.max_num_batched_tokens)
+    per = c.sampler_bytes_flashinfer if settings.flashinfer_sampler else c.sampler_bytes_native
+    return per * rows * padded_vocab(arch)
+
+
+def moe_workspace_bytes(arch: ModelArchitecture, tp: int, c: BudgetConstants = DEFAULT_CONSTANTS) -> float:
+    return c.moe_workspace_gib * GIB if arch.is_moe and tp > 1 else 0.0
+
+
+def activation_peak_bytes(
+    arch: ModelArchitecture, tp: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
+) -> float:
+    """torch peak increase of vLLM's profiling run on one rank (the last PP stage samples)."""
+    peak = max(forward_peak_bytes(arch, tp, settings, c), sampler_peak_bytes(arch, settings, c))
+    return peak + moe_workspace_bytes(arch, tp, c)
+
+
+def non_torch_bytes(
+    tp: int, pp: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
+) -> float:
+    """Memory outside PyTorch's allocator that grows after vLLM's first snapshot, per rank."""
+    extra = 0.0
+    if tp > 1:
+        extra = c.non_torch_custom_all_reduce_gib if settings.custom_all_reduce else c.non_torch_multi_gpu_gib
+    elif pp > 1:
+        extra = c.non_torch_multi_gpu_gib
+    return (c.non_torch_gib + extra) * GIB
+
+
+def cudagraph_capture_sizes(max_num_seqs: int) -> tuple[int, ...]:
+    """vLLM's default capture sizes (0.10-0.12): 1, 2, 4, then every 8 up to min(2 x seqs, 512)."""
+    largest = min(MAX_CAPTURE_SIZE, 2 * max_num_seqs)
+    sizes = [s for s in (1, 2, 4) if s <= largest]
+    sizes += list(range(8, largest + 1, 8))
+    return tuple(sizes)
+
+
+def cudagraph_bytes(
+    layers_on_rank: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
+) -> float:
+    """Memory of piecewise CUDA graphs on one rank (0 with --enforce-eager)."""
+    if settings.enforce_eager:
+        return 0.0
+    pieces = layers_on_rank * len(cudagraph_capture_sizes(settings.max_num_seqs))
+    return c.cudagraph_bytes_per_piece * pieces
