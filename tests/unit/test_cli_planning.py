@@ -75,7 +75,9 @@ def test_estimate_table_and_config_path(capsys: pytest.CaptureFixture[str], tmp_
         "--available-kv-cache-gib",
         "51.63",
     )
-    assert code == 0 and "KV cache tokens                  422944 (block 16)" in out
+    assert code == 0 and "GPU KV cache size: 422,944 tokens" in out
+    assert "Available KV cache memory: 51.63 GiB" in out
+    assert "Maximum concurrency for 8,192 tokens per request: 51.63x" in out
 
 
 def test_estimate_not_fitting_exits_1(capsys: pytest.CaptureFixture[str]) -> None:

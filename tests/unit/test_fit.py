@@ -218,3 +218,29 @@ def test_more_tp_never_raises_weights_per_gpu(model: str, quant: str, pp: int) -
         for tp in tps
     ]
     assert all(b <= a + 1e-9 for a, b in itertools.pairwise(weights))
+
+
+def test_concurrency_within_model_error_is_flagged_or_refused_when_guaranteed() -> None:
+    base = fit("glm-4-9b-chat", gpu_memory_gib=23.53, max_model_len=32768)
+    assert base.fits and base.max_concurrency > 1.5
+    tight = base.max_concurrency * 0.95  # 5 % below what we predict: inside the stated 10 % error
+    flagged = fit("glm-4-9b-chat", gpu_memory_gib=23.53, max_model_len=32768, min_concurrency=tight)
+    assert flagged.fits and any(
+        "within the budget model's 10% KV-token error" in u for u in flagged.uncertain
+    )
+    strict = fit(
+        "glm-4-9b-chat",
+        gpu_memory_gib=23.53,
+        max_model_len=32768,
+        min_concurrency=tight,
+        guarantee_min_concurrency=True,
+    )
+    assert not strict.fits and any("not a guaranteed fit" in r for r in strict.reasons)
+    roomy = fit(
+        "glm-4-9b-chat",
+        gpu_memory_gib=23.53,
+        max_model_len=32768,
+        min_concurrency=base.max_concurrency * 0.8,
+        guarantee_min_concurrency=True,
+    )
+    assert roomy.fits and not any("KV-token error" in u for u in roomy.uncertain)

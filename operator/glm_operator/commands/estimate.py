@@ -54,7 +54,15 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--block-size", type=int, default=None)
     parser.add_argument(
-        "--no-cudagraph-estimate", action="store_true", help="model vLLM < 0.21 (CUDA graphs not subtracted)"
+        "--cudagraph-estimate",
+        action="store_true",
+        help="model vLLM >= 0.21, which subtracts its CUDA-graph estimate from the KV budget",
+    )
+    parser.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (vLLM --enforce-eager)")
+    parser.add_argument(
+        "--flashinfer-sampler",
+        action="store_true",
+        help="VLLM_USE_FLASHINFER_SAMPLER=1 (smaller sampler peak in the profiling run)",
     )
     parser.add_argument("--output", "-o", choices=("table", "json"), default="table")
     parser.set_defaults(func=run)
@@ -86,7 +94,9 @@ def compute(args: argparse.Namespace) -> tuple[dict[str, Any], FitResult]:
                 min_concurrency=args.min_concurrency,
                 available_kv_cache_gib=args.available_kv_cache_gib,
                 extra_kv_layers=args.extra_kv_layers,
-                cudagraph_estimate=not args.no_cudagraph_estimate,
+                cudagraph_estimate=args.cudagraph_estimate,
+                enforce_eager=args.enforce_eager,
+                flashinfer_sampler=args.flashinfer_sampler,
                 compute_capability=cc,
                 block_size=args.block_size,
             )
@@ -98,39 +108,69 @@ def compute(args: argparse.Namespace) -> tuple[dict[str, Any], FitResult]:
     return out, result
 
 
+def vllm_log_lines(result: FitResult) -> list[str]:
+    """The budget as vLLM V1 logs it at start-up (per GPU), to hold against the engine's own log.
+
+    Wording from vllm-project/vllm 0.10-0.12: ``gpu_model_runner.py`` ("Model loading took"),
+    ``gpu_worker.py`` ("Available KV cache memory", DEBUG "torch peak memory increase" / "non-torch
+    forward increase memory"), ``kv_cache_utils.py`` ("GPU KV cache size", "Maximum concurrency"),
+    ``gpu_model_runner.py`` ("Graph capturing finished"); >= 0.21 "Estimated CUDA graph memory".
+    """
+    r = result
+    lines = [
+        f"Model loading took {r.weights_gib_per_gpu:.2f} GiB memory",
+        f"Requested memory: {r.requested_gib:.2f} GiB "
+        f"({r.gpu_memory_gib:.2f} GiB x gpu_memory_utilization {r.gpu_memory_utilization})",
+        f"torch peak memory increase: {r.activation_gib:.2f} GiB "
+        f"(profile run: max_num_batched_tokens {r.max_num_batched_tokens}, max_num_seqs {r.max_num_seqs})",
+        f"non-torch forward increase memory: {r.non_torch_gib:.2f} GiB",
+    ]
+    if r.cudagraph_gib:
+        lines.append(f"Estimated CUDA graph memory: {r.cudagraph_gib:.2f} GiB total")
+    lines += [
+        f"Available KV cache memory: {r.available_kv_cache_gib_per_gpu:.2f} GiB",
+        f"GPU KV cache size: {r.kv_cache_tokens:,} tokens",
+        f"Maximum concurrency for {r.max_model_len:,} tokens per request: {r.max_concurrency:.2f}x",
+    ]
+    if r.cudagraph_capture_gib and not r.cudagraph_gib:
+        lines.append(
+            f"Graph capturing finished in <n> secs, took {r.cudagraph_capture_gib:.2f} GiB "
+            "(after the KV cache, outside gpu_memory_utilization)"
+        )
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     out, result = compute(args)
     if args.output == "json":
+        out["vllm_log_lines"] = vllm_log_lines(result)
         print(json.dumps(out, indent=2))
-    else:
-        rows = [
-            ("model", out["model"]),
-            ("gpu", f"{out['gpu']} ({result.gpu_memory_gib:.2f} GiB x {result.gpu_memory_utilization})"),
-            (
-                "parallel",
-                f"TP={result.tensor_parallel_size} PP={result.pipeline_parallel_size} "
-                f"DCP={result.decode_context_parallel_size}",
-            ),
-            ("weights", f"{result.quantization}, {result.weights_gib_per_gpu:.2f} GiB per GPU"),
-            (
-                "activation / non-torch / graphs",
-                f"{result.activation_gib:.2f} / {result.non_torch_gib:.2f} / {result.cudagraph_gib:.2f} GiB",
-            ),
-            ("available KV cache", f"{result.available_kv_cache_gib_per_gpu:.2f} GiB per GPU"),
-            (
-                "KV bytes per token per GPU",
-                f"{result.kv_cache_bytes_per_token_per_gpu} ({result.kv_cache_dtype})",
-            ),
-            ("KV cache tokens", f"{result.kv_cache_tokens} (block {result.block_size})"),
-            ("max concurrency", f"{result.max_concurrency:.2f} x {result.max_model_len} tokens"),
-            ("max context at concurrency 1", str(out["max_context_at_concurrency_1"])),
-            ("fits", f"{'yes' if result.fits else 'no'} (minConcurrency {result.min_concurrency:g})"),
-        ]
-        width = max(len(k) for k, _ in rows)
-        for key, value in rows:
-            print(f"{key:<{width}}  {value}")
-        for reason in result.reasons:
-            print(f"- {reason}")
-        for note in (*result.notes, *result.uncertain):
-            print(f"! {note}")
+        return 0 if result.fits else 1
+    rows = [
+        ("model", out["model"]),
+        ("gpu", f"{out['gpu']} ({result.gpu_memory_gib:.2f} GiB x {result.gpu_memory_utilization})"),
+        (
+            "parallel",
+            f"TP={result.tensor_parallel_size} PP={result.pipeline_parallel_size} "
+            f"DCP={result.decode_context_parallel_size}",
+        ),
+        ("weights", f"{result.quantization}, {result.weights_gib_per_gpu:.2f} GiB per GPU"),
+        (
+            "KV bytes per token per GPU",
+            f"{result.kv_cache_bytes_per_token_per_gpu} ({result.kv_cache_dtype})",
+        ),
+        ("block size", str(result.block_size)),
+        ("max context at concurrency 1", str(out["max_context_at_concurrency_1"])),
+        ("fits", f"{'yes' if result.fits else 'no'} (minConcurrency {result.min_concurrency:g})"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    print("vLLM start-up log lines expected (per GPU):")
+    for line in vllm_log_lines(result):
+        print(f"  {line}")
+    for reason in result.reasons:
+        print(f"- {reason}")
+    for note in (*result.notes, *result.uncertain):
+        print(f"! {note}")
     return 0 if result.fits else 1

@@ -83,6 +83,10 @@ from glm_operator.planning.budget import (
 GIB = 1024**3
 VOCAB_PADDING = 64
 DEFAULT_MAX_NUM_SEQS = 256
+# The budget model's stated error on KV-cache tokens: the p90 of its leave-one-model-out errors on the
+# public start-ups in tests/fixtures/vllm-startups.csv (benchmarks/fit_errors.py prints it). A plan
+# whose concurrency is within this of minConcurrency may start below it.
+KV_TOKEN_ERROR = 0.10
 FP8_BLOCK = 128
 
 
@@ -120,6 +124,7 @@ class FitInput:
     enforce_eager: bool = False
     constants: BudgetConstants = DEFAULT_CONSTANTS
     weights_gib: float | None = None
+    guarantee_min_concurrency: bool = False
 
 
 @dataclass(frozen=True)
@@ -574,6 +579,10 @@ def estimate_fit(inp: FitInput) -> FitResult:
     else:
         kv_tokens = num_blocks * block * dcp
     fits = concurrency >= inp.min_concurrency and concurrency > 0
+    guaranteed = concurrency * (1 - KV_TOKEN_ERROR)
+    within_error = fits and guaranteed < inp.min_concurrency and inp.available_kv_cache_gib is None
+    if inp.guarantee_min_concurrency and within_error:
+        fits = False
 
     gib = GIB
     w_rank = weights[worst]
@@ -619,6 +628,15 @@ def estimate_fit(inp: FitInput) -> FitResult:
         )
     verdict = "fits" if fits else "does not fit"
     reasons.append(f"{verdict}: concurrency {concurrency:.2f} vs minConcurrency {inp.min_concurrency:g}")
+    if within_error:
+        margin = (
+            f"concurrency {concurrency:.2f} is within the budget model's {KV_TOKEN_ERROR:.0%} KV-token error "
+            f"of minConcurrency {inp.min_concurrency:g} (worst case {guaranteed:.2f})"
+        )
+        if inp.guarantee_min_concurrency:
+            reasons.append(f"{margin}: not a guaranteed fit")
+        else:
+            uncertain.append(f"{margin}: vLLM may start with fewer; ask for a guarantee to plan a margin")
     block_quantized = layout is not None and layout.group_size == FP8_BLOCK * FP8_BLOCK
     if arch.is_moe and block_quantized and tp > 1 and (arch.moe_intermediate_size // tp) % FP8_BLOCK:
         notes.append(
