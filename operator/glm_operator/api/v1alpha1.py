@@ -591,6 +591,15 @@ class GLMDeploymentSpec(_APIModel):
             "fits only if it reaches this."
         ),
     )
+    guarantee_min_concurrency: bool = Field(
+        False,
+        description=(
+            "Plan a safety margin for the memory model's error: a GPU configuration then fits only if its "
+            "predicted concurrency minus the model's stated KV-token error (10 %) still reaches "
+            "minConcurrency, so the next larger configuration is chosen when the prediction is close. "
+            "Without it such plans are kept and marked uncertain in status."
+        ),
+    )
     gpu: GPUSpec = Field(
         default_factory=GPUSpec,
         json_schema_extra={"default": {}},

@@ -286,6 +286,7 @@ def _evaluate(
                 max_num_seqs=request.max_num_seqs,
                 min_concurrency=request.min_concurrency,
                 compute_capability=gpu.compute_capability,
+                guarantee_min_concurrency=request.guarantee_min_concurrency,
             )
         )
     except FitInputError as exc:

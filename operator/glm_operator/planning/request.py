@@ -40,6 +40,7 @@ class PlacementRequest:
     kv_cache_dtype: str = "auto"
     context_length: int | None = None
     min_concurrency: float = 1.0
+    guarantee_min_concurrency: bool = False
     gpu_products: tuple[str, ...] = ()
     memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
     tensor_parallel_size: int = 0
@@ -105,6 +106,9 @@ def placement_request_from_spec(spec: Mapping[str, Any], pools: Sequence[GpuPool
     if isinstance(products, str) or not isinstance(products, Sequence):
         raise PlanningInputError("spec.gpu.products must be a list of GPU type names")
     max_num_seqs = serving.get("maxNumSeqs")
+    guarantee = spec.get("guaranteeMinConcurrency", False)
+    if not isinstance(guarantee, bool):
+        raise PlanningInputError(f"spec.guaranteeMinConcurrency {guarantee!r}: use true or false")
     return PlacementRequest(
         model=model_id,
         model_config=dict(config) if config else None,
@@ -112,6 +116,7 @@ def placement_request_from_spec(spec: Mapping[str, Any], pools: Sequence[GpuPool
         kv_cache_dtype=kv,
         context_length=None if context is None else _number(context, "spec.contextLength", int, 1, None),
         min_concurrency=_number(spec.get("minConcurrency", 1), "spec.minConcurrency", float, 0, None),
+        guarantee_min_concurrency=guarantee,
         gpu_products=tuple(str(p) for p in products),
         memory_utilization=_number(
             gpu.get("memoryUtilization", DEFAULT_MEMORY_UTILIZATION),

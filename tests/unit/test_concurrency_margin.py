@@ -1,0 +1,43 @@
+"""spec.guaranteeMinConcurrency: plans within the budget model's stated error of minConcurrency."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from glm_operator.api.v1alpha1 import GLMDeploymentSpec
+from glm_operator.planning.fit import KV_TOKEN_ERROR
+from glm_operator.planning.placement import plan_placement
+from glm_operator.planning.request import PlanningInputError, placement_request_from_spec
+from tests.unit.test_placement import H100, POOLS, variant
+
+AIR = {"model": {"id": "zai-org/GLM-4.5-Air"}, "quantization": "bf16", "contextLength": 32768}
+
+
+def _plan(**extra: Any) -> Any:
+    return plan_placement(placement_request_from_spec({**AIR, **extra}, POOLS))
+
+
+def test_close_call_is_flagged_and_guarantee_moves_to_the_next_configuration() -> None:
+    base = variant(_plan(), H100)
+    # minConcurrency just under the prediction: fits, but inside the stated error
+    tight = math.floor(base.max_concurrency)
+    assert tight * 1.0 > base.max_concurrency * (1 - KV_TOKEN_ERROR)
+    flagged = _plan(minConcurrency=tight)
+    v = variant(flagged, H100)
+    assert v.tensor_parallel_size == base.tensor_parallel_size
+    assert any("KV-token error" in u for u in flagged.uncertain)
+    guaranteed = _plan(minConcurrency=tight, guaranteeMinConcurrency=True)
+    g = variant(guaranteed, H100)
+    assert g.tensor_parallel_size > base.tensor_parallel_size
+    assert g.max_concurrency * (1 - KV_TOKEN_ERROR) >= tight
+
+
+def test_guarantee_is_a_spec_field_and_rejects_non_booleans() -> None:
+    spec = GLMDeploymentSpec.model_validate({**AIR, "guaranteeMinConcurrency": True})
+    assert spec.guarantee_min_concurrency is True
+    assert GLMDeploymentSpec.model_validate(AIR).guarantee_min_concurrency is False
+    with pytest.raises(PlanningInputError, match="guaranteeMinConcurrency"):
+        placement_request_from_spec({**AIR, "guaranteeMinConcurrency": "yes"}, POOLS)
