@@ -46,6 +46,9 @@ def test_estimate_json(capsys: pytest.CaptureFixture[str]) -> None:
     ):
         assert key in data
     assert data["kv_cache_bytes_per_token_per_gpu"] == 47104
+    lines = data["vllm_log_lines"]
+    assert f"Available KV cache memory: {data['available_kv_cache_gib_per_gpu']:.2f} GiB" in lines
+    assert f"GPU KV cache size: {data['kv_cache_tokens']:,} tokens" in lines
 
 
 def test_estimate_table_and_config_path(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
