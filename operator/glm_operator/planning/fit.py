@@ -1,19 +1,19 @@
 """Memory fit of one vLLM instance: weights, KV cache and concurrency per GPU (pure).
 
 This module follows vLLM's own start-up accounting (V1 engine), as read in the released
-vllm-project/vllm sources 0.8.5-0.33.0 (cited below as "vmm" with the file and line read):
+vllm-project/vllm sources 0.8.5-0.33.0 (files and lines cited below):
 
-Budget per GPU rank (vmm section 1 "Summary formula", ``vllm/v1/worker/gpu_worker.py``
+Budget per GPU rank (``vllm/v1/worker/gpu_worker.py``
 ``determine_available_memory``; 0.33.0 L641-820)::
 
     requested  = total_memory x gpu_memory_utilization          # torch total, not marketing GB
     available  = requested - weights - activation_peak - non_torch - cudagraph_estimate
 
-* ``weights`` (vmm step 2, ``Model loading took X GiB``): parameters counted from the config,
+* ``weights`` (``Model loading took X GiB``): parameters counted from the config,
   per rank. Tensor parallel (TP) shards attention heads, MLP/expert intermediate dims and the
   vocabulary (VocabParallelEmbedding pads the vocabulary to a multiple of 64, then splits it);
   MLA's down-projections (q_a, kv_a), the DSA indexer, the MoE router and norms are replicated.
-  GQA K/V projections hold ``max(1, kv_heads/TP)`` heads per rank (vmm section 2, glm4_moe.py
+  GQA K/V projections hold ``max(1, kv_heads/TP)`` heads per rank (glm4_moe.py
   L241-254). Pipeline parallel (PP) splits the layers like vLLM's ``get_pp_indices`` (extra layers
   go to the later stages) with the embeddings on the first and lm_head on the last stage. Quantized
   checkpoints store linear layers in fp8/int8/int4 plus their scales; embeddings, lm_head, router and
@@ -29,22 +29,22 @@ Budget per GPU rank (vmm section 1 "Summary formula", ``vllm/v1/worker/gpu_worke
 * ``available_kv_cache_gib`` overrides the whole budget (what ``Available KV cache memory: X GiB``
   logs), to compare the token math against real logs.
 
-KV bytes per token per rank (vmm section 2 "Per-layer page size", section 4 recipe)::
+KV bytes per token per rank (``vllm/v1/kv_cache_interface.py`` ``page_size_bytes``)::
 
     GQA layer : 2 x max(1, kv_heads // TP) x head_dim x kv_dtype_bytes
     MLA layer : (kv_lora_rank + qk_rope_head_dim) x kv_dtype_bytes, on every TP rank (not split)
                 fp8 on MLA+DSA = fp8_ds_mla record: kv_lora + kv_lora/128 x 4 + rope x 2 = 656 B
-                (vmm: mla_attention.py L1371-1390)
+                (mla_attention.py L1371-1390)
     DSA index : + index_head_dim + index_head_dim/128 x 4 = 132 B per indexer-cache layer
-                (vmm: deepseek_v2.py L731-736); GLM-5.2/5.3 share the indexer: 21 of 78 layers
-    MTP/draft : ``extra_kv_layers`` more layers on the last stage (vmm: GLM-5.1 log fits 79 layers)
+                (deepseek_v2.py L731-736); GLM-5.2/5.3 share the indexer: 21 of 78 layers
+    MTP/draft : ``extra_kv_layers`` more layers on the last stage (a public GLM-5.1 log fits 79 layers)
 
 ``kv_cache_dtype='auto'`` is the model dtype (bf16), fp8 is one byte. PP splits the layers; the
-engine forces every rank to the smallest block count (vmm step 4). Block size (vmm section 2
-"block_size"): 16, 64 for MLA on Hopper (FlashMLA) and for every DSA model, 128 for plain MLA on
-Blackwell (CUTLASS MLA), 16 for MLA on Ampere/Ada (Triton MLA).
+engine forces every rank to the smallest block count (``get_kv_cache_configs``). Block size
+(``vllm/platforms/cuda.py``): 16, 64 for MLA on Hopper (FlashMLA) and for every DSA model, 128 for
+plain MLA on Blackwell (CUTLASS MLA), 16 for MLA on Ampere/Ada (Triton MLA).
 
-Tokens and concurrency (vmm section 2 "num_blocks", section 3)::
+Tokens and concurrency (``vllm/v1/core/kv_cache_utils.py``)::
 
     num_blocks  = floor(available / (block_size x bytes_per_token))      (min over PP stages)
     kv_tokens   = num_blocks x block_size x DCP                           (pool capacity)
@@ -55,7 +55,8 @@ per request in the linear layers [inferred: fp32 recurrent state heads/TP x d x 
 state]; concurrency = available / (state + blocks_per_request x page), and kv_tokens is reported the
 >= 0.21 way (concurrency x max_model_len). This is marked uncertain in the output.
 
-A configuration fits when ``concurrency >= min_concurrency``.
+A configuration fits when ``concurrency >= min_concurrency`` (with ``guarantee_min_concurrency``:
+when ``concurrency x (1 - KV_TOKEN_ERROR) >= min_concurrency``; close calls are noted otherwise).
 """
 
 from __future__ import annotations
