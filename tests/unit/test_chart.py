@@ -348,6 +348,8 @@ def test_prometheus_settings_reach_the_operator(
     assert (default.waiting_query, default.running_query) == (DEFAULT_WAITING_QUERY, DEFAULT_RUNNING_QUERY)
     assert default.lease_namespace == "glm-operator-system" and default.lease_name == "glm-operator"
     assert default.leader_election is True and default.metrics_port == 8081
+    assert default.node_grace_seconds == 300
+    assert operator_config("--set", "nodeGraceSeconds=90").node_grace_seconds == 90
     waiting = 'sum(vllm:num_requests_waiting{namespace="{namespace}",model_name="{model}",job="x"})'
     running = 'max(vllm:num_requests_running{model_name="{model}"}) * 2'
     queries = tmp_path / "queries.yaml"  # a file: --set would split the PromQL at its commas

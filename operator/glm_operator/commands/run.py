@@ -14,6 +14,7 @@ from glm_operator.controller.config import (
     DEFAULT_WAITING_QUERY,
     OperatorConfig,
 )
+from glm_operator.planning.outages import DEFAULT_NODE_GRACE_SECONDS
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -55,6 +56,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--resync-seconds", type=float, default=60.0, help="full re-list and re-plan period")
     p.add_argument("--workers", type=int, default=8, help="concurrent reconciles")
     p.add_argument(
+        "--node-grace-seconds",
+        type=float,
+        default=DEFAULT_NODE_GRACE_SECONDS,
+        help="how long replicas keep their place on NotReady/Unknown GPU nodes before they are re-planned",
+    )
+    p.add_argument(
         "--leader-election",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -83,6 +90,7 @@ def config_from_args(args: argparse.Namespace) -> OperatorConfig:
         running_query=args.running_query,
         resync_seconds=args.resync_seconds,
         workers=args.workers,
+        node_grace_seconds=args.node_grace_seconds,
         leader_election=args.leader_election,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,

@@ -11,7 +11,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-GPU_PREFIX = "nvidia.com/"
+from glm_operator.planning.outages import pod_gpu_requests
+
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
@@ -31,21 +32,6 @@ def node_fingerprint(node: Mapping[str, Any]) -> str:
         ],
         sort_keys=True,
     )
-
-
-def pod_gpu_requests(pod: Mapping[str, Any]) -> dict[str, int]:
-    """GPUs a pod holds on its node, by resource name (limits, as the device plugin counts them)."""
-    total: dict[str, int] = {}
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        merged = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
-        for name, value in merged.items():
-            if name.startswith(GPU_PREFIX):
-                try:
-                    total[name] = total.get(name, 0) + int(str(value))
-                except ValueError:
-                    continue
-    return total
 
 
 class ClusterCache:

@@ -6,6 +6,8 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from glm_operator.planning.outages import DEFAULT_NODE_GRACE_SECONDS
+
 DEFAULT_VLLM_IMAGE = "vllm/vllm-openai:v0.11.0"
 # PromQL templates with {namespace} and {model} placeholders (see clients.prometheus.render_query).
 DEFAULT_WAITING_QUERY = 'sum(vllm:num_requests_waiting{namespace="{namespace}",model_name="{model}"})'
@@ -25,6 +27,8 @@ class OperatorConfig:
     running_query: str = DEFAULT_RUNNING_QUERY
     resync_seconds: float = 60.0
     workers: int = 8
+    # Replicas on NotReady/Unknown GPU nodes keep their place this long (glm_operator.planning.outages).
+    node_grace_seconds: float = DEFAULT_NODE_GRACE_SECONDS
     leader_election: bool = True
     lease_namespace: str = field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
     lease_name: str = "glm-operator"

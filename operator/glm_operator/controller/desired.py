@@ -14,13 +14,20 @@ Rules:
   their pods stay Pending, and the Degraded condition and an Event say how many and why.
 - A multi-node variant needs the LeaderWorkerSet API; without it that variant is not created
   and Degraded says what to install.
-- Children that the plan no longer wants (a GPU type that lost all its replicas) are pruned.
+- Placement is sticky through short node outages (``glm_operator.planning.outages``): while the spec
+  is unchanged, a NotReady/Unknown node keeps the replicas running on it for the node grace period
+  (Degraded ``GPUNodesUnavailable`` meanwhile, and ``requeue_after`` asks for a reconcile when the
+  grace ends), a cordoned node keeps them until they are drained. New replicas go where capacity is.
+- Children that the plan no longer wants (a GPU type that lost all its replicas) are pruned; while
+  the spec is unchanged (a capacity change moved them), one with Ready replicas is pruned only once
+  the replicas that replace it are Ready (make before break).
 - Events are emitted only when something changed compared with the previous status.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,9 +37,17 @@ from pydantic import ValidationError
 
 from glm_operator.api.v1alpha1 import GLMDeploymentSpec, spec_from_dict
 from glm_operator.planning.conditions import PLANNED, MetricsStatus, get_condition, summarize
-from glm_operator.planning.diagnosis import Diagnosis, diagnose_pods
+from glm_operator.planning.diagnosis import Diagnosis, Reason, diagnose_pods
 from glm_operator.planning.fit import FitInputError
 from glm_operator.planning.nodes import parse_gpu_pools
+from glm_operator.planning.outages import (
+    DEFAULT_NODE_GRACE_SECONDS,
+    NodeOutage,
+    held_gpus,
+    next_expiry,
+    node_outages,
+    parse_time,
+)
 from glm_operator.planning.placement import Plan, Variant, plan_placement
 from glm_operator.planning.request import PlanningInputError, placement_request_from_spec
 from glm_operator.render import names
@@ -59,6 +74,7 @@ class Observed:
     now: str  # RFC 3339
     metrics: MetricsStatus | None = None  # autoscaler's view of Prometheus, when autoscaling is on
     lws_available: bool = True  # LeaderWorkerSet CRD served (multi-node variants)
+    node_grace_seconds: float = DEFAULT_NODE_GRACE_SECONDS  # outage a running replica waits out
 
 
 @dataclass(frozen=True)
@@ -75,6 +91,7 @@ class Desired:
     prune: tuple[tuple[str, str, str], ...]  # (apiVersion, kind, name)
     status: dict[str, Any]
     events: tuple[Event, ...] = field(default=())
+    requeue_after: float | None = None  # seconds: reconcile again then (a node grace period ends)
 
 
 def variant_slug(gpu_product: str) -> str:
@@ -242,7 +259,11 @@ def compute_desired(observed: Observed) -> Desired:
         return _failed(observed, "InvalidSpec", f"{where}: {first.get('msg')}", generation)
 
     replicas = total_replicas(spec, prev_status)
-    pools = parse_gpu_pools(observed.nodes, observed.gpus_used)
+    now = parse_time(observed.now) or dt.datetime.now(dt.UTC)
+    outages = node_outages(observed.nodes, now, observed.node_grace_seconds)
+    spec_unchanged = prev_status.get("observedGeneration") == generation
+    held = held_gpus(outages, observed.pods, now) if spec_unchanged else {}
+    pools = parse_gpu_pools(observed.nodes, observed.gpus_used, held)
     spec_dict = spec.model_dump(by_alias=True, exclude_none=True)
     spec_dict["replicas"] = replicas
     try:
@@ -261,7 +282,7 @@ def compute_desired(observed: Observed) -> Desired:
 
     summary = plan_summary(plan)
     placed = _with_overflow(plan)
-    extra_findings: list[Diagnosis] = []
+    extra_findings = _outage_findings([outages[n] for n in sorted(held)], now, observed.node_grace_seconds)
     if not observed.lws_available and any(v.nodes_per_replica > 1 for v in placed):
         extra_findings.append(
             Diagnosis(
@@ -277,13 +298,16 @@ def compute_desired(observed: Observed) -> Desired:
     contexts = [_context(body, spec, v, observed.default_image, summary) for v in placed]
     objects = tuple(render_all(contexts)) if contexts else ()
     wanted = {_child_key(o) for o in objects}
-    prune = tuple(sorted(_child_key(c) for c in observed.children if _child_key(c) not in wanted))
+    unwanted = [c for c in observed.children if _child_key(c) not in wanted]
 
     # Replica counts from the children that will remain, compared with what we now want.
     kept = [c for c in observed.children if _child_key(c) in wanted]
     ready = _sum(kept, "readyReplicas")
     updated = _updated_replicas(kept, objects)
     planned = sum(v.replicas for v in placed)
+    if spec_unchanged and ready < planned:  # make before break: the replacement is not ready yet
+        unwanted = [c for c in unwanted if _sum([c], "readyReplicas") == 0]
+    prune = tuple(sorted(_child_key(c) for c in unwanted))
     degraded: list[Diagnosis] = extra_findings + diagnose_pods(observed.pods)
     phase, conditions = summarize(
         True, "Planned", planned, ready, updated, degraded, generation,
@@ -320,7 +344,35 @@ def compute_desired(observed: Observed) -> Desired:
     for d in degraded:
         if previous_degraded.get("reason") != d.reason or previous_degraded.get("status") != "True":
             events.append(Event("Warning", d.reason, f"{d.message} Fix: {d.fix}"))
-    return Desired(plan=plan, objects=objects, prune=prune, status=new_status, events=tuple(events))
+    expiry = next_expiry((outages[n] for n in held), now, held)
+    return Desired(
+        plan=plan,
+        objects=objects,
+        prune=prune,
+        status=new_status,
+        events=tuple(events),
+        requeue_after=None if expiry is None else expiry + 1.0,
+    )
+
+
+def _outage_findings(held: Sequence[NodeOutage], now: dt.datetime, grace: float) -> list[Diagnosis]:
+    """Degraded GPUNodesUnavailable for replicas kept on NotReady/Unknown nodes (a cordon is not)."""
+    down = [o for o in held if o.expires is not None]
+    if not down:
+        return []
+    until = min(o.expires for o in down if o.expires is not None)
+    left = max(0, int((until - now).total_seconds()))
+    return [
+        Diagnosis(
+            reason=Reason.GPU_NODES_UNAVAILABLE,
+            message=f"GPU nodes {', '.join(o.describe(now) for o in down)} are unavailable; the replicas "
+            f"on them keep their place for the node grace period of {grace:g} s ({left} s left), then "
+            "they are re-planned onto available GPUs.",
+            fix="nothing, if the nodes come back; otherwise check them (kubectl describe node) or delete "
+            "them to re-plan at once.",
+            pods=(),
+        )
+    ]
 
 
 def _with_overflow(plan: Plan) -> list[Variant]:

@@ -76,6 +76,7 @@ async def observe(op: Operator, namespace: str, name: str) -> Observed | None:
         now=now_rfc3339(),
         metrics=metrics_status if body.get("spec", {}).get("autoscaling") else None,
         lws_available=op.lws_available,
+        node_grace_seconds=op.config.node_grace_seconds,
     )
 
 
@@ -131,4 +132,6 @@ async def reconcile(op: Operator, namespace: str, name: str) -> bool:
         return False
     desired = compute_desired(observed)
     await execute(op, observed, desired)
+    if desired.requeue_after is not None:  # a node grace period ends: no watch event will say so
+        asyncio.get_running_loop().call_later(desired.requeue_after, op.queue.add, (namespace, name))
     return True

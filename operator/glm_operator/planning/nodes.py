@@ -11,7 +11,10 @@ and how a pod is pinned to that type (a nodeSelector label). Two cases:
   known resource name is its own pool; the resource request itself pins the type, so no nodeSelector
   is needed (GFD's single product label cannot describe two types on one node).
 
-Cordoned nodes (``spec.unschedulable``) and nodes whose Ready condition is not True are skipped. GPUs
+Cordoned nodes (``spec.unschedulable``) and nodes whose Ready condition is not True are skipped,
+except those passed in ``held`` (node -> resource -> GPUs the deployment's own pods hold there, see
+``glm_operator.planning.outages``): a node in its outage grace period stays a pool, but only the GPUs
+already held count as free, so running replicas keep their place and new ones go elsewhere. GPUs
 already requested by running pods can be passed as ``gpus_used`` (node -> resource -> count). Work is
 O(nodes); nothing here talks to the apiserver.
 """
@@ -39,9 +42,18 @@ class GpuPool:
     resource_name: str = GPU_RESOURCE
     node_selector: tuple[tuple[str, str], ...] = field(default=())
     gpus_used: int = 0
+    held_gpus: int | None = None  # node in an outage grace period: only these (own pods') GPUs count
 
     @property
     def gpus_free(self) -> int:
+        """GPUs new or kept replicas can use now."""
+        if self.held_gpus is not None:
+            return min(self.held_gpus, self.gpu_count)
+        return self.gpus_free_when_available
+
+    @property
+    def gpus_free_when_available(self) -> int:
+        """GPUs free once the node is available again (for ordering: an outage must not reorder)."""
         return max(0, self.gpu_count - self.gpus_used)
 
 
@@ -75,6 +87,7 @@ def _is_schedulable(node: Mapping[str, Any]) -> bool:
 def parse_gpu_pools(
     nodes: Mapping[str, Any] | Iterable[Mapping[str, Any]],
     gpus_used: Mapping[str, Mapping[str, int]] | None = None,
+    held: Mapping[str, Mapping[str, int]] | None = None,
 ) -> tuple[GpuPool, ...]:
     """GPU pools of all schedulable nodes.
 
@@ -83,12 +96,14 @@ def parse_gpu_pools(
     ``gpu_product == ""`` so the planner can say which label it did not recognise.
     """
     used = gpus_used or {}
+    held = held or {}
     pools: list[GpuPool] = []
     for node in _node_items(nodes):
-        if not _is_schedulable(node):
-            continue
         meta = node.get("metadata") or {}
         name = str(meta.get("name", ""))
+        node_held = held.get(name) if not _is_schedulable(node) else None
+        if not _is_schedulable(node) and node_held is None:
+            continue
         labels = meta.get("labels") or {}
         status = node.get("status") or {}
         allocatable = status.get("allocatable") or status.get("capacity") or {}
@@ -99,6 +114,7 @@ def parse_gpu_pools(
             count = _quantity(raw)
             if count <= 0:
                 continue
+            kept = None if node_held is None else int(node_held.get(resource, 0))
             if resource == GPU_RESOURCE:
                 gpu, key, value = gpu_from_labels(labels)
                 pools.append(
@@ -110,6 +126,7 @@ def parse_gpu_pools(
                         resource_name=resource,
                         node_selector=((key, value),) if gpu and key else (),
                         gpus_used=int(node_used.get(resource, 0)),
+                        held_gpus=kept,
                     )
                 )
                 continue
@@ -125,6 +142,7 @@ def parse_gpu_pools(
                     resource_name=resource,
                     node_selector=(),
                     gpus_used=int(node_used.get(resource, 0)),
+                    held_gpus=kept,
                 )
             )
     return tuple(pools)

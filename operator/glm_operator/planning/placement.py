@@ -188,10 +188,13 @@ class _Group:
     def max_gpus_per_node(self) -> int:
         return max(p.gpu_count for p in self.pools)
 
-    def capacity(self, tp: int, pp: int) -> int:
+    def capacity(self, tp: int, pp: int, when_available: bool = False) -> int:
+        """Replicas of this shape the free GPUs hold; ``when_available`` counts nodes in an outage
+        grace period as if they were back (used for ordering, so a short outage reorders nothing)."""
+        free = [p.gpus_free_when_available if when_available else p.gpus_free for p in self.pools]
         if pp <= 1:
-            return sum(p.gpus_free // tp for p in self.pools)
-        return sum(p.gpus_free // tp for p in self.pools) // pp
+            return sum(f // tp for f in free)
+        return sum(f // tp for f in free) // pp
 
     @functools.cached_property
     def _sorted_counts(self) -> tuple[int, ...]:
@@ -543,14 +546,14 @@ def plan_placement(request: PlacementRequest) -> Plan:
         chosen.append((group, pick, tried))
 
     # order: preference list, else by free capacity then memory
-    def capacity_of(item: tuple[_Group, _Evaluated, list[_Evaluated]]) -> int:
+    def capacity_of(item: tuple[_Group, _Evaluated, list[_Evaluated]], when_available: bool = False) -> int:
         g, ev, _ = item
-        return g.capacity(ev.candidate.tp, ev.candidate.pp)
+        return g.capacity(ev.candidate.tp, ev.candidate.pp, when_available)
 
     if order:
-        chosen.sort(key=lambda it: (order[it[0].gpu.name], -capacity_of(it)))
+        chosen.sort(key=lambda it: (order[it[0].gpu.name], -capacity_of(it, True)))
     else:
-        chosen.sort(key=lambda it: (-capacity_of(it), -it[0].gpu.memory_gib, it[0].gpu.name))
+        chosen.sort(key=lambda it: (-capacity_of(it, True), -it[0].gpu.memory_gib, it[0].gpu.name))
 
     variants: list[Variant] = []
     remaining = request.replicas
