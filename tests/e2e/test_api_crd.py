@@ -132,7 +132,10 @@ BAD_SPECS: dict[str, tuple[dict[str, Any] | None, str]] = {
         "spec.serving.extraArgs",
     ),
     "env value and valueFrom": (
-        bad("serving.env", [{"name": "A", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}]),
+        bad(
+            "serving.env",
+            [{"name": "A", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        ),
         "spec.serving.env[0]",
     ),
     "bad toleration operator": (

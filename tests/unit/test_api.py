@@ -169,7 +169,7 @@ GOOD_SPECS: list[dict[str, Any]] = [
     with_changes(
         serving__env=[
             {"name": "A", "value": "1"},
-            {"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "x"}}},
+            {"name": "B", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         ]
     ),
     with_changes(serving__resources={"requests": {"cpu": 8, "memory": "64Gi"}}),
@@ -209,7 +209,9 @@ BAD_SPECS: dict[str, tuple[dict[str, Any], str]] = {
     ),
     "env value and valueFrom": (
         with_changes(
-            serving__env=[{"name": "A", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}]
+            serving__env=[
+                {"name": "A", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+            ]
         ),
         "mutually exclusive",
     ),

@@ -128,6 +128,7 @@ def test_deployment_is_hardened(helm: Path) -> None:
         "run",
         "--liveness=http://0.0.0.0:8080/healthz",
         "--leader-election-namespace=glm-operator-system",
+        "--node-grace-seconds=300",
         "--metrics-port=8081",
     ]
     for probe in ("livenessProbe", "readinessProbe"):

@@ -79,7 +79,7 @@ def _convert(node: dict[str, Any], definitions: dict[str, Any], path: str) -> di
         types = sorted(str(member.get("type")) for member in non_null)
         if len(non_null) == 1:
             node = {**non_null[0], **node}
-            if "$ref" in node or "allOf" in node:
+            if "$ref" in node or "allOf" in node or "anyOf" in node:
                 node = _convert(node, definitions, path)
         elif types == ["integer", "string"] and all(set(m) == {"type"} for m in non_null):
             node["x-kubernetes-int-or-string"] = True

@@ -16,12 +16,16 @@ schema and reported as errors by strict field validation (``kubectl apply``'s de
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
-from pydantic.config import JsonDict
+from pydantic.config import JsonDict, JsonValue
+
+from glm_operator.api import kube_validation as kv
+from glm_operator.api.inline_config import MAX_LAYERS, InlineModelConfig
 
 GROUP = "inference.glm.dev"
 VERSION = "v1alpha1"
@@ -74,8 +78,16 @@ SERVED_MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$"
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 
-Quantity = int | str
-"""A Kubernetes resource quantity (``"500m"``, ``"16Gi"``, ``4``): int-or-string on the wire."""
+
+def _quantity(value: int | str) -> int | str:
+    kv.quantity_value(value)
+    return value
+
+
+Quantity = Annotated[
+    int | str, AfterValidator(_quantity), Field(json_schema_extra={"pattern": kv.QUANTITY_PATTERN})
+]
+"""A non-negative Kubernetes resource quantity (``"500m"``, ``"16Gi"``, ``4``): int-or-string on the wire."""
 
 
 def _cel(rule: str, message: str, field_path: str | None = None, reason: str | None = None) -> JsonDict:
@@ -152,12 +164,12 @@ class ModelSpec(_APIModel):
             "last path segment of id, lower-cased. Always passed to vLLM explicitly."
         ),
     )
-    config: dict[str, Any] | None = Field(
+    config: InlineModelConfig | None = Field(
         None,
         description=(
             "Inline Hugging Face config.json for a model that is not in the catalog; the planner reads "
             "the architecture (layers, heads, MLA ranks, experts, max_position_embeddings) from it. "
-            "Free-form: stored as given."
+            f"Stored as given; the keys the planner reads are bounded (at most {MAX_LAYERS} layers)."
         ),
     )
 
@@ -323,38 +335,75 @@ class SecretKeyRef(_APIModel):
         description="Name of the Secret, in the namespace of the GLMDeployment.",
     )
     key: str = Field(
-        "api-key", min_length=1, max_length=253, description="Key in the Secret whose value is used."
+        "api-key",
+        min_length=1,
+        max_length=253,
+        pattern=kv.CONFIG_KEY_PATTERN,
+        description="Key in the Secret whose value is used.",
     )
 
 
 class ConfigMapKeyRef(_APIModel):
     """A key of a ConfigMap in the GLMDeployment's namespace."""
 
-    name: str = Field(..., min_length=1, max_length=253, description="Name of the ConfigMap.")
-    key: str = Field(..., min_length=1, max_length=253, description="Key in the ConfigMap.")
+    name: str = Field(
+        ..., min_length=1, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN, description="Name of the ConfigMap."
+    )
+    key: str = Field(
+        ..., min_length=1, max_length=253, pattern=kv.CONFIG_KEY_PATTERN, description="Key in the ConfigMap."
+    )
     optional: bool | None = Field(None, description="Start the container even if the key is missing.")
 
 
 class EnvSecretKeyRef(_APIModel):
     """A key of a Secret, as in a Pod's env[].valueFrom.secretKeyRef."""
 
-    name: str = Field(..., min_length=1, max_length=253, description="Name of the Secret.")
-    key: str = Field(..., min_length=1, max_length=253, description="Key in the Secret.")
+    name: str = Field(
+        ..., min_length=1, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN, description="Name of the Secret."
+    )
+    key: str = Field(
+        ..., min_length=1, max_length=253, pattern=kv.CONFIG_KEY_PATTERN, description="Key in the Secret."
+    )
     optional: bool | None = Field(None, description="Start the container even if the key is missing.")
 
 
 class ObjectFieldSelector(_APIModel):
     """A field of the Pod, as in env[].valueFrom.fieldRef."""
 
-    field_path: str = Field(..., min_length=1, description="Path of the field, for example status.podIP.")
-    api_version: str | None = Field(None, description="Version of the schema fieldPath is written in.")
+    field_path: str = Field(
+        ...,
+        min_length=1,
+        max_length=512,
+        pattern=kv.ENV_FIELD_PATH_PATTERN,
+        description=(
+            "Path of the field: metadata.name, metadata.namespace, metadata.uid, metadata.labels['<key>'], "
+            "metadata.annotations['<key>'], spec.nodeName, spec.serviceAccountName, status.hostIP(s) or "
+            "status.podIP(s)."
+        ),
+    )
+    api_version: str | None = Field(
+        None, pattern=r"^v1$", description="Version of the schema fieldPath is written in: v1."
+    )
 
 
 class ResourceFieldSelector(_APIModel):
     """A container resource, as in env[].valueFrom.resourceFieldRef."""
 
-    resource: str = Field(..., min_length=1, description="Resource to select, for example limits.memory.")
-    container_name: str | None = Field(None, description="Container name; default the vLLM container.")
+    resource: str = Field(
+        ...,
+        min_length=1,
+        max_length=128,
+        pattern=kv.ENV_RESOURCE_PATTERN,
+        description=(
+            "Resource to select: limits or requests of cpu, memory, ephemeral-storage, hugepages-<size>."
+        ),
+    )
+    container_name: str | None = Field(
+        None,
+        max_length=63,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+        description="Container name; default the vLLM container.",
+    )
     divisor: Quantity | None = Field(None, description="Output format of the exposed resource, default 1.")
 
 
@@ -416,29 +465,126 @@ class EnvVar(_APIModel):
         return self
 
 
+_RESOURCE_NAMES_MESSAGE = (
+    "resource names are cpu, memory, ephemeral-storage, hugepages-<size> or <domain>/<name>"
+)
+
+
+_RESOURCE_RULES: list[JsonValue] = [
+    *(
+        _cel(
+            f"!has(self.{side}) || self.{side}.all(k, k.matches({kv.cel_string(kv.RESOURCE_NAME_PATTERN)}))",
+            _RESOURCE_NAMES_MESSAGE,
+            field_path=f".{side}",
+        )
+        for side in ("limits", "requests")
+    ),
+    *(
+        _cel(
+            f"!has(self.{side}) || self.{side}.all(k, string(self.{side}[k]).matches("
+            f"{kv.cel_string(kv.QUANTITY_PATTERN)}))",
+            "quantities must be non-negative, for example 500m, 16 or 64Gi",
+            field_path=f".{side}",
+        )
+        for side in ("limits", "requests")
+    ),
+    _cel(
+        "!has(self.limits) || !has(self.requests) || self.requests.all(k, !(k in self.limits) || "
+        "!isQuantity(string(self.requests[k])) || !isQuantity(string(self.limits[k])) || "
+        "quantity(string(self.requests[k])).compareTo(quantity(string(self.limits[k]))) <= 0)",
+        "each request must be less than or equal to its limit",
+        field_path=".requests",
+    ),
+]
+
+
 class ResourceRequirements(_APIModel):
     """CPU and memory of each vLLM container. GPUs are not set here: the plan decides them."""
 
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _RESOURCE_RULES})
+
     limits: dict[str, Quantity] | None = Field(
-        None, description="Most of each resource the container may use, for example memory: 256Gi."
+        None,
+        max_length=16,
+        description="Most of each resource the container may use, for example memory: 256Gi.",
     )
     requests: dict[str, Quantity] | None = Field(
-        None, description="Resources reserved for the container, for example cpu: '16'."
+        None, max_length=16, description="Resources reserved for the container, for example cpu: '16'."
     )
+
+    @model_validator(mode="after")
+    def _names_and_request_within_limit(self) -> ResourceRequirements:
+        limits, requests = self.limits or {}, self.requests or {}
+        for name in [*limits, *requests]:
+            if not re.match(kv.RESOURCE_NAME_PATTERN, name):
+                raise ValueError(f"{name!r}: {_RESOURCE_NAMES_MESSAGE}")
+        for name, request in requests.items():
+            if name in limits and kv.quantity_value(request) > kv.quantity_value(limits[name]):
+                raise ValueError(
+                    f"requests.{name} {request} must be less than or equal to limits.{name} {limits[name]}"
+                )
+        return self
+
+
+_TOLERATION_RULES = (
+    (
+        "!has(self.tolerationSeconds) || (has(self.effect) && self.effect == 'NoExecute')",
+        "tolerationSeconds is only allowed with effect NoExecute",
+        ".tolerationSeconds",
+    ),
+    (
+        "!has(self.operator) || self.operator != 'Exists' || !has(self.value) || self.value == ''",
+        "value must be empty when operator is Exists",
+        ".value",
+    ),
+    (
+        "(has(self.key) && self.key != '') || (has(self.operator) && self.operator == 'Exists')",
+        "an empty key (every taint) requires operator Exists",
+        ".key",
+    ),
+)
 
 
 class Toleration(_APIModel):
     """A toleration added to the vLLM pods (the nvidia.com/gpu taint is tolerated already)."""
 
-    key: str | None = Field(None, max_length=317, description="Taint key; empty with Exists: every taint.")
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(rule, message, field_path=path) for rule, message, path in _TOLERATION_RULES
+            ]
+        }
+    )
+
+    key: str | None = Field(
+        None,
+        max_length=kv.MAX_QUALIFIED_NAME_LENGTH,
+        pattern=kv.QUALIFIED_NAME_PATTERN,
+        description="Taint key; empty with Exists: every taint.",
+    )
     operator: Literal["Exists", "Equal"] | None = Field(None, description="Exists or Equal (default Equal).")
-    value: str | None = Field(None, max_length=63, description="Taint value for operator Equal.")
+    value: str | None = Field(
+        None,
+        max_length=kv.MAX_LABEL_VALUE_LENGTH,
+        pattern=kv.LABEL_VALUE_PATTERN,
+        description="Taint value for operator Equal.",
+    )
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
         None, description="Taint effect to match; empty: all effects."
     )
     toleration_seconds: int | None = Field(
         None, description="For NoExecute: seconds the pod stays bound after the taint appears."
     )
+
+    @model_validator(mode="after")
+    def _pod_rules(self) -> Toleration:
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError("tolerationSeconds is only allowed with effect NoExecute")
+        if self.operator == "Exists" and self.value:
+            raise ValueError("value must be empty when operator is Exists")
+        if not self.key and self.operator != "Exists":
+            raise ValueError("an empty key (every taint) requires operator Exists")
+        return self
 
 
 class ModelCacheSpec(_APIModel):
@@ -458,7 +604,25 @@ class ModelCacheSpec(_APIModel):
         pattern=r"^/",
         description="Where the claim is mounted in the vLLM container; HF_HOME points there.",
     )
-    sub_path: str | None = Field(None, max_length=1024, description="Sub-directory of the volume to mount.")
+    sub_path: str | None = Field(
+        None,
+        max_length=1024,
+        pattern=kv.SUB_PATH_PATTERN,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(kv.SUB_PATH_NO_PARENT_CEL, "subPath must be a relative path without '..'")
+            ]
+        },
+        description="Sub-directory of the volume to mount: a relative path without '..'.",
+    )
+
+    @field_validator("sub_path")
+    @classmethod
+    def _relative(cls, value: str | None) -> str | None:
+        if value is not None and re.search(r"(^|/)\.\.(/|$)", value):
+            raise ValueError("subPath must be a relative path without '..'")
+        return value
+
     read_only: bool = Field(
         False, description="Mount read-only (weights must already be on the volume; nothing is downloaded)."
     )
@@ -471,6 +635,7 @@ class ServingSpec(_APIModel):
         None,
         min_length=1,
         max_length=512,
+        pattern=kv.IMAGE_PATTERN,
         description=(
             "vLLM OpenAI-server image. Default: the operator's configured image (Helm value vllm.image)."
         ),
@@ -524,13 +689,34 @@ class ServingSpec(_APIModel):
     tolerations: list[Toleration] = Field(
         default_factory=list, max_length=64, description="Extra tolerations for the vLLM pods."
     )
-    node_selector: dict[str, str] = Field(
+    node_selector: dict[
+        str,
+        Annotated[str, Field(max_length=kv.MAX_LABEL_VALUE_LENGTH, pattern=kv.LABEL_VALUE_PATTERN)],
+    ] = Field(
         default_factory=dict,
+        max_length=64,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    f"self.all(k, k.size() <= {kv.MAX_QUALIFIED_NAME_LENGTH} && "
+                    f"k.matches({kv.cel_string(kv.QUALIFIED_NAME_PATTERN)}))",
+                    "nodeSelector keys must be label keys: an optional DNS prefix and '/', then a name of "
+                    "letters, digits, '-', '_' or '.'",
+                )
+            ]
+        },
         description="Extra node labels the vLLM pods require, on top of the GPU-type affinity from the plan.",
     )
     model_cache: ModelCacheSpec | None = Field(
         None, description="PersistentVolumeClaim used as the model cache (HF_HOME)."
     )
+
+    @field_validator("node_selector")
+    @classmethod
+    def _label_keys(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            kv.check_qualified_name(key, "nodeSelector key")
+        return value
 
     @field_validator("extra_args")
     @classmethod

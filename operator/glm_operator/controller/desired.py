@@ -271,6 +271,10 @@ def compute_desired(observed: Observed) -> Desired:
         plan = plan_placement(request)
     except (PlanningInputError, FitInputError, ValueError, KeyError) as exc:
         return _failed(observed, "InvalidSpec", str(exc), generation)
+    except Exception as exc:  # a planner bug on an odd spec: say so in status, never retry in a loop
+        where = "spec.model.config" if spec.model.config is not None else "spec"
+        message = f"{where}: the planner failed on this spec ({type(exc).__name__}: {str(exc)[:300]})"
+        return _failed(observed, "InvalidSpec", message, generation)
     if not plan.fits:
         reason = "NoGPUFits" if pools else "NoGPUNodes"
         message = plan_summary(plan)

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from glm_operator.catalog.gpus import GFD_PRODUCT_LABEL, GpuType, find_gpu
-from glm_operator.catalog.models import CatalogError, ResolvedModel, resolve_model
+from glm_operator.catalog.models import CatalogError, ResolvedModel, parse_quantization_config, resolve_model
 from glm_operator.planning.fit import (
     FitInput,
     FitInputError,
@@ -238,7 +238,35 @@ def _resolve(request: PlacementRequest) -> ResolvedModel:
             return resolve_model(request.model_config, request.model or None)
         return resolve_model(request.model)
     except CatalogError as exc:
-        raise PlanningInputError(f"spec.model: {exc}") from None
+        raise PlanningInputError(f"spec.model{'.config' if request.model_config else ''}: {exc}") from None
+    except (TypeError, ValueError, IndexError, KeyError, AttributeError, ArithmeticError) as exc:
+        # An inline config.json of an unexpected shape (a list where a number belongs, ...).
+        raise PlanningInputError(
+            f"{_inline_config_field(request.model_config)}: {_unreadable(exc)}"
+        ) from None
+
+
+def _inline_config_field(config: Mapping[str, Any] | None) -> str:
+    """The part of an inline config.json the planner failed on (the quantization block is apart)."""
+    if config is None:
+        return "spec.model.id"
+    quantization = config.get("quantization_config")
+    text = config.get("text_config")
+    if quantization is None and isinstance(text, Mapping):
+        quantization = text.get("quantization_config")
+    if quantization is not None:
+        try:
+            parse_quantization_config(quantization)
+        except Exception:
+            return "spec.model.config.quantization_config"
+    return "spec.model.config"
+
+
+def _unreadable(exc: Exception) -> str:
+    return (
+        f"the planner cannot read this config ({type(exc).__name__}: {str(exc)[:200]}); give the values "
+        "of the model's config.json as they are published (numbers as numbers, lists as lists)"
+    )
 
 
 def _model_for(base: ResolvedModel, quantization: str) -> tuple[ResolvedModel, str | None]:

@@ -1,0 +1,311 @@
+"""Hostile GLMDeployment specs: odd, oversized or malformed values in every field a user writes.
+
+Each case is one mutation of a small valid spec (GLM-4-9B on L4). The tests check invariants, not
+a table of expected outcomes: a case is either refused when it is applied (by the CRD's schema and
+CEL rules, and by the pydantic models, naming the field), or accepted and then planned to a status
+condition, with child objects the apiserver accepts. Nothing may crash the planner, loop on a 422
+or freeze the operator (inline configs are bounded).
+
+Used by ``tests/unit/test_hostile_specs.py`` (pydantic + planner, every case) and
+``tests/e2e/test_hostile_specs.py`` (the real apiserver).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+BASE_SPEC: dict[str, Any] = {
+    "model": {"id": "zai-org/glm-4-9b-chat"},
+    "contextLength": 8192,
+    "gpu": {"products": ["L4"]},
+}
+
+# A small GQA config.json (GLM-4-9B's shape) for the inline-config cases.
+INLINE_CONFIG: dict[str, Any] = {
+    "architectures": ["GlmForCausalLM"],
+    "model_type": "glm",
+    "hidden_size": 4096,
+    "num_hidden_layers": 40,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 2,
+    "head_dim": 128,
+    "intermediate_size": 13696,
+    "vocab_size": 151552,
+    "max_position_embeddings": 131072,
+    "torch_dtype": "bfloat16",
+}
+
+
+@dataclass(frozen=True)
+class HostileCase:
+    id: str
+    spec: dict[str, Any]
+    field: str  # the spec field the case attacks, dotted (for messages: the refusal must name it)
+
+
+def _set(spec: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    out = copy.deepcopy(spec)
+    node = out
+    parts = path.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+    return out
+
+
+_BIG = 100_000
+
+_SCALARS: dict[str, list[Any]] = {
+    "serving.image": [
+        "vllm/vllm-openai:v0.11.0\n",
+        " vllm/vllm-openai:v0.11.0",
+        "vllm/vllm-openai:v0.11.0 ",
+        "vllm/vllm-openai:\tv0.11.0",
+        "vllm\x00openai",
+        "vllm\x1bopenai",
+        "vllm/vllm-openai:v0.11.0\r",
+        "",
+        "x" * 600,
+        "vllm/vllm-öpenai",
+        "registry.example.com:5000/vllm/vllm-openai@sha256:" + "a" * 64,
+        "vllm/vllm-openai:latest",
+    ],
+    "serving.port": [0, -1, 65536, 10**12, "8000", 8080, 1],
+    "serving.maxNumSeqs": [0, -5, 10**9, "many", 64],
+    "serving.apiKeySecretRef": [
+        {"name": "Bad_Name"},
+        {"name": "ok", "key": "a b"},
+        {"name": "ok", "key": "a/b"},
+        {"name": "", "key": "k"},
+        {"name": "x" * 300},
+        {"name": "ok", "key": "token.txt"},
+    ],
+    "serving.nodeSelector": [
+        {"pool": "x" * _BIG},
+        {"pool": "x" * 64},
+        {"pool": "bad value!"},
+        {"pool": "-leading"},
+        {"bad key": "v"},
+        {"a/b/c": "v"},
+        {"/v": "v"},
+        {"example.com/" + "n" * 64: "v"},
+        {f"k{i}": "v" for i in range(100)},
+        {"": "v"},
+        {"topology.kubernetes.io/zone": "eu-west-1a"},
+        {"pool": ""},
+        {"pool": 5},
+    ],
+    "serving.tolerations": [
+        [{"key": "k", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 60}],
+        [{"key": "k", "operator": "Exists", "tolerationSeconds": 60}],
+        [{"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}],
+        [{"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": -1}],
+        [{"key": "k", "operator": "Exists", "value": "v"}],
+        [{"operator": "Equal", "value": "v"}],
+        [{"operator": "Exists"}],
+        [{"key": "bad key", "operator": "Exists"}],
+        [{"key": "k", "operator": "Equal", "value": "x" * 100}],
+        [{"key": "k", "operator": "Equal", "value": "bad value!"}],
+        [{"key": "k", "operator": "Gt", "value": "1"}],
+        [{"key": "k", "effect": "Bogus"}],
+        [{"key": "k", "value": "v"}],
+        [{"key": "x" * 400, "operator": "Exists"}],
+        [{"key": "k", "operator": "Exists"}] * 65,
+    ],
+    "serving.modelCache": [
+        {"claimName": "cache", "subPath": "../etc"},
+        {"claimName": "cache", "subPath": "a/../../b"},
+        {"claimName": "cache", "subPath": "/abs"},
+        {"claimName": "cache", "subPath": ".."},
+        {"claimName": "cache", "subPath": "models/glm..4"},
+        {"claimName": "cache", "mountPath": "relative/path"},
+        {"claimName": "Bad_Claim"},
+        {"claimName": ""},
+        {"claimName": "cache", "subPath": "hf"},
+    ],
+    "serving.extraArgs": [
+        ["--enable-prefix-caching"],
+        ["x" * 2000],
+        ["--max-num-batched-tokens", "8192"],
+        [""],
+        ["a"] * 65,
+    ],
+    "contextLength": [0, 255, -1, 10**12, "8192", 8192.5, None, 4 * 1024 * 1024, 131073],
+    "minConcurrency": [0, -1, 10**9, 4096, 1.5, "two"],
+    "replicas": [-1, 10**9, 1001, 0, "3", 2.5],
+    "quantization": ["fp4", "", "FP8", None, 8, "int4"],
+    "kvCacheDtype": ["fp16", "", "FP8", "fp8"],
+    "gpu": [
+        {"products": [""]},
+        {"products": ["x" * 200]},
+        {"products": ["Nonexistent-GPU"]},
+        {"products": ["L4"] * 17},
+        {"products": "L4"},
+        {"tensorParallelSize": 3},
+        {"tensorParallelSize": 64},
+        {"tensorParallelSize": -2},
+        {"pipelineParallelSize": 2},
+        {"pipelineParallelSize": 99, "allowMultiNode": True},
+        {"memoryUtilization": 2},
+        {"memoryUtilization": 0.1},
+        {"memoryUtilization": "high"},
+        {"products": ["L4"], "tensorParallelSize": 8},
+        {"products": ["L4"], "allowMultiNode": "yes"},
+    ],
+    "autoscaling": [
+        {"minReplicas": 5, "maxReplicas": 2},
+        {"minReplicas": 0},
+        {"maxReplicas": 10**6},
+        {"targetQueueLength": 0},
+        {"intervalSeconds": 1},
+        {"scaleDownStabilizationSeconds": -1},
+        {"minReplicas": 1, "maxReplicas": 3, "bogus": 1},
+    ],
+    "model": [
+        {"id": "../../etc/passwd"},
+        {"id": "a b"},
+        {"id": ""},
+        {"id": "x" * 300},
+        {"id": "zai-org/not-a-model"},
+        {"servedModelName": "glm"},
+        {"id": "zai-org/glm-4-9b-chat", "servedModelName": "bad name"},
+        {"id": "zai-org/glm-4-9b-chat", "source": "ftp://x"},
+        {"id": "zai-org/glm-4-9b-chat", "source": "hf://a b"},
+        {"id": "zai-org/glm-4-9b-chat", "source": "pvc://Bad/x"},
+        {"id": "zai-org/glm-4-9b-chat", "bogus": True},
+        {"config": []},
+        {"config": "config.json"},
+        {"config": {}},
+    ],
+}
+
+_RESOURCE_VALUES: list[Any] = [
+    "lots",
+    "-1",
+    -1,
+    "1.5.5",
+    "",
+    "1Gi ",
+    "∞",
+    "0x10",
+    "1e3",
+    "100m",
+    0,
+    10**20,
+    "+2",
+]
+_RESOURCE_NAMES: list[str] = [
+    "bad key",
+    "gpu",
+    "nvidia.com/gpu",
+    "memory",
+    "hugepages-2Mi",
+    "example.com/fpga",
+]
+
+_ENV: list[Any] = [
+    {"name": "1BAD", "value": "x"},
+    {"name": "A=B", "value": "x"},
+    {"name": "", "value": "x"},
+    {"name": "A", "value": "x" * 40000},
+    {"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "x"}}},
+    {"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "spec.containers[0].image"}}},
+    {"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels"}}},
+    {"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+    {"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+    {"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP", "apiVersion": "v2"}}},
+    {"name": "A", "valueFrom": {"resourceFieldRef": {"resource": "limits.gpu"}}},
+    {"name": "A", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory"}}},
+    {"name": "A", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu", "divisor": "lots"}}},
+    {"name": "A", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu", "containerName": "Bad_C"}}},
+    {"name": "A", "valueFrom": {"secretKeyRef": {"name": "Bad_Name", "key": "k"}}},
+    {"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "a/b"}}},
+    {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "a b"}}},
+    {"name": "A", "valueFrom": {"configMapKeyRef": {"name": "Bad!", "key": "k"}}},
+    {"name": "A", "valueFrom": {}},
+    {"name": "A", "value": "1", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+    {
+        "name": "A",
+        "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}, "fieldRef": {"fieldPath": "metadata.name"}},
+    },
+    {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}},
+]
+
+_CONFIG_KEYS: dict[str, list[Any]] = {
+    "num_hidden_layers": [1_000_000, 513, 0, -1, "40", 40.5, None, True, [40]],
+    "num_attention_heads": [0, 10**6, 3, "32", 1],
+    "num_key_value_heads": [0, 64, 3, 10**6],
+    "hidden_size": [0, 1, 10**9, "4096", 31],
+    "head_dim": [0, 10**6, "128"],
+    "vocab_size": [0, 10**12, "x"],
+    "intermediate_size": [0, 10**12],
+    "max_position_embeddings": [0, 10**15, "131072", 1000],
+    "n_routed_experts": [10**6, -1, "many"],
+    "kv_lora_rank": [10**9, -1],
+    "layer_types": [["linear_attention"] * 1_000, "linear", [1, 2, 3], [{"a": 1}] * 40],
+    "indexer_types": [["full"] * 600],
+    "text_config": [{"num_hidden_layers": 10**6}, [], "x", {"hidden_size": 0}],
+    "torch_dtype": ["float8", 5, "x" * 100],
+    "architectures": ["GlmForCausalLM", [1], ["x"] * 20],
+    "quantization_config": [
+        {"quant_method": "fp8", "weight_block_size": [1]},
+        {"quant_method": "fp8", "weight_block_size": [{"a": 1}, 2]},
+        {"quant_method": "fp8", "weight_block_size": "128x128"},
+        {"quant_method": "fp8", "weight_block_size": [0, 0]},
+        {"quant_method": "gptq", "bits": "x"},
+        {"quant_method": "gptq", "bits": 3},
+        {"quant_method": "gptq", "bits": 4, "group_size": "all"},
+        {"quant_method": "awq", "w_bit": 99},
+        {"quant_method": 5},
+        {"quant_method": None},
+        {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": "x"}}}},
+        {
+            "quant_method": "compressed-tensors",
+            "config_groups": {"g": {"weights": {"strategy": "block", "block_structure": [128]}}},
+        },
+        {
+            "quant_method": "compressed-tensors",
+            "config_groups": {"g": {"weights": {"strategy": "block", "block_structure": "x"}}},
+        },
+        {"quant_method": "compressed-tensors", "config_groups": [1, 2]},
+        {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": 3}}}},
+        {"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"group_size": "x"}}}},
+        {"quant_method": "bitsandbytes"},
+        [],
+        "fp8",
+        {"quant_method": "fp8"},
+    ],
+}
+
+
+def hostile_cases() -> list[HostileCase]:
+    """Every case, in a stable order with unique ids (at least 200)."""
+    return list(_cases())
+
+
+def _cases() -> Iterator[HostileCase]:
+    for field_name, values in _SCALARS.items():
+        for i, value in enumerate(values):
+            yield HostileCase(f"{field_name}-{i}", _set(BASE_SPEC, field_name, value), field_name)
+    for i, value in enumerate(_RESOURCE_VALUES):
+        for side in ("limits", "requests"):
+            spec = _set(BASE_SPEC, f"serving.resources.{side}", {"cpu": value})
+            yield HostileCase(f"serving.resources.{side}.cpu-{i}", spec, f"serving.resources.{side}")
+    for i, name in enumerate(_RESOURCE_NAMES):
+        spec = _set(BASE_SPEC, "serving.resources.limits", {name: "1"})
+        yield HostileCase(f"serving.resources.limits.name-{i}", spec, "serving.resources.limits")
+    for i, (request, limit) in enumerate(
+        [("2", "1"), ("1500m", "1"), ("1Gi", "1G"), ("1", "1"), ("500m", "1")]
+    ):
+        spec = _set(BASE_SPEC, "serving.resources", {"requests": {"cpu": request}, "limits": {"cpu": limit}})
+        yield HostileCase(f"serving.resources.request-vs-limit-{i}", spec, "serving.resources.requests")
+    for i, env in enumerate(_ENV):
+        yield HostileCase(f"serving.env-{i}", _set(BASE_SPEC, "serving.env", [env]), "serving.env")
+    for key, values in _CONFIG_KEYS.items():
+        for i, value in enumerate(values):
+            config = {**INLINE_CONFIG, key: value}
+            spec = _set(BASE_SPEC, "model", {"id": "example/inline-glm", "config": config})
+            yield HostileCase(f"model.config.{key}-{i}", spec, f"model.config.{key}")
