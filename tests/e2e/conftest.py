@@ -19,6 +19,8 @@ from glm_operator.testing.cluster import LocalCluster, repo_root
 from glm_operator.testing.operator import RunningOperator
 
 NODES = repo_root() / "tests" / "fixtures" / "gpu-cluster.yaml"
+# Short enough for test_node_outage to wait it out, longer than its 60 s blip.
+NODE_GRACE_SECONDS = 80
 _counter = itertools.count()
 
 
@@ -87,7 +89,7 @@ def cluster() -> Iterator[E2ECluster]:
 def operator(cluster: E2ECluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningOperator]:
     op = RunningOperator(cluster.local, tmp_path_factory.mktemp("operator"))
     op.install()
-    op.start()
+    op.start("--node-grace-seconds", str(NODE_GRACE_SECONDS))
     try:
         yield op
     finally:

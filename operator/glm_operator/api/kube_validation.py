@@ -19,6 +19,7 @@ from decimal import Decimal, InvalidOperation
 # resource.Quantity's syntax, non-negative (requests and limits must be >= 0).
 _DECIMAL = r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
 QUANTITY_PATTERN = rf"^\+?{_DECIMAL}(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?{_DECIMAL}))?$"
+MAX_QUANTITY_LENGTH = 64
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS_SUBDOMAIN = rf"{_DNS_LABEL}(\.{_DNS_LABEL})*"
 _NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"
@@ -27,8 +28,10 @@ QUALIFIED_NAME_PATTERN = rf"^({_DNS_SUBDOMAIN}/)?{_NAME}$"
 LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 MAX_LABEL_VALUE_LENGTH = 63
 MAX_QUALIFIED_NAME_LENGTH = 317  # 253 (prefix) + "/" + 63 (name)
-# Resource names a container may request: the standard ones, hugepages, or a domain-prefixed one.
-RESOURCE_NAME_PATTERN = rf"^(cpu|memory|ephemeral-storage|hugepages-[A-Za-z0-9.]+|{_DNS_SUBDOMAIN}/{_NAME})$"
+# Resource names the user may set: cpu, memory, ephemeral-storage. GPUs (nvidia.com/*) come from the
+# plan (a value written here is replaced); hugepages and other extended resources carry extra Pod
+# rules (whole numbers, requests == limits, cpu or memory alongside) and are not offered.
+RESOURCE_NAME_PATTERN = r"^(cpu|memory|ephemeral-storage|nvidia\.com/[-A-Za-z0-9_.]+)$"
 # Keys of Secrets and ConfigMaps.
 CONFIG_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
 # The downward API's fields for container env (validEnvDownwardAPIFieldPathExpressions).
@@ -36,7 +39,7 @@ ENV_FIELD_PATH_PATTERN = (
     r"^(metadata\.(name|namespace|uid)|metadata\.(labels|annotations)\['[^']+'\]"
     r"|spec\.(nodeName|serviceAccountName)|status\.(hostIP|hostIPs|podIP|podIPs))$"
 )
-ENV_RESOURCE_PATTERN = r"^(limits|requests)\.(cpu|memory|ephemeral-storage|hugepages-[A-Za-z0-9.]+)$"
+ENV_RESOURCE_PATTERN = r"^(limits|requests)\.(cpu|memory|ephemeral-storage)$"
 # A container image reference: printable ASCII, no whitespace or control characters.
 IMAGE_PATTERN = r"^[!-~]+$"
 # A relative path without "..": what a volume mount's subPath may be.
@@ -71,7 +74,7 @@ def quantity_value(value: int | str) -> Decimal:
         if value < 0:
             raise ValueError(f"{value} is negative; requests and limits must be >= 0")
         return Decimal(value)
-    if not re.match(QUANTITY_PATTERN, value):
+    if len(value) > MAX_QUANTITY_LENGTH or not re.match(QUANTITY_PATTERN, value):
         raise ValueError(f"{value!r} is not a Kubernetes quantity (for example 500m, 16, 64Gi, 1.5)")
     match = re.match(r"^\+?([0-9.]+)(.*)$", value)
     assert match is not None

@@ -85,7 +85,9 @@ def _quantity(value: int | str) -> int | str:
 
 
 Quantity = Annotated[
-    int | str, AfterValidator(_quantity), Field(json_schema_extra={"pattern": kv.QUANTITY_PATTERN})
+    int | str,
+    AfterValidator(_quantity),
+    Field(json_schema_extra={"pattern": kv.QUANTITY_PATTERN, "maxLength": kv.MAX_QUANTITY_LENGTH}),
 ]
 """A non-negative Kubernetes resource quantity (``"500m"``, ``"16Gi"``, ``4``): int-or-string on the wire."""
 
@@ -394,9 +396,7 @@ class ResourceFieldSelector(_APIModel):
         min_length=1,
         max_length=128,
         pattern=kv.ENV_RESOURCE_PATTERN,
-        description=(
-            "Resource to select: limits or requests of cpu, memory, ephemeral-storage, hugepages-<size>."
-        ),
+        description=("Resource to select: limits or requests of cpu, memory or ephemeral-storage."),
     )
     container_name: str | None = Field(
         None,
@@ -465,9 +465,7 @@ class EnvVar(_APIModel):
         return self
 
 
-_RESOURCE_NAMES_MESSAGE = (
-    "resource names are cpu, memory, ephemeral-storage, hugepages-<size> or <domain>/<name>"
-)
+_RESOURCE_NAMES_MESSAGE = "resource names are cpu, memory or ephemeral-storage (GPUs come from the plan)"
 
 
 _RESOURCE_RULES: list[JsonValue] = [
