@@ -43,6 +43,7 @@ from glm_operator.planning.nodes import parse_gpu_pools
 from glm_operator.planning.outages import (
     DEFAULT_NODE_GRACE_SECONDS,
     NodeOutage,
+    format_time,
     held_gpus,
     next_expiry,
     node_outages,
@@ -286,7 +287,7 @@ def compute_desired(observed: Observed) -> Desired:
 
     summary = plan_summary(plan)
     placed = _with_overflow(plan)
-    extra_findings = _outage_findings([outages[n] for n in sorted(held)], now, observed.node_grace_seconds)
+    extra_findings = _outage_findings([outages[n] for n in sorted(held)], observed.node_grace_seconds)
     if not observed.lws_available and any(v.nodes_per_replica > 1 for v in placed):
         extra_findings.append(
             Diagnosis(
@@ -359,19 +360,18 @@ def compute_desired(observed: Observed) -> Desired:
     )
 
 
-def _outage_findings(held: Sequence[NodeOutage], now: dt.datetime, grace: float) -> list[Diagnosis]:
+def _outage_findings(held: Sequence[NodeOutage], grace: float) -> list[Diagnosis]:
     """Degraded GPUNodesUnavailable for replicas kept on NotReady/Unknown nodes (a cordon is not)."""
     down = [o for o in held if o.expires is not None]
     if not down:
         return []
     until = min(o.expires for o in down if o.expires is not None)
-    left = max(0, int((until - now).total_seconds()))
     return [
         Diagnosis(
             reason=Reason.GPU_NODES_UNAVAILABLE,
-            message=f"GPU nodes {', '.join(o.describe(now) for o in down)} are unavailable; the replicas "
-            f"on them keep their place for the node grace period of {grace:g} s ({left} s left), then "
-            "they are re-planned onto available GPUs.",
+            message=f"GPU nodes {', '.join(o.describe() for o in down)} are unavailable; the replicas "
+            f"on them keep their place for the node grace period of {grace:g} s (until "
+            f"{format_time(until)}), then they are re-planned onto available GPUs.",
             fix="nothing, if the nodes come back; otherwise check them (kubectl describe node) or delete "
             "them to re-plan at once.",
             pods=(),

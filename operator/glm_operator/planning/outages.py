@@ -52,10 +52,12 @@ class NodeOutage:
     def held(self, now: dt.datetime) -> bool:
         return self.expires is None or now < self.expires
 
-    def describe(self, now: dt.datetime) -> str:
+    def describe(self) -> str:
+        """Stable text (absolute times, not "for N s"): a status that changes on every reconcile
+        would trigger the next one through its own watch event."""
         if self.since is None:
             return f"{self.node_name} ({self.reason})"
-        return f"{self.node_name} ({self.reason} for {max(0, int((now - self.since).total_seconds()))} s)"
+        return f"{self.node_name} ({self.reason} since {format_time(self.since)})"
 
 
 def parse_time(value: Any) -> dt.datetime | None:
@@ -67,6 +69,10 @@ def parse_time(value: Any) -> dt.datetime | None:
     except ValueError:
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def format_time(value: dt.datetime) -> str:
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _ready_condition(node: Mapping[str, Any]) -> Mapping[str, Any] | None:
