@@ -1,0 +1,59 @@
+"""Keep a running HAProxy in step with a routing table: files + reload, or runtime commands."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from glm_operator.clients.haproxy import HAProxyRuntime
+from glm_operator.gateway.haproxy_config import GatewaySettings, render_files, runtime_commands
+from glm_operator.gateway.routes import RoutingTable
+
+log = logging.getLogger(__name__)
+
+
+def write_files(files: dict[str, str], directory: Path) -> bool:
+    """Write each file atomically (rename), skipping unchanged ones; True if any changed."""
+    directory.mkdir(parents=True, exist_ok=True)
+    changed = False
+    for name, content in files.items():
+        path = directory / name
+        if path.exists() and path.read_text() == content:
+            continue
+        partial = path.with_name(f".{name}.partial")
+        partial.write_text(content)
+        os.replace(partial, path)
+        changed = True
+    return changed
+
+
+class ProxyDriver:
+    """Applies routing tables to one HAProxy: a reload when the backends change, else runtime commands."""
+
+    def __init__(self, settings: GatewaySettings, runtime: HAProxyRuntime | None) -> None:
+        self.settings = settings
+        self.runtime = runtime
+        self.current: RoutingTable | None = None
+
+    def write(self, table: RoutingTable) -> bool:
+        """Write the proxy's files for ``table`` (before it starts, or to be reloaded)."""
+        return write_files(render_files(table, self.settings), Path(self.settings.config_dir))
+
+    def apply(self, table: RoutingTable) -> str:
+        """Bring the proxy to ``table``; returns what was done ("reload", "runtime", "none")."""
+        old = self.current
+        if old is not None and [b.name for b in old.backends] == [b.name for b in table.backends]:
+            commands = runtime_commands(old, table)
+            if commands and self.runtime is not None:
+                self.runtime.execute(commands)
+            # Keep the files current too, so a restart of the proxy starts from the same state.
+            self.write(table)
+            self.current = table
+            return "runtime" if commands else "none"
+        changed = self.write(table)
+        if changed and self.runtime is not None and self.runtime.master_socket is not None:
+            log.info("served models are now %s: reloading HAProxy", ", ".join(table.models) or "none")
+            self.runtime.reload()
+        self.current = table
+        return "reload" if changed else "none"
