@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from glm_operator.clients.haproxy import HAProxyRuntime
-from glm_operator.gateway.haproxy_config import GatewaySettings, render_files, runtime_commands
+from glm_operator.gateway.haproxy_config import GatewaySettings, needs_reload, render_files, runtime_commands
 from glm_operator.gateway.routes import RoutingTable
 
 log = logging.getLogger(__name__)
@@ -35,15 +35,18 @@ class ProxyDriver:
         self.settings = settings
         self.runtime = runtime
         self.current: RoutingTable | None = None
+        self._applied_settings: GatewaySettings | None = None
 
     def write(self, table: RoutingTable) -> bool:
         """Write the proxy's files for ``table`` (before it starts, or to be reloaded)."""
+        self._applied_settings = self.settings
         return write_files(render_files(table, self.settings), Path(self.settings.config_dir))
 
     def apply(self, table: RoutingTable) -> str:
         """Bring the proxy to ``table``; returns what was done ("reload", "runtime", "none")."""
         old = self.current
-        if old is not None and [b.name for b in old.backends] == [b.name for b in table.backends]:
+        same_settings = self._applied_settings == self.settings
+        if old is not None and same_settings and not needs_reload(old, table):
             commands = runtime_commands(old, table)
             if commands and self.runtime is not None:
                 self.runtime.execute(commands)
@@ -53,7 +56,7 @@ class ProxyDriver:
             return "runtime" if commands else "none"
         changed = self.write(table)
         if changed and self.runtime is not None and self.runtime.master_socket is not None:
-            log.info("served models are now %s: reloading HAProxy", ", ".join(table.models) or "none")
+            log.info("reloading HAProxy; served models: %s", ", ".join(table.models) or "none")
             self.runtime.reload()
         self.current = table
         return "reload" if changed else "none"

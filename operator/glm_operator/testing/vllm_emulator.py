@@ -91,6 +91,13 @@ def render_metrics(gauges: Mapping[str, tuple[float, float]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """Clients that hang up early (health checks, a proxy giving up) are not errors worth a traceback."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass
+
+
 class VLLMMetricsEmulator:
     """Serves fake vLLM queue gauges and OpenAI routes on ``host`` (127.0.0.1, a free port by default)."""
 
@@ -118,7 +125,7 @@ class VLLMMetricsEmulator:
             "prefix_misses": 0,
         }
         self._seen_prefixes: set[str] = set()
-        self._server = ThreadingHTTPServer((host, port), self._handler_class())
+        self._server = _QuietServer((host, port), self._handler_class())
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
         self.name = name or f"{host}:{self.port}"
