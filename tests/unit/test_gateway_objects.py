@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from glm_operator.api.crd import build_gateway_crd, crd_yaml
 from glm_operator.api.gateway import GLMGatewaySpec
+from glm_operator.api.v1alpha1 import ModelSpec
 from glm_operator.gateway.objects import KEYS_FILE, gateway_name, render_gateway, sync_args
 from glm_operator.gateway.sync import SyncOptions, map_addresses, settings_for
 from glm_operator.testing.gateway_objects import H100, vllm_pod
@@ -56,6 +57,12 @@ def test_spec_defaults_follow_the_seed_gateway() -> None:
 def test_bad_specs_name_the_field(spec: dict[str, Any], field: str) -> None:
     with pytest.raises(ValidationError, match=field):
         GLMGatewaySpec.model_validate(spec)
+
+
+def test_a_long_context_served_name_is_accepted_but_not_one_with_spaces() -> None:
+    assert ModelSpec(id="zai-org/GLM-5.3-Flash", servedModelName="glm-5.3-flash[1m]").served_model_name
+    with pytest.raises(ValidationError, match=r"servedModelName|served_model_name"):
+        ModelSpec(id="zai-org/GLM-5.3-Flash", servedModelName="glm flash")
 
 
 def test_rendered_objects_are_owned_and_named_after_the_gateway() -> None:

@@ -71,9 +71,11 @@ class LocalGateway:
         self.settings = dataclasses.replace(self.settings, **changes)
         self.driver.settings = self.settings
 
-    def start(self, table: RoutingTable, timeout: float = 20) -> LocalGateway:
-        self.driver.write(table)
-        self.driver.current = table
+    def start(self, table: RoutingTable | None, timeout: float = 20) -> LocalGateway:
+        """Start HAProxy on ``table`` (None: on the files already in the directory, e.g. from a sync)."""
+        if table is not None:
+            self.driver.write(table)
+            self.driver.current = table
         log = (self.workdir / "haproxy.log").open("ab")
         self.proc = subprocess.Popen(
             [haproxy_binary(), "-W", "-db", "-S", self.master_socket, "-f", str(self.workdir / CONFIG_FILE)],
