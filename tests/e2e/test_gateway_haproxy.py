@@ -335,3 +335,37 @@ def test_a_killed_upstream_is_taken_out_and_requests_elsewhere_finish(
         if victim.poll() is None:
             os.killpg(victim.pid, signal.SIGKILL)
             victim.wait(timeout=10)
+
+
+def test_prefix_affinity_raises_the_prefix_cache_hit_rate(
+    gateway: LocalGateway, emulators: list[VLLMMetricsEmulator], port: int
+) -> None:
+    """12 conversations (own system prompt, growing history) over 3 pods, least-conn vs affinity."""
+    latency = LatencyModel(base_seconds=0.01)
+    started = [emulate(emulators, f"127.0.0.{i + 2}", port, [AIR], latency=latency) for i in range(3)]
+    pods = [vllm_pod(f"p{i}", "air", H100, f"127.0.0.{i + 2}") for i in range(3)]
+    gateway.start(air_table(port, pods))
+    bodies = []
+    for turn in range(8):
+        for conversation in range(12):
+            history = [{"role": "system", "content": f"You are assistant number {conversation}."}]
+            history += [{"role": "user", "content": f"question {t}"} for t in range(turn + 1)]
+            bodies.append({"model": AIR, "max_tokens": 4, "messages": history})
+
+    def hit_rate() -> float:
+        before = [e.stats() for e in started]
+        results = run_load(gateway.url, bodies, concurrency=6, api_key=KEY)
+        assert all(r.status == 200 for r in results)
+        after = [e.stats() for e in started]
+        hits = sum(a["prefix_hits"] - b["prefix_hits"] for a, b in zip(after, before, strict=True))
+        misses = sum(a["prefix_misses"] - b["prefix_misses"] for a, b in zip(after, before, strict=True))
+        return hits / (hits + misses)
+
+    least = hit_rate()
+    for emulator in started:
+        emulator.forget_prefixes()
+    gateway.with_settings(balance="prefix")
+    assert gateway.driver.apply(air_table(port, pods)) == "reload"
+    affinity = hit_rate()
+    print(f"\nprefix-cache hit rate: leastconn {least:.2f}, prefix affinity {affinity:.2f}")
+    assert affinity > least

@@ -56,8 +56,9 @@ def _settings(tmp_path: Path, **changes: object) -> GatewaySettings:
         {"keys_file": None, "requests_per_minute": None, "max_concurrent_requests": None},
         {"balance": "roundrobin", "metrics_port": None, "log_requests": True},
         {"requests_per_minute": None},
+        {"balance": "prefix"},
     ],
-    ids=["full", "no-auth", "roundrobin", "concurrency-only"],
+    ids=["full", "no-auth", "roundrobin", "concurrency-only", "prefix-affinity"],
 )
 def test_rendered_config_passes_haproxy_check(tmp_path: Path, changes: dict[str, object]) -> None:
     settings = _settings(tmp_path, **changes)

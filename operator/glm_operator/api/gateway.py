@@ -27,7 +27,7 @@ GATEWAY_SHORT_NAMES = ("glmgw",)
 MAX_GATEWAY_NAME_LENGTH = 50
 
 DEFAULT_PROXY_IMAGE = "docker.io/library/haproxy:2.6"
-LoadBalancing = Literal["LeastRequests", "RoundRobin"]
+LoadBalancing = Literal["LeastRequests", "RoundRobin", "PrefixAffinity"]
 ServiceType = Literal["ClusterIP", "NodePort", "LoadBalancer"]
 
 
@@ -105,7 +105,9 @@ class GLMGatewaySpec(_APIModel):
         description=(
             "LeastRequests: each request goes to the pod with the fewest outstanding requests per "
             "unit of planned capacity (one request may take 0.5 s and the next 2 minutes). "
-            "RoundRobin: in turn, by capacity weight."
+            "RoundRobin: in turn, by capacity weight. PrefixAffinity: requests whose first message "
+            "(the system prompt) is the same go to the same pod while its load stays under 1.5x the "
+            "average, so vLLM's prefix cache hits; others spread by capacity weight."
         ),
     )
     read_timeout_seconds: int = Field(

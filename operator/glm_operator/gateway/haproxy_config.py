@@ -32,7 +32,10 @@ MODELS_JSON_FILE = "models.json"
 #: Address of a free slot: never dialled, the slot stays in maintenance.
 UNUSED_SLOT_ADDRESS = ("127.0.0.1", 9)
 
-Balance = Literal["leastconn", "roundrobin"]
+#: leastconn / roundrobin: HAProxy's; "prefix": bounded-load consistent hashing of the first chat
+#: message (the system prompt), so conversations sharing it reuse one pod's prefix cache while that
+#: pod's load stays under ``affinity_load_factor`` percent of the average.
+Balance = Literal["leastconn", "roundrobin", "prefix"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class GatewaySettings:
     max_body_bytes: int = 20 * 1024 * 1024
     routing_buffer_bytes: int = 256 * 1024
     balance: Balance = "leastconn"
+    affinity_load_factor: int = 150
     slots: int = 32
     health_check_interval_seconds: int = 5
     fail_timeout_seconds: int = 10

@@ -23,7 +23,7 @@ from typing import Any
 
 from glm_operator.api.gateway import GLMGatewaySpec
 from glm_operator.clients.haproxy import HAProxyRuntime
-from glm_operator.gateway.haproxy_config import GatewaySettings
+from glm_operator.gateway.haproxy_config import Balance, GatewaySettings
 from glm_operator.gateway.proxy import ProxyDriver
 from glm_operator.gateway.routes import RoutingTable, compute_routing_table
 from glm_operator.render import names
@@ -32,6 +32,11 @@ log = logging.getLogger(__name__)
 
 POD_SELECTOR = f"{names.LABEL_COMPONENT}={names.COMPONENT_INFERENCE},{names.LABEL_PART_OF}={names.PART_OF}"
 WATCH_SECONDS = 300
+BALANCE: dict[str, Balance] = {
+    "LeastRequests": "leastconn",
+    "RoundRobin": "roundrobin",
+    "PrefixAffinity": "prefix",
+}
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,7 @@ def settings_for(spec: GLMGatewaySpec, options: SyncOptions) -> GatewaySettings:
         read_timeout_seconds=spec.read_timeout_seconds,
         connect_timeout_seconds=spec.connect_timeout_seconds,
         max_body_bytes=spec.max_body_bytes,
-        balance="leastconn" if spec.load_balancing == "LeastRequests" else "roundrobin",
+        balance=BALANCE[spec.load_balancing],
         slots=spec.max_pods_per_model,
     )
 

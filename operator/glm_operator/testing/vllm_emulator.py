@@ -12,8 +12,9 @@ It also answers the OpenAI routes a gateway forwards, with a latency model so qu
 events), ``GET /v1/models``. One request takes ``LatencyModel.service_seconds(prompt tokens,
 max_tokens)`` once it holds one of ``max_concurrency`` slots (more requests wait, as in vLLM's
 queue); a prompt is ``len(text) // 4`` tokens. Every answer carries ``X-Served-By: <name>``.
-``GET /admin/stats`` returns counters (requests, most in flight, prefix-cache hits: a request
-whose messages before the last one were seen before on this server counts as a hit).
+``GET /admin/stats`` returns counters (requests, most in flight, prefix-cache hits: a chat request
+whose messages before the last one were all part of an earlier request on this server counts as
+a hit, as vLLM's automatic prefix caching would find them in its cache).
 
 In-process::
 
@@ -64,13 +65,16 @@ def _openai_error(message: str, error_type: str, code: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
 
 
-def _prompt_text(body: Mapping[str, Any]) -> tuple[str, str]:
-    """(whole prompt text, prefix text: every message but the last) of a completion request."""
+def _prompt_text(body: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """(whole prompt text, digests of each leading run of messages) of a completion request."""
     messages = body.get("messages")
     if isinstance(messages, list) and messages:
-        return json.dumps(messages), json.dumps(messages[:-1]) if len(messages) > 1 else ""
+        digests = [
+            hashlib.sha256(json.dumps(messages[:k]).encode()).hexdigest() for k in range(1, len(messages) + 1)
+        ]
+        return json.dumps(messages), digests
     prompt = body.get("prompt")
-    return (prompt if isinstance(prompt, str) else json.dumps(prompt)), ""
+    return (prompt if isinstance(prompt, str) else json.dumps(prompt)), []
 
 
 def _escape(value: str) -> str:
@@ -147,16 +151,20 @@ class VLLMMetricsEmulator:
         with self._lock:
             return dict(self._stats)
 
-    def _begin(self, prefix: str) -> None:
+    def _begin(self, prefixes: list[str]) -> None:
         with self._lock:
             self._stats["requests"] += 1
             self._stats["in_flight"] += 1
             self._stats["max_in_flight"] = max(self._stats["max_in_flight"], self._stats["in_flight"])
-            if prefix:
-                digest = hashlib.sha256(prefix.encode()).hexdigest()
-                hit = digest in self._seen_prefixes
-                self._seen_prefixes.add(digest)
+            if len(prefixes) > 1:  # the history before the newest message
+                hit = prefixes[-2] in self._seen_prefixes
                 self._stats["prefix_hits" if hit else "prefix_misses"] += 1
+            self._seen_prefixes.update(prefixes)
+
+    def forget_prefixes(self) -> None:
+        """Empty the emulated prefix cache."""
+        with self._lock:
+            self._seen_prefixes.clear()
 
     def _end(self) -> None:
         with self._lock:
@@ -255,11 +263,11 @@ class VLLMMetricsEmulator:
                     )
                     self._reply(404, json.dumps(error), "application/json")
                     return
-                text, prefix = _prompt_text(body)
+                text, prefixes = _prompt_text(body)
                 prompt_tokens = len(text) // 4
                 if emulator._slots is not None:
                     emulator._slots.acquire()
-                emulator._begin(prefix)
+                emulator._begin(prefixes)
                 try:
                     if body.get("stream"):
                         self._stream(model, prompt_tokens, output_tokens)
