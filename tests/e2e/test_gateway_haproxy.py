@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from glm_operator.clients.haproxy import send
+from glm_operator.commands.gateway import key_metrics
 from glm_operator.gateway.routes import RoutingTable, compute_routing_table
 from glm_operator.testing.cluster import free_port
 from glm_operator.testing.gateway_objects import H100, L4, glmdeployment, vllm_pod
@@ -161,6 +162,12 @@ def test_per_key_rate_and_concurrency_limits_return_429_with_retry_after(
     counters = {c.client: c for c in gateway.runtime.key_counters()}
     assert counters["alice"].requests_total == 27 and counters["alice"].rejected_total >= 10
     assert counters["bob"].requests_total == 1 and counters["bob"].rejected_total == 0
+
+    # The sidecar's per-client metrics read the same table on each scrape.
+    families = {f.name: f for f in key_metrics(gateway.runtime).collect()}
+    requests = {s.labels["client"]: s.value for s in families["glm_gateway_client_requests"].samples}
+    rejected = {s.labels["client"]: s.value for s in families["glm_gateway_client_rejected_requests"].samples}
+    assert requests == {"alice": 27, "bob": 1} and rejected["bob"] == 0 and rejected["alice"] >= 10
 
 
 def test_requests_spread_by_planned_capacity(

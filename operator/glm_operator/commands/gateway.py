@@ -57,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     render.set_defaults(func=run_render)
 
 
-def _key_metrics(runtime: Any) -> Any:
+def key_metrics(runtime: Any) -> Any:
     """A Prometheus collector reading the proxy's per-key stick table on each scrape."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
@@ -127,7 +127,7 @@ def run_sync(args: argparse.Namespace) -> int:
     if args.metrics_port is not None and runtime is not None:
         from prometheus_client import REGISTRY, start_http_server
 
-        REGISTRY.register(_key_metrics(runtime))
+        REGISTRY.register(key_metrics(runtime))
         start_http_server(args.metrics_port, args.metrics_host)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
