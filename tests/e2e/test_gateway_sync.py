@@ -142,6 +142,7 @@ def test_operator_renders_the_gateway_and_the_sync_follows_pods_and_models(
     )
     try:
         sync.once()  # as the init container: first files from one listing
+        (tmp_path / "once.cfg").write_text((gw.workdir / "haproxy.cfg").read_text())
         gw.start(None)
         sync.start(gw.master_socket)
         served_by = Counter(request(gw.url, CHAT, {"model": served}, api_key=KEY).served_by for _ in range(8))

@@ -11,9 +11,11 @@ from glm_operator.clients.haproxy import parse_table
 from glm_operator.gateway.haproxy_config import (
     GatewaySettings,
     needs_reload,
+    parse_state,
     render_files,
     render_models_json,
     render_models_map,
+    render_state,
     runtime_commands,
 )
 from glm_operator.gateway.proxy import write_files
@@ -139,3 +141,9 @@ def test_parse_stick_table() -> None:
         (e.client, e.concurrent_requests, e.requests_total, e.request_rate_per_minute, e.rejected_total)
         for e in entries
     ] == [("team-a", 3, 12, 7, 2), ("team-b", 0, 4, 4, 0)]
+
+
+def test_state_file_round_trips_so_a_restarted_sync_resumes_without_reload(tmp_path: Path) -> None:
+    table, settings = _table(), _settings(tmp_path)
+    assert parse_state(render_state(table, settings)) == (table, settings)
+    assert parse_state("{not json") is None

@@ -14,6 +14,7 @@ with :func:`runtime_commands` (``set server ... addr/weight/state``) and no relo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -28,6 +29,9 @@ from glm_operator.gateway.routes import Backend, Member, RoutingTable
 CONFIG_FILE = "haproxy.cfg"
 MODELS_MAP_FILE = "models.map"
 MODELS_JSON_FILE = "models.json"
+#: The table and settings the files were rendered from, so a restarted sync process (or the
+#: sidecar after the init container) continues with runtime commands instead of a reload.
+STATE_FILE = "state.json"
 
 #: Address of a free slot: never dialled, the slot stays in maintenance.
 UNUSED_SLOT_ADDRESS = ("127.0.0.1", 9)
@@ -124,7 +128,29 @@ def render_files(table: RoutingTable, settings: GatewaySettings) -> dict[str, st
         CONFIG_FILE: render_config(table, settings),
         MODELS_MAP_FILE: render_models_map(table),
         MODELS_JSON_FILE: render_models_json(table),
+        STATE_FILE: render_state(table, settings),
     }
+
+
+def render_state(table: RoutingTable, settings: GatewaySettings) -> str:
+    state = {
+        "settings": dataclasses.asdict(settings),
+        "backends": [dataclasses.asdict(b) for b in table.backends],
+    }
+    return json.dumps(state, sort_keys=True) + "\n"
+
+
+def parse_state(text: str) -> tuple[RoutingTable, GatewaySettings] | None:
+    """The table and settings of :func:`render_state`; None when unreadable (then the proxy reloads)."""
+    try:
+        state = json.loads(text)
+        backends = tuple(
+            Backend(b["model"], b["name"], tuple(Member(**m) for m in b["members"]))
+            for b in state["backends"]
+        )
+        return RoutingTable(backends), GatewaySettings(**state["settings"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def needs_reload(old: RoutingTable | None, new: RoutingTable) -> bool:

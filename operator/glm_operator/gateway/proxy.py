@@ -7,16 +7,23 @@ import os
 from pathlib import Path
 
 from glm_operator.clients.haproxy import HAProxyRuntime
-from glm_operator.gateway.haproxy_config import GatewaySettings, needs_reload, render_files, runtime_commands
+from glm_operator.gateway.haproxy_config import (
+    STATE_FILE,
+    GatewaySettings,
+    needs_reload,
+    parse_state,
+    render_files,
+    runtime_commands,
+)
 from glm_operator.gateway.routes import RoutingTable
 
 log = logging.getLogger(__name__)
 
 
-def write_files(files: dict[str, str], directory: Path) -> bool:
-    """Write each file atomically (rename), skipping unchanged ones; True if any changed."""
+def write_files(files: dict[str, str], directory: Path) -> list[str]:
+    """Write each file atomically (rename), skipping unchanged ones; the names of those written."""
     directory.mkdir(parents=True, exist_ok=True)
-    changed = False
+    changed = []
     for name, content in files.items():
         path = directory / name
         if path.exists() and path.read_text() == content:
@@ -24,7 +31,7 @@ def write_files(files: dict[str, str], directory: Path) -> bool:
         partial = path.with_name(f".{name}.partial")
         partial.write_text(content)
         os.replace(partial, path)
-        changed = True
+        changed.append(name)
     return changed
 
 
@@ -37,7 +44,16 @@ class ProxyDriver:
         self.current: RoutingTable | None = None
         self._applied_settings: GatewaySettings | None = None
 
-    def write(self, table: RoutingTable) -> bool:
+    def resume(self) -> None:
+        """Take over from the process that wrote the config directory (the init container)."""
+        try:
+            state = parse_state((Path(self.settings.config_dir) / STATE_FILE).read_text())
+        except OSError:
+            return
+        if state is not None:
+            self.current, self._applied_settings = state
+
+    def write(self, table: RoutingTable) -> list[str]:
         """Write the proxy's files for ``table`` (before it starts, or to be reloaded)."""
         self._applied_settings = self.settings
         return write_files(render_files(table, self.settings), Path(self.settings.config_dir))
@@ -54,9 +70,11 @@ class ProxyDriver:
             self.write(table)
             self.current = table
             return "runtime" if commands else "none"
-        changed = self.write(table)
+        changed = [name for name in self.write(table) if name != STATE_FILE]
         if changed and self.runtime is not None and self.runtime.master_socket is not None:
-            log.info("reloading HAProxy; served models: %s", ", ".join(table.models) or "none")
+            log.info(
+                "reloading HAProxy (%s changed); models: %s", ", ".join(changed), ", ".join(table.models)
+            )
             self.runtime.reload()
         self.current = table
         return "reload" if changed else "none"

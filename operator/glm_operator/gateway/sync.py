@@ -187,7 +187,11 @@ class GatewaySync:
         mapping = self._address_map()
         if mapping is not None:
             pods = map_addresses(pods, mapping)
-        previous = self.driver.current.slots() if self.driver and self.driver.current else None
+        if self.driver is None:
+            self.driver = ProxyDriver(settings, self.runtime)
+            if self.runtime is not None:
+                self.driver.resume()  # the proxy runs the files an earlier process wrote
+        previous = self.driver.current.slots() if self.driver.current else None
         table = compute_routing_table(
             self.store.items("glmdeployments"), pods, slots=settings.slots, previous=previous
         )
@@ -199,8 +203,7 @@ class GatewaySync:
         if desired is None:
             return "waiting"
         settings, table = desired
-        if self.driver is None:
-            self.driver = ProxyDriver(settings, self.runtime)
+        assert self.driver is not None  # made by desired()
         self.driver.settings = settings
         if self._keys_changed():
             log.info("API keys changed: reloading")
@@ -262,15 +265,18 @@ class GatewaySync:
                 log.error("GLMGateway %s/%s not found", self.options.namespace, self.options.gateway)
                 return 1
             ProxyDriver(desired[0], None).write(desired[1])
+            log.info("wrote the proxy's files: models %s", ", ".join(desired[1].models) or "none")
             return 0
+        first = True
         while not stop.is_set():
             self.store.changed.wait(timeout=5.0)  # the timeout only re-reads the mounted key file
             self.store.changed.clear()
             stop.wait(0.1)  # let a burst of events land together
             try:
                 done = self.step()
-                if done not in ("none", "waiting"):
-                    log.info("gateway updated (%s)", done)
+                if done not in ("none", "waiting") or first:
+                    log.info("gateway in step (%s)", done)
+                first = False
             except Exception as err:
                 log.warning("could not update the proxy (%s); retrying", err)
                 stop.wait(1.0)
