@@ -16,6 +16,8 @@ Prints figures; asserts nothing. Latency on a shared machine is noisy: compare r
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
@@ -76,15 +78,31 @@ def table_for(port: int, variants: list[tuple[str, float]], pods: list[tuple[str
     return compute_routing_table([glmd], objects, slots=8)
 
 
+@contextmanager
+def emulator_process(host: str, port: int, base_seconds: float) -> Iterator[str]:
+    """An emulator in its own process (its threads do not share this process's interpreter lock)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "glm_operator.testing.vllm_emulator", "--model", MODEL, "--host", host,
+         "--port", str(port), "--base-seconds", str(base_seconds), "--max-seconds", "600"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == str(port).encode()
+        yield f"http://{host}:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
 def added_latency(rate: float, seconds: float) -> None:
     port = free_port()
     count = int(rate * seconds)
-    latency = LatencyModel(base_seconds=0.005)
-    with emulators(1, port, latency=latency) as (emulator,):
-        table = table_for(port, [(H100, 10)], [(H100, emulator.host)])
+    with emulator_process("127.0.0.2", port, 0.005) as direct_url:
+        table = table_for(port, [(H100, 10)], [(H100, "127.0.0.2")])
         with gateway(table, requests_per_minute=1_000_000, max_concurrent_requests=1000) as gw:
             run_load(gw.url, [chat(4)] * 50, concurrency=8, api_key=KEY)  # warm up both paths
-            direct = [r.seconds for r in run_load(emulator.url, [chat(4)] * count, concurrency=32, rate=rate)]
+            run_load(direct_url, [chat(4)] * 50, concurrency=8)
+            direct = [r.seconds for r in run_load(direct_url, [chat(4)] * count, concurrency=32, rate=rate)]
             proxied_results = run_load(gw.url, [chat(4)] * count, concurrency=32, rate=rate, api_key=KEY)
             assert all(r.status == 200 for r in proxied_results)
             proxied = [r.seconds for r in proxied_results]

@@ -96,7 +96,13 @@ def render_metrics(gauges: Mapping[str, tuple[float, float]]) -> str:
 
 
 class _QuietServer(ThreadingHTTPServer):
-    """Clients that hang up early (health checks, a proxy giving up) are not errors worth a traceback."""
+    """Clients that hang up early (health checks, a proxy giving up) are not errors worth a traceback.
+
+    A listen backlog like a real server's (socketserver's default of 5 drops connections under a
+    burst, and the client's SYN retry adds a whole second).
+    """
+
+    request_queue_size = 1024
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass
@@ -209,6 +215,8 @@ class VLLMMetricsEmulator:
         emulator = self
 
         class Handler(BaseHTTPRequestHandler):
+            disable_nagle_algorithm = True  # headers and body are two writes; do not hold the second
+
             def do_GET(self) -> None:
                 if self.path.split("?")[0] == "/metrics":
                     self._reply(200, render_metrics(emulator.snapshot()), "text/plain; version=0.0.4")
