@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from glm_operator.testing.cluster import free_port
 from glm_operator.testing.haproxy import LocalGateway
@@ -110,6 +111,10 @@ def test_operator_renders_the_gateway_and_the_sync_follows_pods_and_models(
         "metadata": {"name": "llm"},
         "spec": {"apiKeys": {"secretName": "gateway-keys"}, "limits": {"concurrentRequests": 50}},
     }
+    # The apiserver rejects a bad spec and names the field (schema generated from the models).
+    bad = {**gateway_doc, "spec": {"apiKeys": {"secretName": "gateway-keys"}, "loadBalancing": "Random"}}
+    refused = cluster.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(bad), check=False)
+    assert refused.returncode != 0 and "spec.loadBalancing" in refused.stderr, refused.stderr
     apply(cluster, ns, gateway_doc)
 
     # The operator renders the gateway's objects, owned by the GLMGateway, and records it in status.
@@ -142,7 +147,6 @@ def test_operator_renders_the_gateway_and_the_sync_follows_pods_and_models(
     )
     try:
         sync.once()  # as the init container: first files from one listing
-        (tmp_path / "once.cfg").write_text((gw.workdir / "haproxy.cfg").read_text())
         gw.start(None)
         sync.start(gw.master_socket)
         served_by = Counter(request(gw.url, CHAT, {"model": served}, api_key=KEY).served_by for _ in range(8))
