@@ -2,6 +2,7 @@
 # Regenerate the committed artifacts that are derived from code:
 #   crds/glmdeployments.inference.glm.dev.yaml   from the pydantic models (glm-operator crd)
 #   charts/glm-operator/templates/crd.yaml       the same CRD as a Helm template
+#   crds/glmgateways.inference.glm.dev.yaml      and charts/.../crd-glmgateway.yaml: the GLMGateway CRD
 #   manifests/install.yaml                       the chart rendered with default values
 # OUT_DIR=<dir> writes them under <dir> instead of the checkout (the drift tests use that).
 # Needs helm: $HELM, else the cached tool build (hack/build-tools.sh), else helm on PATH.
@@ -25,12 +26,15 @@ fi
 mkdir -p "$out/crds" "$out/charts/glm-operator/templates" "$out/manifests"
 "$python" -m glm_operator.cli crd -o yaml >"$out/crds/glmdeployments.inference.glm.dev.yaml"
 "$python" -m glm_operator.cli crd -o helm >"$out/charts/glm-operator/templates/crd.yaml"
+"$python" -m glm_operator.cli crd --kind GLMGateway -o yaml >"$out/crds/glmgateways.inference.glm.dev.yaml"
+"$python" -m glm_operator.cli crd --kind GLMGateway -o helm >"$out/charts/glm-operator/templates/crd-glmgateway.yaml"
 
 # Render from a copy of the chart that holds the freshly generated CRD template.
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp -R "$root/charts/glm-operator" "$work/glm-operator"
 cp "$out/charts/glm-operator/templates/crd.yaml" "$work/glm-operator/templates/crd.yaml"
+cp "$out/charts/glm-operator/templates/crd-glmgateway.yaml" "$work/glm-operator/templates/crd-glmgateway.yaml"
 {
   cat <<HEADER
 # glm-operator: everything \`helm install glm-operator charts/glm-operator -n $namespace\` installs,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from glm_operator import __version__
 
-COMMANDS = ("estimate", "plan", "crd", "run", "cluster")
+COMMANDS = ("estimate", "plan", "crd", "run", "cluster", "gateway")
 
 
 class UserError(Exception):

@@ -81,7 +81,12 @@ def test_install_yaml_is_the_rendered_chart(helm: Path, tmp_path: Path) -> None:
     hint = "manifests/install.yaml drifted from the chart: run hack/generate.sh and commit"
     assert documents(INSTALL.read_text()) == documents(fresh), hint
     assert INSTALL.read_text() == fresh, hint
-    for generated in ("crds/glmdeployments.inference.glm.dev.yaml", "charts/glm-operator/templates/crd.yaml"):
+    for generated in (
+        "crds/glmdeployments.inference.glm.dev.yaml",
+        "charts/glm-operator/templates/crd.yaml",
+        "crds/glmgateways.inference.glm.dev.yaml",
+        "charts/glm-operator/templates/crd-glmgateway.yaml",
+    ):
         assert (ROOT / generated).read_text() == (tmp_path / generated).read_text(), generated
 
 
@@ -99,7 +104,7 @@ def test_install_yaml_contents() -> None:
     ):
         assert kind in kinds
     crd_names = {doc["metadata"]["name"] for doc in by_kind(docs, "CustomResourceDefinition")}
-    assert crd_names == {"glmdeployments.inference.glm.dev"}
+    assert crd_names == {"glmdeployments.inference.glm.dev", "glmgateways.inference.glm.dev"}
     # One `kubectl apply` is enough: no object's kind comes from a CRD defined in the same file.
     builtin = {"v1", "apps/v1", "apiextensions.k8s.io/v1", "rbac.authorization.k8s.io/v1", "policy/v1"}
     assert {doc["apiVersion"] for doc in docs} <= builtin
@@ -217,20 +222,22 @@ def test_namespaced_mode(helm: Path) -> None:
 
 def test_crd_switches(helm: Path) -> None:
     default = documents(render(helm).stdout)
-    (crd,) = by_kind(default, "CustomResourceDefinition")
-    assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
-    assert crd["metadata"]["labels"]["app.kubernetes.io/name"] == "glm-operator"
+    crds = by_kind(default, "CustomResourceDefinition")
+    assert len(crds) == 2  # GLMDeployment and GLMGateway
+    for crd in crds:
+        assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+        assert crd["metadata"]["labels"]["app.kubernetes.io/name"] == "glm-operator"
     assert not by_kind(
         documents(render(helm, "--set", "crds.install=false").stdout), "CustomResourceDefinition"
     )
-    (unkept,) = by_kind(
+    for unkept in by_kind(
         documents(render(helm, "--set", "crds.keep=false").stdout), "CustomResourceDefinition"
-    )
-    assert "annotations" not in unkept["metadata"]
+    ):
+        assert "annotations" not in unkept["metadata"]
     # No crds/ directory any more (kopf's peering CRDs were its only content).
     assert not (CHART / "crds").exists()
     with_crds = documents(render(helm, "--include-crds").stdout)
-    assert len(by_kind(with_crds, "CustomResourceDefinition")) == 1
+    assert len(by_kind(with_crds, "CustomResourceDefinition")) == 2
 
 
 def test_names_are_truncated_to_63_characters(helm: Path) -> None:

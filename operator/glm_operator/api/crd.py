@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from glm_operator.api import v1alpha1
+from glm_operator.api import gateway, v1alpha1
 
 GENERATED_HEADER = (
     "# Generated from operator/glm_operator/api/v1alpha1.py by `glm-operator crd` (hack/generate.sh).\n"
@@ -142,9 +142,8 @@ def _ordered(node: dict[str, Any]) -> dict[str, Any]:
     return {key: node[key] for key in [*head, *tail]}
 
 
-def _metadata_schema() -> dict[str, Any]:
+def _metadata_schema(limit: int = v1alpha1.MAX_NAME_LENGTH) -> dict[str, Any]:
     """Restrictions on metadata.name (the only ones a CRD may set on metadata)."""
-    limit = v1alpha1.MAX_NAME_LENGTH
     return {
         "type": "object",
         "properties": {
@@ -157,11 +156,16 @@ def _metadata_schema() -> dict[str, Any]:
     }
 
 
-def openapi_v3_schema() -> dict[str, Any]:
-    """The ``openAPIV3Schema`` of the GLMDeployment CRD: apiVersion, kind, metadata, spec, status."""
-    root_description = (v1alpha1.GLMDeployment.__doc__ or "").strip()
-    spec = structural_schema(v1alpha1.GLMDeploymentSpec)
-    status = structural_schema(v1alpha1.GLMDeploymentStatus)
+def openapi_v3_schema(
+    root: type[BaseModel] = v1alpha1.GLMDeployment,
+    spec_model: type[BaseModel] = v1alpha1.GLMDeploymentSpec,
+    status_model: type[BaseModel] = v1alpha1.GLMDeploymentStatus,
+    name_limit: int = v1alpha1.MAX_NAME_LENGTH,
+) -> dict[str, Any]:
+    """The ``openAPIV3Schema`` of a CRD (default GLMDeployment): apiVersion, kind, metadata, spec, status."""
+    root_description = (root.__doc__ or "").strip()
+    spec = structural_schema(spec_model)
+    status = structural_schema(status_model)
     return {
         "description": root_description,
         "type": "object",
@@ -184,7 +188,7 @@ def openapi_v3_schema() -> dict[str, Any]:
             },
             # A DNS-1035 label of at most MAX_NAME_LENGTH characters: it names the Service and,
             # with a suffix, the Deployments of each GPU variant.
-            "metadata": _metadata_schema(),
+            "metadata": _metadata_schema(name_limit),
             "spec": spec,
             "status": status,
         },
@@ -274,31 +278,78 @@ def build_crd() -> dict[str, Any]:
     }
 
 
+GATEWAY_PRINTER_COLUMNS: list[dict[str, Any]] = [
+    {
+        "name": "Balancing",
+        "type": "string",
+        "jsonPath": ".spec.loadBalancing",
+        "description": "LeastRequests or RoundRobin.",
+    },
+    {"name": "Service", "type": "string", "jsonPath": ".status.service", "description": "Gateway Service."},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def build_gateway_crd() -> dict[str, Any]:
+    """The GLMGateway CustomResourceDefinition: the GLMDeployment one with its own names and schema."""
+    crd = build_crd()
+    crd["metadata"] = {"name": f"{gateway.GATEWAY_PLURAL}.{v1alpha1.GROUP}"}
+    crd["spec"]["names"] = {
+        "kind": gateway.GATEWAY_KIND,
+        "listKind": gateway.GATEWAY_LIST_KIND,
+        "plural": gateway.GATEWAY_PLURAL,
+        "singular": gateway.GATEWAY_SINGULAR,
+        "shortNames": list(gateway.GATEWAY_SHORT_NAMES),
+        "categories": ["all", "glm"],
+    }
+    version = crd["spec"]["versions"][0]
+    version["schema"] = {
+        "openAPIV3Schema": openapi_v3_schema(
+            gateway.GLMGateway,
+            gateway.GLMGatewaySpec,
+            gateway.GLMGatewayStatus,
+            gateway.MAX_GATEWAY_NAME_LENGTH,
+        )
+    }
+    version["subresources"] = {"status": {}}  # no scale: replicas is the gateway's own setting
+    version["additionalPrinterColumns"] = GATEWAY_PRINTER_COLUMNS
+    return crd
+
+
 def _dump(document: dict[str, Any]) -> str:
     return yaml.safe_dump(document, sort_keys=False, width=100, allow_unicode=True)
 
 
-def crd_yaml() -> str:
+def _header(crd: dict[str, Any]) -> str:
+    if crd["spec"]["names"]["kind"] == gateway.GATEWAY_KIND:
+        return GENERATED_HEADER.replace("v1alpha1.py", "gateway.py").replace(
+            "`glm-operator crd`", "`glm-operator crd --kind GLMGateway`"
+        )
+    return GENERATED_HEADER
+
+
+def crd_yaml(crd: dict[str, Any] | None = None) -> str:
     """The CRD as YAML, with the generated-file header (the content of ``crds/``)."""
-    return GENERATED_HEADER + _dump(build_crd())
+    crd = crd or build_crd()
+    return _header(crd) + _dump(crd)
 
 
-def chart_crd_template() -> str:
+def chart_crd_template(crd: dict[str, Any] | None = None) -> str:
     """The CRD as a Helm template: gated by ``crds.install``, kept on uninstall when ``crds.keep``.
 
     Helm's ``crds/`` directory is installed once and never upgraded, so the chart ships the CRD as
     an ordinary template instead; ``helm.sh/resource-policy: keep`` stops ``helm uninstall`` from
     deleting it (which would delete every GLMDeployment with it).
     """
-    crd = build_crd()
+    crd = crd or build_crd()
     body = _dump({"spec": crd["spec"]})
     return (
         "{{- if .Values.crds.install }}\n"
-        + GENERATED_HEADER
+        + _header(crd)
         + "apiVersion: apiextensions.k8s.io/v1\n"
         + "kind: CustomResourceDefinition\n"
         + "metadata:\n"
-        + f"  name: {v1alpha1.CRD_NAME}\n"
+        + f"  name: {crd['metadata']['name']}\n"
         + "  labels:\n"
         + '    {{- include "glm-operator.labels" . | nindent 4 }}\n'
         + "  {{- if .Values.crds.keep }}\n"

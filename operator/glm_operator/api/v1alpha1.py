@@ -74,7 +74,9 @@ MODEL_SOURCE_PATTERN = (
     r"|pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?(/[^\s]*)?"
     r"|s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?)$"
 )
-SERVED_MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$"
+# Brackets allow a long-context copy's name such as glm-5.3-flash[1m]; no spaces (the gateway's
+# name -> backend map is whitespace separated).
+SERVED_MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:/\[\]-]*$"
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 ENV_NAME_PATTERN = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
 

@@ -40,6 +40,12 @@ KINDS: dict[tuple[str, str], KindInfo] = {
     (f"{GROUP}/{VERSION}", "GLMDeployment"): KindInfo(f"/apis/{GROUP}/{VERSION}", PLURAL),
     ("v1", "Node"): KindInfo("/api/v1", "nodes", namespaced=False),
     ("v1", "Pod"): KindInfo("/api/v1", "pods"),
+    ("v1", "ServiceAccount"): KindInfo("/api/v1", "serviceaccounts"),
+    ("rbac.authorization.k8s.io/v1", "Role"): KindInfo("/apis/rbac.authorization.k8s.io/v1", "roles"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): KindInfo(
+        "/apis/rbac.authorization.k8s.io/v1", "rolebindings"
+    ),
+    (f"{GROUP}/{VERSION}", "GLMGateway"): KindInfo(f"/apis/{GROUP}/{VERSION}", "glmgateways"),
 }
 
 

@@ -13,7 +13,7 @@ from glm_operator.api import crd
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser(
         "crd",
-        help="print the GLMDeployment CustomResourceDefinition",
+        help="print the GLMDeployment (or GLMGateway) CustomResourceDefinition",
         description=(
             "Print the GLMDeployment CustomResourceDefinition (apiextensions.k8s.io/v1) generated from "
             "the pydantic models; pipe it to `kubectl apply -f -`."
@@ -26,14 +26,21 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         default="yaml",
         help="yaml (default), json, or helm (the chart's templates/crd.yaml)",
     )
+    parser.add_argument(
+        "--kind",
+        choices=("GLMDeployment", "GLMGateway"),
+        default="GLMDeployment",
+        help="which CustomResourceDefinition (default GLMDeployment)",
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    document = crd.build_gateway_crd() if getattr(args, "kind", None) == "GLMGateway" else crd.build_crd()
     if args.output == "json":
-        sys.stdout.write(json.dumps(crd.build_crd(), indent=2) + "\n")
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
     elif args.output == "helm":
-        sys.stdout.write(crd.chart_crd_template())
+        sys.stdout.write(crd.chart_crd_template(document))
     else:
-        sys.stdout.write(crd.crd_yaml())
+        sys.stdout.write(crd.crd_yaml(document))
     return 0

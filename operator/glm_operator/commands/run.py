@@ -110,6 +110,7 @@ def load_kube_config() -> None:
 def run(args: argparse.Namespace) -> int:
     import kopf
 
+    import glm_operator.handlers.gateway
     import glm_operator.handlers.watches  # noqa: F401 - registers the kopf handlers
     from glm_operator.clients.kube import KubeClient
     from glm_operator.controller import metrics

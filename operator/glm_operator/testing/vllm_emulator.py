@@ -1,10 +1,20 @@
-"""A tiny stand-in for vLLM's /metrics endpoint, for tests (stdlib only, loopback only).
+"""A tiny stand-in for vLLM's HTTP server, for tests (stdlib only, loopback only).
 
 Serves ``GET /metrics`` in the Prometheus text format with the two gauges the autoscaler reads,
 ``vllm:num_requests_waiting`` and ``vllm:num_requests_running`` (labels ``model_name`` and
 ``engine``, as vLLM v1 writes them), and ``POST /admin/set`` with a JSON body
 ``{"model": "glm-4.5-air", "waiting": 12, "running": 16}`` to change them (either value may be
-left out; an unknown model is added). ``GET /health`` answers 200.
+left out; an unknown model is added). ``GET /health`` answers 200. The gauges only change through
+``set``/``/admin/set``: serving requests does not move them.
+
+It also answers the OpenAI routes a gateway forwards, with a latency model so queues form:
+``POST /v1/chat/completions`` and ``/v1/completions`` (``"stream": true`` gives server-sent
+events), ``GET /v1/models``. One request takes ``LatencyModel.service_seconds(prompt tokens,
+max_tokens)`` once it holds one of ``max_concurrency`` slots (more requests wait, as in vLLM's
+queue); a prompt is ``len(text) // 4`` tokens. Every answer carries ``X-Served-By: <name>``.
+``GET /admin/stats`` returns counters (requests, most in flight, prefix-cache hits: a chat request
+whose messages before the last one were all part of an earlier request on this server counts as
+a hit, as vLLM's automatic prefix caching would find them in its cache).
 
 In-process::
 
@@ -14,20 +24,57 @@ In-process::
 
 As a process (prints the port on stdout, exits after --max-seconds)::
 
-    python -m glm_operator.testing.vllm_emulator --model glm-4.5-air --max-seconds 600
+    python -m glm_operator.testing.vllm_emulator --model glm-4.5-air --max-seconds 600 \
+        --host 127.0.0.2 --max-concurrency 4 --seconds-per-output-token 0.002
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["VLLMMetricsEmulator", "main", "render_metrics"]
+__all__ = ["LatencyModel", "VLLMMetricsEmulator", "main", "render_metrics"]
+
+#: Most SSE chunks one streamed answer is split into (tokens are grouped beyond that).
+MAX_STREAM_CHUNKS = 64
+
+
+@dataclass(frozen=True)
+class LatencyModel:
+    """Service time of one request once it runs: prefill per prompt token, decode per output token."""
+
+    base_seconds: float = 0.0
+    seconds_per_prompt_token: float = 0.0
+    seconds_per_output_token: float = 0.0
+
+    def prefill_seconds(self, prompt_tokens: int) -> float:
+        return self.base_seconds + prompt_tokens * self.seconds_per_prompt_token
+
+    def service_seconds(self, prompt_tokens: int, output_tokens: int) -> float:
+        return self.prefill_seconds(prompt_tokens) + output_tokens * self.seconds_per_output_token
+
+
+def _openai_error(message: str, error_type: str, code: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+
+
+def _prompt_text(body: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """(whole prompt text, digests of each leading run of messages) of a completion request."""
+    messages = body.get("messages")
+    if isinstance(messages, list) and messages:
+        digests = [
+            hashlib.sha256(json.dumps(messages[:k]).encode()).hexdigest() for k in range(1, len(messages) + 1)
+        ]
+        return json.dumps(messages), digests
+    prompt = body.get("prompt")
+    return (prompt if isinstance(prompt, str) else json.dumps(prompt)), []
 
 
 def _escape(value: str) -> str:
@@ -48,15 +95,54 @@ def render_metrics(gauges: Mapping[str, tuple[float, float]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-class VLLMMetricsEmulator:
-    """Serves fake vLLM queue gauges on 127.0.0.1 (a free port unless ``port`` is given)."""
+class _QuietServer(ThreadingHTTPServer):
+    """Clients that hang up early (health checks, a proxy giving up) are not errors worth a traceback.
 
-    def __init__(self, models: Mapping[str, tuple[float, float]] | None = None, port: int = 0) -> None:
+    A listen backlog like a real server's (socketserver's default of 5 drops connections under a
+    burst, and the client's SYN retry adds a whole second).
+    """
+
+    request_queue_size = 1024
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass
+
+
+class VLLMMetricsEmulator:
+    """Serves fake vLLM queue gauges and OpenAI routes on ``host`` (127.0.0.1, a free port by default)."""
+
+    def __init__(
+        self,
+        models: Mapping[str, tuple[float, float]] | None = None,
+        port: int = 0,
+        *,
+        host: str = "127.0.0.1",
+        name: str | None = None,
+        latency: LatencyModel | None = None,
+        max_concurrency: int | None = None,
+    ) -> None:
+        if not host.startswith("127.") and host != "::1":
+            raise ValueError(f"the emulator binds to loopback only, not {host}")
         self._lock = threading.Lock()
         self._gauges: dict[str, tuple[float, float]] = dict(models or {})
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler_class())
+        self.latency = latency or LatencyModel()
+        self._slots = threading.BoundedSemaphore(max_concurrency) if max_concurrency else None
+        self._stats: dict[str, int] = {
+            "requests": 0,
+            "in_flight": 0,
+            "max_in_flight": 0,
+            "prefix_hits": 0,
+            "prefix_misses": 0,
+        }
+        self._seen_prefixes: set[str] = set()
+        self._server = _QuietServer((host, port), self._handler_class())
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
+        self.name = name or f"{host}:{self.port}"
+
+    @property
+    def host(self) -> str:
+        return str(self._server.server_address[0])
 
     @property
     def port(self) -> int:
@@ -64,7 +150,31 @@ class VLLMMetricsEmulator:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
+
+    def stats(self) -> dict[str, int]:
+        """Counters since start: requests, in_flight, max_in_flight, prefix_hits, prefix_misses."""
+        with self._lock:
+            return dict(self._stats)
+
+    def _begin(self, prefixes: list[str]) -> None:
+        with self._lock:
+            self._stats["requests"] += 1
+            self._stats["in_flight"] += 1
+            self._stats["max_in_flight"] = max(self._stats["max_in_flight"], self._stats["in_flight"])
+            if len(prefixes) > 1:  # the history before the newest message
+                hit = prefixes[-2] in self._seen_prefixes
+                self._stats["prefix_hits" if hit else "prefix_misses"] += 1
+            self._seen_prefixes.update(prefixes)
+
+    def forget_prefixes(self) -> None:
+        """Empty the emulated prefix cache."""
+        with self._lock:
+            self._seen_prefixes.clear()
+
+    def _end(self) -> None:
+        with self._lock:
+            self._stats["in_flight"] -= 1
 
     def set(self, model: str, *, waiting: float | None = None, running: float | None = None) -> None:
         with self._lock:
@@ -105,15 +215,27 @@ class VLLMMetricsEmulator:
         emulator = self
 
         class Handler(BaseHTTPRequestHandler):
+            disable_nagle_algorithm = True  # headers and body are two writes; do not hold the second
+
             def do_GET(self) -> None:
                 if self.path.split("?")[0] == "/metrics":
                     self._reply(200, render_metrics(emulator.snapshot()), "text/plain; version=0.0.4")
                 elif self.path == "/health":
                     self._reply(200, "", "text/plain")
+                elif self.path == "/v1/models":
+                    models = [
+                        {"id": model, "object": "model", "owned_by": "vllm"} for model in emulator.snapshot()
+                    ]
+                    self._reply(200, json.dumps({"object": "list", "data": models}), "application/json")
+                elif self.path == "/admin/stats":
+                    self._reply(200, json.dumps(emulator.stats()), "application/json")
                 else:
                     self._reply(404, "not found\n", "text/plain")
 
             def do_POST(self) -> None:
+                if self.path in ("/v1/chat/completions", "/v1/completions"):
+                    self._complete()
+                    return
                 if self.path != "/admin/set":
                     self._reply(404, "not found\n", "text/plain")
                     return
@@ -133,10 +255,70 @@ class VLLMMetricsEmulator:
                     return
                 self._reply(200, json.dumps({"ok": True}) + "\n", "application/json")
 
+            def _complete(self) -> None:
+                try:
+                    length = int(self.headers.get("Content-Length", "0"))
+                    body: Any = json.loads(self.rfile.read(length) or b"{}")
+                    model = str(body["model"])
+                    output_tokens = int(body.get("max_tokens") or 16)
+                except (KeyError, TypeError, ValueError, AttributeError) as err:
+                    error = _openai_error(f"bad request: {err}", "BadRequestError", "bad_request")
+                    self._reply(400, json.dumps(error), "application/json")
+                    return
+                if model not in emulator.snapshot():
+                    error = _openai_error(
+                        f"The model `{model}` does not exist.", "NotFoundError", "model_not_found"
+                    )
+                    self._reply(404, json.dumps(error), "application/json")
+                    return
+                text, prefixes = _prompt_text(body)
+                prompt_tokens = len(text) // 4
+                if emulator._slots is not None:
+                    emulator._slots.acquire()
+                emulator._begin(prefixes)
+                try:
+                    if body.get("stream"):
+                        self._stream(model, prompt_tokens, output_tokens)
+                    else:
+                        time.sleep(emulator.latency.service_seconds(prompt_tokens, output_tokens))
+                        answer = {
+                            "id": f"cmpl-{emulator.name}",
+                            "object": "chat.completion",
+                            "model": model,
+                            "system_fingerprint": emulator.name,
+                            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}],
+                            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": output_tokens},
+                        }
+                        self._reply(200, json.dumps(answer), "application/json")
+                finally:
+                    emulator._end()
+                    if emulator._slots is not None:
+                        emulator._slots.release()
+
+            def _stream(self, model: str, prompt_tokens: int, output_tokens: int) -> None:
+                # No Content-Length: HTTP/1.0 ends the stream by closing the connection, as SSE does.
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("X-Served-By", emulator.name)
+                self.end_headers()
+                time.sleep(emulator.latency.prefill_seconds(prompt_tokens))
+                chunks = max(1, min(output_tokens, MAX_STREAM_CHUNKS))
+                pause = output_tokens * emulator.latency.seconds_per_output_token / chunks
+                for index in range(chunks):
+                    delta = {"choices": [{"index": 0, "delta": {"content": f"t{index} "}}], "model": model}
+                    self.wfile.write(f"data: {json.dumps(delta)}\n\n".encode())
+                    self.wfile.flush()
+                    if index + 1 < chunks:
+                        time.sleep(pause)
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+
             def _reply(self, status: int, body: str, content_type: str) -> None:
                 data = body.encode()
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
+                self.send_header("X-Served-By", emulator.name)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -150,10 +332,23 @@ class VLLMMetricsEmulator:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--model", action="append", default=[], help="served model name (repeatable)")
-    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = any free port)")
+    parser.add_argument("--port", type=int, default=0, help="port (0 = any free port)")
+    parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind (127.x.y.z)")
+    parser.add_argument("--name", default=None, help="name in X-Served-By (default host:port)")
+    parser.add_argument("--max-concurrency", type=int, default=None, help="requests served at once")
+    parser.add_argument("--base-seconds", type=float, default=0.0, help="fixed time per request")
+    parser.add_argument("--seconds-per-prompt-token", type=float, default=0.0)
+    parser.add_argument("--seconds-per-output-token", type=float, default=0.0)
     parser.add_argument("--max-seconds", type=float, default=3600.0, help="exit after this long")
     args = parser.parse_args(argv)
-    emulator = VLLMMetricsEmulator({model: (0.0, 0.0) for model in args.model}, port=args.port)
+    emulator = VLLMMetricsEmulator(
+        {model: (0.0, 0.0) for model in args.model},
+        port=args.port,
+        host=args.host,
+        name=args.name,
+        latency=LatencyModel(args.base_seconds, args.seconds_per_prompt_token, args.seconds_per_output_token),
+        max_concurrency=args.max_concurrency,
+    )
     with emulator:
         print(emulator.port, flush=True)
         deadline = time.monotonic() + args.max_seconds

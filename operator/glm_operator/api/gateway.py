@@ -1,0 +1,158 @@
+"""GLMGateway v1alpha1: one OpenAI endpoint for every GLMDeployment of a namespace.
+
+A separate kind rather than a ``spec.gateway`` block on GLMDeployment: one gateway serves all
+the models of a namespace (a long-context copy such as ``glm-5.3-flash[1m]`` is a second
+GLMDeployment behind the same address), so its settings (API keys, limits, Service) belong to no
+single GLMDeployment, and a block repeated on each would have to agree with the others. Creating
+a GLMGateway is the opt-in; deleting it removes the proxy and leaves the models running.
+
+The operator renders the gateway's Deployment (HAProxy plus a ``glm-operator gateway sync``
+sidecar), Service and RBAC from it. It never reads the API-key Secret: the pod mounts it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from glm_operator.api.v1alpha1 import DNS_SUBDOMAIN_PATTERN, _APIModel
+
+GATEWAY_KIND = "GLMGateway"
+GATEWAY_LIST_KIND = "GLMGatewayList"
+GATEWAY_PLURAL = "glmgateways"
+GATEWAY_SINGULAR = "glmgateway"
+GATEWAY_SHORT_NAMES = ("glmgw",)
+#: Longest GLMGateway name: its children are named ``<name>-gateway`` and must stay ≤ 63.
+MAX_GATEWAY_NAME_LENGTH = 50
+
+DEFAULT_PROXY_IMAGE = "docker.io/library/haproxy:2.6"
+LoadBalancing = Literal["LeastRequests", "RoundRobin", "PrefixAffinity"]
+ServiceType = Literal["ClusterIP", "NodePort", "LoadBalancer"]
+
+
+class APIKeysSpec(_APIModel):
+    """Where the accepted API keys are: a key of a Secret the user owns, mounted into the gateway pod."""
+
+    secret_name: str = Field(
+        ...,
+        min_length=1,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        description=(
+            "Secret in the gateway's namespace. The operator never reads it; the gateway pod mounts "
+            "it, and picks up changes (the proxy reloads gracefully)."
+        ),
+    )
+    key: str = Field(
+        "keys",
+        min_length=1,
+        max_length=253,
+        description=(
+            "Key of the Secret holding one '<api-key> <client-name>' pair per line ('#' starts a "
+            "comment). Clients send 'Authorization: Bearer <api-key>'; limits and metrics are per "
+            "client name."
+        ),
+    )
+
+
+class GatewayLimits(_APIModel):
+    """Per-client limits (client = the name next to its key); absent: unlimited."""
+
+    requests_per_minute: int | None = Field(
+        None,
+        ge=1,
+        le=1_000_000,
+        description=(
+            "Requests one client may start per minute (sliding window); over it: 429 with Retry-After."
+        ),
+    )
+    concurrent_requests: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description="Requests one client may have in flight at once; over it: 429 with Retry-After: 1.",
+    )
+
+
+class GatewayServiceSpec(_APIModel):
+    """The Service in front of the gateway pods."""
+
+    type: ServiceType = Field(
+        "ClusterIP",
+        description=(
+            "ClusterIP (put an Ingress or a Gateway API HTTPRoute in front), NodePort or LoadBalancer."
+        ),
+    )
+    port: int = Field(80, ge=1, le=65535, description="Port of the OpenAI endpoint on the Service.")
+    annotations: dict[str, str] = Field(
+        default_factory=dict,
+        description="Annotations of the Service (for example for a cloud load balancer).",
+    )
+
+
+class GLMGatewaySpec(_APIModel):
+    """How the namespace's OpenAI endpoint is run."""
+
+    api_keys: APIKeysSpec = Field(..., description="API keys clients must send (401 otherwise).")
+    limits: GatewayLimits = Field(
+        default_factory=GatewayLimits,
+        json_schema_extra={"default": {}},
+        description="Per-client request-rate and concurrency limits.",
+    )
+    load_balancing: LoadBalancing = Field(
+        "LeastRequests",
+        description=(
+            "LeastRequests: each request goes to the pod with the fewest outstanding requests per "
+            "unit of planned capacity (one request may take 0.5 s and the next 2 minutes). "
+            "RoundRobin: in turn, by capacity weight. PrefixAffinity: requests whose first message "
+            "(the system prompt) is the same go to the same pod while its load stays under 1.5x the "
+            "average, so vLLM's prefix cache hits; others spread by capacity weight."
+        ),
+    )
+    read_timeout_seconds: int = Field(
+        600,
+        ge=1,
+        le=86400,
+        description="Longest wait for the model's answer (or between two streamed chunks).",
+    )
+    connect_timeout_seconds: int = Field(5, ge=1, le=300, description="Longest wait to connect to a pod.")
+    max_body_bytes: int = Field(
+        20 * 1024 * 1024, ge=1024, le=1024**3, description="Largest request body; larger ones get 413."
+    )
+    max_pods_per_model: int = Field(
+        64,
+        ge=1,
+        le=1024,
+        description="Pods of one served model the proxy can route to at once (server slots per backend).",
+    )
+    replicas: int = Field(2, ge=1, le=100, description="Gateway pods.")
+    image: str = Field(
+        DEFAULT_PROXY_IMAGE, min_length=1, max_length=512, description="HAProxy image (2.6 or newer)."
+    )
+    service: GatewayServiceSpec = Field(
+        default_factory=GatewayServiceSpec,
+        json_schema_extra={"default": {}},
+        description="The Service clients (or an Ingress/HTTPRoute) connect to.",
+    )
+
+
+class GLMGatewayStatus(_APIModel):
+    """Observed state, written by the operator only."""
+
+    observed_generation: int | None = Field(
+        None, ge=0, description="metadata.generation of the spec the gateway objects were rendered from."
+    )
+    service: str | None = Field(None, description="Name of the gateway's Service.")
+
+
+class GLMGateway(_APIModel):
+    """One OpenAI-compatible endpoint for every GLMDeployment of its namespace."""
+
+    api_version: Literal["inference.glm.dev/v1alpha1"] = Field(
+        "inference.glm.dev/v1alpha1", description="inference.glm.dev/v1alpha1"
+    )
+    kind: Literal["GLMGateway"] = Field("GLMGateway", description="GLMGateway")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="Standard object metadata.")
+    spec: GLMGatewaySpec = Field(..., description="Desired state.")
+    status: GLMGatewayStatus | None = Field(None, description="Observed state, written by the operator.")

@@ -1,0 +1,198 @@
+"""HAProxy configuration and runtime commands for a routing table (pure: text in, text out).
+
+The gateway is HAProxy: least outstanding requests per unit of weight (``balance leastconn``),
+the request body buffered to route on its ``model`` field (``req.body,json_query``), a
+name -> backend map, API keys from a map file, per-key stick-table counters for the rate and
+concurrency limits, and a runtime API to move members without a reload.
+
+Three files go into the config directory: ``haproxy.cfg``, ``models.map`` (served name ->
+backend) and ``models.json`` (the ``GET /v1/models`` answer). They change only when the set of
+served names or the settings change; then the proxy reloads gracefully (the old process finishes
+its requests). A pod that joins, leaves or changes readiness is one slot of a backend, changed
+with :func:`runtime_commands` (``set server ... addr/weight/state``) and no reload.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+from functools import cache
+from pathlib import PurePosixPath
+from typing import Literal
+
+import jinja2
+
+from glm_operator.gateway.routes import Backend, Member, RoutingTable
+
+CONFIG_FILE = "haproxy.cfg"
+MODELS_MAP_FILE = "models.map"
+MODELS_JSON_FILE = "models.json"
+#: The table and settings the files were rendered from, so a restarted sync process (or the
+#: sidecar after the init container) continues with runtime commands instead of a reload.
+STATE_FILE = "state.json"
+
+#: Address of a free slot: never dialled, the slot stays in maintenance.
+UNUSED_SLOT_ADDRESS = ("127.0.0.1", 9)
+
+#: leastconn / roundrobin: HAProxy's; "prefix": bounded-load consistent hashing of the first chat
+#: message (the system prompt), so conversations sharing it reuse one pod's prefix cache while that
+#: pod's load stays under ``affinity_load_factor`` percent of the average.
+Balance = Literal["leastconn", "roundrobin", "prefix"]
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    """Everything in the proxy configuration that does not come from the routing table."""
+
+    config_dir: str
+    runtime_socket: str
+    bind_address: str = "0.0.0.0"
+    port: int = 8080
+    metrics_port: int | None = 8404
+    keys_file: str | None = None  # "<api key> <client name>" per line; None: no auth
+    requests_per_minute: int | None = None  # per key
+    max_concurrent_requests: int | None = None  # per key
+    read_timeout_seconds: int = 600
+    connect_timeout_seconds: int = 5
+    max_body_bytes: int = 20 * 1024 * 1024
+    routing_buffer_bytes: int = 256 * 1024
+    balance: Balance = "leastconn"
+    affinity_load_factor: int = 150
+    slots: int = 32
+    health_check_interval_seconds: int = 5
+    fail_timeout_seconds: int = 10
+    max_fails: int = 2
+    log_requests: bool = False
+
+    @property
+    def rate_retry_after_seconds(self) -> int:
+        """Seconds until the one-minute window frees one request at the configured rate."""
+        return max(1, math.ceil(60 / self.requests_per_minute)) if self.requests_per_minute else 1
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("glm_operator.gateway", "templates"),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+    )
+
+
+def _address(address: str) -> str:
+    return f"[{address}]" if ":" in address else address
+
+
+def render_config(table: RoutingTable, settings: GatewaySettings) -> str:
+    """``haproxy.cfg`` for the table, with the current members already in their slots."""
+    backends = [
+        Backend(
+            model=b.model,
+            name=b.name,
+            members=tuple(
+                Member(m.slot, m.pod, _address(m.address), m.port, m.weight, m.ready) for m in b.members
+            ),
+        )
+        for b in table.backends
+    ]
+    directory = PurePosixPath(settings.config_dir)
+    return (
+        _environment()
+        .get_template("haproxy.cfg.j2")
+        .render(
+            s=settings,
+            backends=backends,
+            models_map=str(directory / MODELS_MAP_FILE),
+            models_json=str(directory / MODELS_JSON_FILE),
+        )
+    )
+
+
+def render_models_map(table: RoutingTable) -> str:
+    """``<served name> <backend>`` per line (served names never contain spaces)."""
+    return "".join(f"{b.model} {b.name}\n" for b in table.backends)
+
+
+def render_models_json(table: RoutingTable) -> str:
+    """The OpenAI ``GET /v1/models`` list of every served name."""
+    data = [{"id": model, "object": "model", "owned_by": "glm-operator"} for model in table.models]
+    return json.dumps({"object": "list", "data": data}, separators=(",", ":")) + "\n"
+
+
+def render_files(table: RoutingTable, settings: GatewaySettings) -> dict[str, str]:
+    """File name -> content of everything the proxy reads at start."""
+    return {
+        CONFIG_FILE: render_config(table, settings),
+        MODELS_MAP_FILE: render_models_map(table),
+        MODELS_JSON_FILE: render_models_json(table),
+        STATE_FILE: render_state(table, settings),
+    }
+
+
+def render_state(table: RoutingTable, settings: GatewaySettings) -> str:
+    state = {
+        "settings": dataclasses.asdict(settings),
+        "backends": [dataclasses.asdict(b) for b in table.backends],
+    }
+    return json.dumps(state, sort_keys=True) + "\n"
+
+
+def parse_state(text: str) -> tuple[RoutingTable, GatewaySettings] | None:
+    """The table and settings of :func:`render_state`; None when unreadable (then the proxy reloads)."""
+    try:
+        state = json.loads(text)
+        backends = tuple(
+            Backend(b["model"], b["name"], tuple(Member(**m) for m in b["members"]))
+            for b in state["backends"]
+        )
+        return RoutingTable(backends), GatewaySettings(**state["settings"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def needs_reload(old: RoutingTable | None, new: RoutingTable) -> bool:
+    """Whether the proxy must load a new configuration: the set of backends changed."""
+    return old is None or [b.name for b in old.backends] != [b.name for b in new.backends]
+
+
+def _slot_commands(backend: str, slot: int, old: Member | None, new: Member | None) -> list[str]:
+    server = f"{backend}/s{slot}"
+    if new is None:
+        return [f"set server {server} state maint"] if old is not None and old.ready else []
+    commands = []
+    if old is None or (old.address, old.port) != (new.address, new.port):
+        commands.append(f"set server {server} addr {new.address} port {new.port}")
+    if old is None or old.weight != new.weight:
+        commands.append(f"set server {server} weight {new.weight}")
+    moved = old is None or old.pod != new.pod
+    if new.ready and (moved or not old or not old.ready):
+        commands.append(f"set server {server} state ready")
+    elif not new.ready and (old is None or old.ready):
+        commands.append(f"set server {server} state maint")
+    return commands
+
+
+def runtime_commands(old: RoutingTable, new: RoutingTable) -> list[str]:
+    """Runtime API commands that turn the members of ``old`` into those of ``new`` (same backends).
+
+    A slot that loses its pod or whose pod turns unready goes to maintenance: no new requests,
+    requests in flight finish. A new pod gets its address and weight before it is made ready.
+    """
+    commands: list[str] = []
+    for new_backend in new.backends:
+        old_backend = old.backend(new_backend.model)
+        slots = {m.slot for m in new_backend.members} | (
+            {m.slot for m in old_backend.members} if old_backend else set()
+        )
+        for slot in sorted(slots):
+            before = old_backend.member(slot) if old_backend else None
+            after = new_backend.member(slot)
+            if before is not None and after is not None and before.pod != after.pod and before.ready:
+                # Another pod takes the slot: stop new requests to the old address first.
+                commands.append(f"set server {new_backend.name}/s{slot} state maint")
+                before = Member(before.slot, before.pod, before.address, before.port, before.weight, False)
+            commands.extend(_slot_commands(new_backend.name, slot, before, after))
+    return commands

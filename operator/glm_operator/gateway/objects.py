@@ -1,0 +1,223 @@
+"""Kubernetes objects of a GLMGateway (pure: the GLMGateway body in, plain dicts out).
+
+- ServiceAccount, Role (read GLMDeployments and Pods of the namespace) and RoleBinding for the
+  sync sidecar;
+- Deployment: an init container writes the first HAProxy configuration, then HAProxy
+  (master-worker, so reloads are graceful) and the ``glm-operator gateway sync`` sidecar share an
+  in-memory volume with the configuration and both control sockets. The API-key Secret is
+  mounted read-only; the operator never reads it;
+- Service of the given type in front of the HAProxy port.
+
+Everything carries an owner reference to the GLMGateway, so deleting it removes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from glm_operator.api.gateway import GLMGatewaySpec
+from glm_operator.render import names
+
+GATEWAY_APP_NAME = "glm-gateway"
+COMPONENT_GATEWAY = "gateway"
+RUN_DIR = "/run/glm-gateway"
+KEYS_DIR = "/etc/glm-gateway/keys"
+KEYS_FILE = "keys.map"
+HTTP_PORT = 8080
+PROXY_METRICS_PORT = 8404
+SYNC_METRICS_PORT = 9090
+#: Non-root user both containers run as, so they can share the control sockets (mode 600).
+GATEWAY_UID = 65532
+
+
+def gateway_name(name: str) -> str:
+    """Name of every child of a GLMGateway (Deployment, Service, ServiceAccount, Role, RoleBinding)."""
+    return names.dns_label(f"{name}-gateway")
+
+
+def selector_labels(name: str) -> dict[str, str]:
+    return {names.LABEL_NAME: GATEWAY_APP_NAME, names.LABEL_INSTANCE: names.label_value(name)}
+
+
+def gateway_labels(name: str) -> dict[str, str]:
+    return {
+        **selector_labels(name),
+        names.LABEL_COMPONENT: COMPONENT_GATEWAY,
+        names.LABEL_PART_OF: names.PART_OF,
+        names.LABEL_MANAGED_BY: names.MANAGED_BY,
+    }
+
+
+def _metadata(gateway: Mapping[str, Any], name: str | None = None) -> dict[str, Any]:
+    meta = gateway["metadata"]
+    return {
+        "name": name or gateway_name(meta["name"]),
+        "namespace": meta["namespace"],
+        "labels": gateway_labels(meta["name"]),
+        "ownerReferences": [
+            {
+                "apiVersion": gateway.get("apiVersion", f"{names.GROUP}/v1alpha1"),
+                "kind": "GLMGateway",
+                "name": meta["name"],
+                "uid": meta["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
+
+
+def sync_args(gateway_object_name: str, *, once: bool) -> list[str]:
+    """Arguments of ``glm-operator`` in the init container (``once``) and the sidecar."""
+    args = [
+        "gateway",
+        "sync",
+        "--namespace=$(POD_NAMESPACE)",
+        f"--gateway={gateway_object_name}",
+        f"--config-dir={RUN_DIR}",
+        f"--keys-file={KEYS_DIR}/{KEYS_FILE}",
+        f"--port={HTTP_PORT}",
+        f"--proxy-metrics-port={PROXY_METRICS_PORT}",
+    ]
+    if once:
+        return [*args, "--once"]
+    return [*args, f"--master-socket={RUN_DIR}/master.sock", f"--metrics-port={SYNC_METRICS_PORT}"]
+
+
+def _container_security() -> dict[str, Any]:
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def _deployment(gateway: Mapping[str, Any], spec: GLMGatewaySpec, sync_image: str) -> dict[str, Any]:
+    name = gateway["metadata"]["name"]
+    mounts = [
+        {"name": "run", "mountPath": RUN_DIR},
+        {"name": "api-keys", "mountPath": KEYS_DIR, "readOnly": True},
+    ]
+    namespace_env = [
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
+    ]
+    health = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 5}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(gateway),
+        "spec": {
+            "replicas": spec.replicas,
+            "selector": {"matchLabels": selector_labels(name)},
+            "template": {
+                "metadata": {"labels": gateway_labels(name)},
+                "spec": {
+                    "serviceAccountName": gateway_name(name),
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": GATEWAY_UID,
+                        "runAsGroup": GATEWAY_UID,
+                        "fsGroup": GATEWAY_UID,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    # In flight requests get the read timeout to finish when a pod is replaced.
+                    "terminationGracePeriodSeconds": spec.read_timeout_seconds + 5,
+                    "volumes": [
+                        {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
+                        {
+                            "name": "api-keys",
+                            "secret": {
+                                "secretName": spec.api_keys.secret_name,
+                                "items": [{"key": spec.api_keys.key, "path": KEYS_FILE}],
+                            },
+                        },
+                    ],
+                    "initContainers": [
+                        {
+                            "name": "config",
+                            "image": sync_image,
+                            "args": sync_args(name, once=True),
+                            "env": namespace_env,
+                            "volumeMounts": mounts,
+                            "securityContext": _container_security(),
+                        }
+                    ],
+                    "containers": [
+                        {
+                            "name": "haproxy",
+                            "image": spec.image,
+                            "command": ["haproxy", "-W", "-db", "-S", f"{RUN_DIR}/master.sock"],
+                            "args": ["-f", f"{RUN_DIR}/haproxy.cfg"],
+                            "ports": [
+                                {"name": "http", "containerPort": HTTP_PORT},
+                                {"name": "proxy-metrics", "containerPort": PROXY_METRICS_PORT},
+                            ],
+                            "readinessProbe": health,
+                            "livenessProbe": {**health, "failureThreshold": 6},
+                            "volumeMounts": mounts,
+                            "securityContext": _container_security(),
+                            "resources": {"requests": {"cpu": "250m", "memory": "128Mi"}},
+                        },
+                        {
+                            "name": "sync",
+                            "image": sync_image,
+                            "args": sync_args(name, once=False),
+                            "env": namespace_env,
+                            "ports": [{"name": "sync-metrics", "containerPort": SYNC_METRICS_PORT}],
+                            "volumeMounts": mounts,
+                            "securityContext": _container_security(),
+                            "resources": {"requests": {"cpu": "50m", "memory": "96Mi"}},
+                        },
+                    ],
+                },
+            },
+        },
+    }
+
+
+def render_gateway(gateway: Mapping[str, Any], spec: GLMGatewaySpec, sync_image: str) -> list[dict[str, Any]]:
+    """ServiceAccount, Role, RoleBinding, Deployment and Service of one GLMGateway."""
+    name = gateway["metadata"]["name"]
+    child = gateway_name(name)
+    service_meta = _metadata(gateway)
+    if spec.service.annotations:
+        service_meta["annotations"] = dict(spec.service.annotations)
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(gateway)},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": _metadata(gateway),
+            "rules": [
+                {
+                    "apiGroups": [names.GROUP],
+                    "resources": ["glmdeployments", "glmgateways"],
+                    "verbs": ["get", "list", "watch"],
+                },
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+            ],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": _metadata(gateway),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": child},
+            "subjects": [
+                {"kind": "ServiceAccount", "name": child, "namespace": gateway["metadata"]["namespace"]}
+            ],
+        },
+        _deployment(gateway, spec, sync_image),
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": service_meta,
+            "spec": {
+                "type": spec.service.type,
+                "selector": selector_labels(name),
+                "ports": [
+                    {"name": "http", "port": spec.service.port, "targetPort": "http", "protocol": "TCP"}
+                ],
+            },
+        },
+    ]

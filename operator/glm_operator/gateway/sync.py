@@ -1,0 +1,284 @@
+"""The gateway sidecar: watch GLMDeployments, Pods and the GLMGateway, keep HAProxy in step.
+
+Three list+watch loops (one per kind, in the gateway's namespace) fill a store; every change
+wakes the main loop, which recomputes the routing table (pure) and applies it: runtime API
+commands when only members changed, new files and a graceful reload when the served names or
+the settings changed. The API-key file is the mounted Secret; when its content changes the proxy
+reloads. Nothing here polls the apiserver: watches re-list only when they expire.
+
+Per-key counters from the proxy's stick table are exported on ``--metrics-port`` when scraped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from glm_operator.api.gateway import GLMGatewaySpec
+from glm_operator.clients.haproxy import HAProxyRuntime
+from glm_operator.gateway.haproxy_config import Balance, GatewaySettings
+from glm_operator.gateway.proxy import ProxyDriver
+from glm_operator.gateway.routes import RoutingTable, compute_routing_table
+from glm_operator.render import names
+
+log = logging.getLogger(__name__)
+
+POD_SELECTOR = f"{names.LABEL_COMPONENT}={names.COMPONENT_INFERENCE},{names.LABEL_PART_OF}={names.PART_OF}"
+WATCH_SECONDS = 300
+BALANCE: dict[str, Balance] = {
+    "LeastRequests": "leastconn",
+    "RoundRobin": "roundrobin",
+    "PrefixAffinity": "prefix",
+}
+
+
+@dataclass(frozen=True)
+class SyncOptions:
+    namespace: str
+    gateway: str
+    config_dir: str
+    keys_file: str | None
+    port: int = 8080
+    bind_address: str = "0.0.0.0"
+    proxy_metrics_port: int | None = 8404
+    master_socket: str | None = None
+    address_map: str | None = None  # tests: JSON {pod IP: loopback address}; unmapped pods left out
+
+
+def settings_for(spec: GLMGatewaySpec, options: SyncOptions) -> GatewaySettings:
+    """Proxy settings from the GLMGateway spec and the pod-level options."""
+    return GatewaySettings(
+        config_dir=options.config_dir,
+        runtime_socket=str(Path(options.config_dir) / "admin.sock"),
+        bind_address=options.bind_address,
+        port=options.port,
+        metrics_port=options.proxy_metrics_port,
+        keys_file=options.keys_file,
+        requests_per_minute=spec.limits.requests_per_minute,
+        max_concurrent_requests=spec.limits.concurrent_requests,
+        read_timeout_seconds=spec.read_timeout_seconds,
+        connect_timeout_seconds=spec.connect_timeout_seconds,
+        max_body_bytes=spec.max_body_bytes,
+        balance=BALANCE[spec.load_balancing],
+        slots=spec.max_pods_per_model,
+    )
+
+
+def map_addresses(pods: Iterable[Mapping[str, Any]], mapping: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Pods with their IP replaced by ``mapping[ip]``; pods whose IP is not mapped are left out."""
+    mapped = []
+    for pod in pods:
+        ip = str((pod.get("status") or {}).get("podIP"))
+        if ip in mapping:
+            mapped.append({**pod, "status": {**pod["status"], "podIP": mapping[ip]}})
+    return mapped
+
+
+class Store:
+    """Objects by kind and name, as the watches last saw them; ``changed`` is set on every update."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._objects: dict[str, dict[str, dict[str, Any]]] = {}
+        self.changed = threading.Event()
+
+    def replace(self, kind: str, items: Iterable[dict[str, Any]]) -> None:
+        with self._lock:
+            self._objects[kind] = {i["metadata"]["name"]: i for i in items}
+        self.changed.set()
+
+    def update(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
+        with self._lock:
+            objects = self._objects.setdefault(kind, {})
+            if event_type == "DELETED":
+                objects.pop(obj["metadata"]["name"], None)
+            else:
+                objects[obj["metadata"]["name"]] = obj
+        self.changed.set()
+
+    def items(self, kind: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._objects.get(kind, {}).values())
+
+    def listed(self, *kinds: str) -> bool:
+        with self._lock:
+            return all(kind in self._objects for kind in kinds)
+
+
+ListFunction = Callable[..., Any]
+
+
+def _informer(
+    store: Store, kind: str, list_function: ListFunction, stop: threading.Event, **list_args: Any
+) -> None:
+    """List, then watch from that version; re-list when the watch ends or fails. Runs until ``stop``."""
+    from kubernetes import watch
+
+    backoff = 1.0
+    while not stop.is_set():
+        try:
+            listing = list_function(_preload_content=False, **list_args)
+            data = json.loads(listing.data)
+            store.replace(kind, data.get("items") or [])
+            version = data["metadata"]["resourceVersion"]
+            stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
+                list_function, resource_version=version, timeout_seconds=WATCH_SECONDS, **list_args
+            )
+            for event in stream:
+                if stop.is_set():
+                    return
+                if event["type"] == "ERROR":
+                    break  # e.g. 410 Gone: list again
+                if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                    store.update(kind, event["type"], event["raw_object"])
+            backoff = 1.0
+        except Exception as err:  # the sidecar keeps serving with what it has
+            log.warning("watch of %s failed (%s); retrying in %.0fs", kind, err, backoff)
+            stop.wait(backoff)
+            backoff = min(backoff * 2, 30.0)
+
+
+class GatewaySync:
+    """Watches the namespace and drives one HAProxy (or, with ``once``, writes its first files)."""
+
+    def __init__(self, options: SyncOptions, runtime: HAProxyRuntime | None) -> None:
+        self.options = options
+        self.store = Store()
+        self.runtime = runtime
+        self.driver: ProxyDriver | None = None
+        self._keys_digest: str | None = None
+
+    def _address_map(self) -> dict[str, str] | None:
+        if self.options.address_map is None:
+            return None
+        try:
+            data = json.loads(Path(self.options.address_map).read_text())
+        except (OSError, ValueError):
+            return {}
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+    def _keys_changed(self) -> bool:
+        if self.options.keys_file is None:
+            return False
+        try:
+            digest = hashlib.sha256(Path(self.options.keys_file).read_bytes()).hexdigest()
+        except OSError:
+            digest = ""
+        changed = self._keys_digest is not None and digest != self._keys_digest
+        self._keys_digest = digest
+        return changed
+
+    def desired(self) -> tuple[GatewaySettings, RoutingTable] | None:
+        """Settings and routing table from the store; None until the GLMGateway is seen."""
+        gateways = [
+            g for g in self.store.items("glmgateways") if g["metadata"]["name"] == self.options.gateway
+        ]
+        if not gateways:
+            return None
+        settings = settings_for(GLMGatewaySpec.model_validate(gateways[0].get("spec") or {}), self.options)
+        pods = self.store.items("pods")
+        mapping = self._address_map()
+        if mapping is not None:
+            pods = map_addresses(pods, mapping)
+        if self.driver is None:
+            self.driver = ProxyDriver(settings, self.runtime)
+            if self.runtime is not None:
+                self.driver.resume()  # the proxy runs the files an earlier process wrote
+        previous = self.driver.current.slots() if self.driver.current else None
+        table = compute_routing_table(
+            self.store.items("glmdeployments"), pods, slots=settings.slots, previous=previous
+        )
+        return settings, table
+
+    def step(self) -> str:
+        """Apply the current desired state once; returns what the driver did."""
+        desired = self.desired()
+        if desired is None:
+            return "waiting"
+        settings, table = desired
+        assert self.driver is not None  # made by desired()
+        self.driver.settings = settings
+        if self._keys_changed():
+            log.info("API keys changed: reloading")
+            self.driver.current = None  # forces new files and a reload
+            self.driver.write(table)
+            if self.runtime is not None and self.runtime.master_socket is not None:
+                self.runtime.reload()
+            self.driver.current = table
+            return "reload"
+        for detail in table.details:
+            log.warning("%s", detail)
+        return self.driver.apply(table)
+
+    def start_watches(self, api_client: Any, stop: threading.Event) -> list[threading.Thread]:
+        from kubernetes import client as k8s
+
+        custom = k8s.CustomObjectsApi(api_client)
+        core = k8s.CoreV1Api(api_client)
+        ns = self.options.namespace
+        targets: list[tuple[str, ListFunction, dict[str, Any]]] = [
+            (
+                "glmdeployments",
+                custom.list_namespaced_custom_object,
+                {"group": names.GROUP, "version": "v1alpha1", "namespace": ns, "plural": "glmdeployments"},
+            ),
+            (
+                "glmgateways",
+                custom.list_namespaced_custom_object,
+                {
+                    "group": names.GROUP,
+                    "version": "v1alpha1",
+                    "namespace": ns,
+                    "plural": "glmgateways",
+                    "field_selector": f"metadata.name={self.options.gateway}",
+                },
+            ),
+            ("pods", core.list_namespaced_pod, {"namespace": ns, "label_selector": POD_SELECTOR}),
+        ]
+        threads = []
+        for kind, function, args in targets:
+            thread = threading.Thread(
+                target=_informer, args=(self.store, kind, function, stop), kwargs=args, daemon=True, name=kind
+            )
+            thread.start()
+            threads.append(thread)
+        return threads
+
+    def run(self, api_client: Any, stop: threading.Event, *, once: bool = False, timeout: float = 60) -> int:
+        """Watch and apply until ``stop``; ``once``: write the files from the first listing and return."""
+        self.start_watches(api_client, stop)
+        deadline = time.monotonic() + timeout
+        while not self.store.listed("glmdeployments", "glmgateways", "pods"):
+            if stop.wait(0.1) or (once and time.monotonic() > deadline):
+                break
+        if once:
+            stop.set()
+            desired = self.desired()
+            if desired is None:
+                log.error("GLMGateway %s/%s not found", self.options.namespace, self.options.gateway)
+                return 1
+            ProxyDriver(desired[0], None).write(desired[1])
+            log.info("wrote the proxy's files: models %s", ", ".join(desired[1].models) or "none")
+            return 0
+        first = True
+        while not stop.is_set():
+            self.store.changed.wait(timeout=5.0)  # the timeout only re-reads the mounted key file
+            self.store.changed.clear()
+            stop.wait(0.1)  # let a burst of events land together
+            try:
+                done = self.step()
+                if done not in ("none", "waiting") or first:
+                    log.info("gateway in step (%s)", done)
+                first = False
+            except Exception as err:
+                log.warning("could not update the proxy (%s); retrying", err)
+                stop.wait(1.0)
+                self.store.changed.set()
+        return 0
