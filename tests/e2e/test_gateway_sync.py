@@ -129,6 +129,13 @@ def test_operator_renders_the_gateway_and_the_sync_follows_pods_and_models(
         assert child["metadata"]["ownerReferences"][0]["uid"] == gw_obj["metadata"]["uid"], kind
     pod_spec = get(cluster, ns, "deployment", "llm-gateway")["spec"]["template"]["spec"]
     assert any(v.get("secret", {}).get("secretName") == "gateway-keys" for v in pod_spec["volumes"])
+    # A hand edit of the gateway's Deployment is reverted (replicas come from the GLMGateway).
+    cluster.kubectl("scale", "deployment", "llm-gateway", "-n", ns, "--replicas=5")
+    wait_for(
+        lambda: get(cluster, ns, "deployment", "llm-gateway")["spec"]["replicas"] == 2,
+        30,
+        "replicas reverted",
+    )
 
     wait_for(phase_is(cluster, ns, "chat", "Ready"), 120, "chat Ready")
     ips = wait_for(lambda: count_is(ready_pod_ips(cluster, ns, "chat"), 2), 90, "2 ready pods")
