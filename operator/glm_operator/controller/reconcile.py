@@ -3,9 +3,12 @@
 Observe reads the GLMDeployment, its children and pods from the apiserver (nodes and GPU usage
 come from the watch-fed cache); ``compute_desired`` decides; execute server-side-applies the
 wanted objects, prunes the unwanted, writes status only when it changed, and posts Events.
-An object whose rendered form is the one this process last applied successfully is not sent
-again (the apiserver would answer a no-op); the periodic resync forgets these digests, so drift
-made by hand is repaired within one resync period. Every step is idempotent, so a reconcile
+An object whose rendered form is the one this process last applied successfully, and which
+still carries the version that apply returned (``metadata.generation`` of a workload: spec
+edits by hand bump it; ``resourceVersion`` of a Service), is not sent again (the apiserver
+would answer a no-op). A deleted or hand-edited child is therefore re-applied on its watch
+event; drift the version does not show (a label edited by hand) is repaired by the periodic
+resync, which forgets these digests. Every step is idempotent, so a reconcile
 interrupted at any point (operator killed) is finished by the next one without duplicates or
 orphans.
 """
@@ -39,13 +42,15 @@ def _owned_by(obj: dict[str, Any], uid: str) -> bool:
     return any(ref.get("uid") == uid for ref in obj.get("metadata", {}).get("ownerReferences") or [])
 
 
-async def observe(op: Operator, namespace: str, name: str) -> Observed | None:
+async def observe(op: Operator, namespace: str, name: str) -> tuple[Observed, list[dict[str, Any]]] | None:
+    """What ``compute_desired`` reads, plus the GLMDeployment's current Services (for execute)."""
     selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY},{names.LABEL_DEPLOYMENT}={name}"
     kinds = [(v, k) for v, k in WORKLOAD_KINDS if k != "LeaderWorkerSet" or op.lws_available]
     # The GLMDeployment, its workloads and its pods are independent reads: issue them together.
-    body, pods, *workloads = await asyncio.gather(
+    body, pods, services, *workloads = await asyncio.gather(
         asyncio.to_thread(op.api.get, API_VERSION, "GLMDeployment", namespace, name),
         asyncio.to_thread(op.api.list, "v1", "Pod", namespace, selector),
+        asyncio.to_thread(op.api.list, "v1", "Service", namespace, selector),
         *(asyncio.to_thread(op.api.list, v, k, namespace, selector) for v, k in kinds),
     )
     if body is None or body.get("metadata", {}).get("deletionTimestamp"):
@@ -57,6 +62,10 @@ async def observe(op: Operator, namespace: str, name: str) -> Observed | None:
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind)
         children += [c for c in items if _owned_by(c, uid)]
+    for svc in services:
+        svc.setdefault("apiVersion", "v1")
+        svc.setdefault("kind", "Service")
+    services = [s for s in services if _owned_by(s, uid)]
     if op.autoscaler is not None:
         metrics_status = op.autoscaler.metrics_status((namespace, name))
     else:
@@ -76,7 +85,7 @@ async def observe(op: Operator, namespace: str, name: str) -> Observed | None:
         now=now_rfc3339(),
         metrics=metrics_status if body.get("spec", {}).get("autoscaling") else None,
         lws_available=op.lws_available,
-    )
+    ), services
 
 
 def object_digest(obj: dict[str, Any]) -> str:
@@ -87,23 +96,33 @@ def _status_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
     return any(old.get(k) != v for k, v in new.items())
 
 
-async def execute(op: Operator, observed: Observed, desired: Desired) -> None:
+def child_version(obj: dict[str, Any]) -> str:
+    """What changes when somebody else edits a child: a workload's generation, a Service's version."""
+    meta = obj.get("metadata") or {}
+    if obj.get("kind") == "Service":
+        return str(meta.get("resourceVersion", ""))
+    return str(meta.get("generation", ""))
+
+
+async def execute(op: Operator, observed: Observed, services: list[dict[str, Any]], desired: Desired) -> None:
     meta = observed.body["metadata"]
     namespace, name = str(meta["namespace"]), str(meta["name"])
-    existing = {(c["kind"], c["metadata"]["name"]) for c in observed.children}
+    existing = {
+        (c["kind"], c["metadata"]["name"]): child_version(dict(c)) for c in [*observed.children, *services]
+    }
     to_apply = []
     for obj in desired.objects:
         key = (namespace, obj["kind"], obj["metadata"]["name"])
         digest = object_digest(obj)
-        workload_missing = obj["kind"] != "Service" and (obj["kind"], obj["metadata"]["name"]) not in existing
-        if op.applied.get(key) != digest or workload_missing:
+        current = existing.get((obj["kind"], obj["metadata"]["name"]))
+        if current is None or op.applied.get(key) != (digest, current):
             to_apply.append((key, digest, obj))
-    await asyncio.gather(
+    results = await asyncio.gather(
         *(asyncio.to_thread(op.api.apply, obj) for _, _, obj in to_apply),
         *(asyncio.to_thread(op.api.delete, v, k, namespace, child) for v, k, child in desired.prune),
     )
-    for key, digest, _ in to_apply:
-        op.applied[key] = digest
+    for (key, digest, _), result in zip(to_apply, results, strict=False):
+        op.applied[key] = (digest, child_version(result))
     old_status = dict(observed.body.get("status") or {})
     if _status_changed(old_status, desired.status):
         await asyncio.to_thread(op.api.patch_status, namespace, name, desired.status)
@@ -126,9 +145,10 @@ async def execute(op: Operator, observed: Observed, desired: Desired) -> None:
 
 async def reconcile(op: Operator, namespace: str, name: str) -> bool:
     """Bring one GLMDeployment to its desired state. False when it no longer exists."""
-    observed = await observe(op, namespace, name)
-    if observed is None:
+    found = await observe(op, namespace, name)
+    if found is None:
         return False
+    observed, services = found
     desired = compute_desired(observed)
-    await execute(op, observed, desired)
+    await execute(op, observed, services, desired)
     return True

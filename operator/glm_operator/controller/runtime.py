@@ -49,8 +49,9 @@ class Operator:
             self.elector = LeaderElector(api, config.lease_namespace, config.lease_name, config.identity)
         self._tasks: list[asyncio.Task[None]] = []
         self._replan_pending = False
-        # (namespace, kind, name) -> digest of the object last applied successfully (see reconcile)
-        self.applied: dict[tuple[str, str, str], str] = {}
+        # (namespace, kind, name) -> (digest of the object last applied, the version the apply
+        # returned); see reconcile
+        self.applied: dict[tuple[str, str, str], tuple[str, str]] = {}
         self.autoscaler: Any = None  # glm_operator.controller.autoscaling.Autoscaler when enabled
         self.specs: dict[Key, dict[str, Any]] = {}  # last seen spec per GLMDeployment (autoscaler)
         self.lws_available = False  # LeaderWorkerSet CRD installed (multi-node variants)
@@ -84,6 +85,39 @@ class Operator:
         self._tasks.clear()
         if self.elector is not None:
             await asyncio.to_thread(self.elector.release)
+
+    # -- watch events (called by the kopf handlers, on the event loop) ------------------------
+    def on_glmdeployment(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace")), str(meta.get("name")))
+        if event_type == "DELETED":
+            self.queue.forget(key)
+            self.specs.pop(key, None)
+            return
+        self.specs[key] = dict(obj.get("spec") or {})
+        generation = meta.get("generation")
+        observed = (obj.get("status") or {}).get("observedGeneration")
+        self.queue.add(key, urgent=generation != observed)  # a spec not planned yet goes first
+
+    def on_node(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name", ""))
+        changed = self.cache.delete_node(name) if event_type == "DELETED" else self.cache.set_node(obj)
+        if changed:
+            self.replan_all_soon()  # GPU supply changed: every GLMDeployment re-plans (debounced)
+
+    def on_pod(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        key = owner_key(obj)
+        if event_type == "DELETED":
+            self.cache.delete_pod(str((obj.get("metadata") or {}).get("uid", "")))
+        else:
+            self.cache.set_pod(obj, key)
+        if key is not None:
+            self.queue.add(key)
+
+    def on_child(self, event_type: str | None, obj: dict[str, Any], api_version: str, kind: str) -> None:
+        key = owner_key(obj)
+        if key is not None:
+            self.queue.add(key)
 
     def replan_all_soon(self, delay: float = 1.0) -> None:
         """Re-plan every GLMDeployment once, ``delay`` after the first of a burst of node changes."""

@@ -31,11 +31,20 @@ RBAC_KINDS = {
 }
 
 
+# Far above any test's duration: every behaviour under test must be driven by watch events, as in
+# production; only the test that proves the resync repairs drift asks for a short one.
+DEFAULT_RESYNC_SECONDS = 600.0
+
+
 class RunningOperator:
     """``glm-operator run`` as a subprocess, authenticated as the chart's ServiceAccount (not admin)."""
 
     def __init__(
-        self, cluster: LocalCluster, workdir: Path, namespaces: str = "ctl-*", resync_seconds: float = 5
+        self,
+        cluster: LocalCluster,
+        workdir: Path,
+        namespaces: str = "ctl-*",
+        resync_seconds: float = DEFAULT_RESYNC_SECONDS,
     ) -> None:
         self.cluster = cluster
         self.resync_seconds = resync_seconds
