@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,12 +61,29 @@ def object_path(api_version: str, kind: str, namespace: str | None, name: str | 
     return path
 
 
-class KubeClient:
-    """Thin wrapper over ``kubernetes.client.ApiClient`` for the calls the operator makes."""
+class NotLeader(Exception):
+    """A write was refused locally: this replica does not hold the leader Lease (any more)."""
 
-    def __init__(self, api_client: k8s.ApiClient | None = None, timeout: float = 30.0) -> None:
+
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class KubeClient:
+    """Thin wrapper over ``kubernetes.client.ApiClient`` for the calls the operator makes.
+
+    ``may_write``, when given, is asked right before every write is sent (leader election): a
+    replica that is not, or no longer, the leader raises ``NotLeader`` instead of writing.
+    """
+
+    def __init__(
+        self,
+        api_client: k8s.ApiClient | None = None,
+        timeout: float = 30.0,
+        may_write: Callable[[], bool] | None = None,
+    ) -> None:
         self.api = api_client or k8s.ApiClient()
         self.timeout = timeout
+        self.may_write = may_write
 
     def request(
         self,
@@ -77,6 +94,8 @@ class KubeClient:
         query: list[tuple[str, str]] | None = None,
         content_type: str | None = None,
     ) -> Any:
+        if method in WRITE_METHODS and self.may_write is not None and not self.may_write():
+            raise NotLeader(f"{method} {path} not sent: this replica does not hold the leader Lease")
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type

@@ -121,7 +121,14 @@ def run(args: argparse.Namespace) -> int:
     # cores x 5 made concurrent reconciles discard connections and redo TLS handshakes.
     api_config = kube_client.Configuration.get_default_copy()
     api_config.connection_pool_maxsize = max(8, 3 * config.workers) + 4
-    operator = Operator(config, KubeClient(kube_client.ApiClient(api_config)))
+    # The Lease gets its own connection pool and timeouts below the renew deadline.
+    election_config = kube_client.Configuration.get_default_copy()
+    election_config.connection_pool_maxsize = 2
+    operator = Operator(
+        config,
+        KubeClient(kube_client.ApiClient(api_config)),
+        KubeClient(kube_client.ApiClient(election_config), timeout=4.0),
+    )
     if config.prometheus_url:
         from glm_operator.controller.autoscaling import Autoscaler
 
@@ -135,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
             namespaces=config.namespaces,
             liveness_endpoint=args.liveness,
             memo=kopf.Memo(operator=operator),
+            stop_flag=operator.stop_flag,
         )
     )
-    return 0
+    return operator.exit_code

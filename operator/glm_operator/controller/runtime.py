@@ -13,10 +13,12 @@ import concurrent.futures
 import contextlib
 import fnmatch
 import logging
+import os
+import threading
 import time
 from typing import Any
 
-from glm_operator.clients.kube import API_VERSION, KubeClient
+from glm_operator.clients.kube import API_VERSION, KubeClient, NotLeader
 from glm_operator.controller import metrics
 from glm_operator.controller.cache import ClusterCache
 from glm_operator.controller.config import OperatorConfig
@@ -39,14 +41,26 @@ def owner_key(obj: dict[str, Any]) -> Key | None:
 
 
 class Operator:
-    def __init__(self, config: OperatorConfig, api: KubeClient) -> None:
+    def __init__(
+        self, config: OperatorConfig, api: KubeClient, election_api: KubeClient | None = None
+    ) -> None:
+        """``election_api`` is the Lease's own client (own connection pool, short timeouts)."""
         self.config = config
         self.api = api
         self.cache = ClusterCache()
         self.queue = WorkQueue()
         self.elector: LeaderElector | None = None
         if config.leader_election:
-            self.elector = LeaderElector(api, config.lease_namespace, config.lease_name, config.identity)
+            self.elector = LeaderElector(
+                election_api or KubeClient(api.api, timeout=4.0),
+                config.lease_namespace,
+                config.lease_name,
+                config.identity,
+            )
+            api.may_write = self.elector.may_write  # no write leaves a replica that does not lead
+        self._leading = asyncio.Event()
+        self.stop_flag = asyncio.Event()  # set to make kopf shut the operator down
+        self.exit_code = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._replan_pending = False
         # (namespace, kind, name) -> (digest of the object last applied, the version the apply
@@ -65,7 +79,17 @@ class Operator:
         )
         await self.refresh_cluster_view()
         if self.elector is not None:
-            self._tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
+            loop = asyncio.get_running_loop()
+
+            def started() -> None:
+                loop.call_soon_threadsafe(self._started_leading)
+
+            def stopped() -> None:
+                loop.call_soon_threadsafe(self._stopped_leading)
+
+            self.elector.start(started, stopped)
+        else:
+            self._started_leading()
         for i in range(self.config.workers):
             self._tasks.append(
                 asyncio.create_task(
@@ -85,6 +109,26 @@ class Operator:
         self._tasks.clear()
         if self.elector is not None:
             await asyncio.to_thread(self.elector.release)
+            await asyncio.to_thread(self.elector.stop)
+
+    def _started_leading(self) -> None:
+        # Forget what an earlier term applied: a peer may have led in between.
+        self.applied.clear()
+        self._leading.set()
+        self.queue.add_all()
+
+    def _stopped_leading(self) -> None:
+        """Lost the Lease: cancel every in-flight reconcile, then exit non-zero (as client-go's
+        managers do); the Deployment restarts this replica, which comes back as a standby."""
+        self._leading.clear()
+        for task in self._tasks:
+            task.cancel()
+        self.exit_code = 1
+        self.stop_flag.set()
+        # kopf shuts down gracefully; if anything hangs, leave anyway.
+        backstop = threading.Timer(20.0, os._exit, args=(1,))
+        backstop.daemon = True
+        backstop.start()
 
     # -- watch events (called by the kopf handlers, on the event loop) ------------------------
     def on_glmdeployment(self, event_type: str | None, obj: dict[str, Any]) -> None:
@@ -132,12 +176,11 @@ class Operator:
         asyncio.get_running_loop().call_later(delay, fire)
 
     async def wait_for_leadership(self) -> None:
-        if self.elector is not None:
-            await self.elector.wait_until_leader()
+        await self._leading.wait()
 
     @property
     def is_leader(self) -> bool:
-        return self.elector is None or self.elector.is_leader
+        return self.elector is None or self.elector.may_write()
 
     # -- cluster view ------------------------------------------------------------------------
     async def refresh_cluster_view(self) -> None:
@@ -192,6 +235,8 @@ class Operator:
                 for applied_key in [k for k in self.applied if k[0] == namespace]:
                     self.applied.pop(applied_key, None)  # its children are gone with it
             metrics.RECONCILES.labels(result="ok").inc()
+        except NotLeader:
+            self.queue.add(key)  # waits at the leadership gate; this replica no longer writes
         except Exception:
             metrics.RECONCILES.labels(result="error").inc()
             log.exception("reconcile %s/%s failed; retrying in 5s", namespace, name)
