@@ -25,6 +25,7 @@ class OperatorConfig:
     running_query: str = DEFAULT_RUNNING_QUERY
     resync_seconds: float = 60.0
     workers: int = 8
+    planning_timeout_seconds: float = 30.0  # one GLMDeployment's plan; past it: retried with backoff
     leader_election: bool = True
     lease_namespace: str = field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
     lease_name: str = "glm-operator"

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from glm_operator.clients.kube import API_VERSION, KubeClient, NotLeader
+from glm_operator.clients.kube import API_VERSION, KubeClient, NotLeader, summarize_api_error
 from glm_operator.controller import metrics
 from glm_operator.controller.cache import ClusterCache
 from glm_operator.controller.config import OperatorConfig
@@ -47,6 +47,8 @@ class Operator:
         """``election_api`` is the Lease's own client (own connection pool, short timeouts)."""
         self.config = config
         self.api = api
+        if api is not None:
+            api.on_request = metrics.count_api_request
         self.cache = ClusterCache()
         self.queue = WorkQueue()
         self.elector: LeaderElector | None = None
@@ -58,6 +60,12 @@ class Operator:
                 config.identity,
             )
             api.may_write = self.elector.may_write  # no write leaves a replica that does not lead
+        # compute_desired runs here, off the event loop (see reconcile.plan); keys whose planning
+        # overran its time bound and still occupies a thread
+        self.planning_pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max(2, config.workers // 2), thread_name_prefix="planning"
+        )
+        self.slow_plans: set[Key] = set()
         self._leading = asyncio.Event()
         self.stop_flag = asyncio.Event()  # set to make kopf shut the operator down
         self.exit_code = 0
@@ -67,7 +75,6 @@ class Operator:
         # returned); see reconcile
         self.applied: dict[tuple[str, str, str], tuple[str, str]] = {}
         self.autoscaler: Any = None  # glm_operator.controller.autoscaling.Autoscaler when enabled
-        self.specs: dict[Key, dict[str, Any]] = {}  # last seen spec per GLMDeployment (autoscaler)
         self.lws_available = False  # LeaderWorkerSet CRD installed (multi-node variants)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -77,7 +84,13 @@ class Operator:
         asyncio.get_running_loop().set_default_executor(
             concurrent.futures.ThreadPoolExecutor(max_workers=max(8, 3 * self.config.workers))
         )
-        await self.refresh_cluster_view()
+        while True:  # the apiserver may be away while this replica (re)starts
+            try:
+                await self.refresh_cluster_view()
+                break
+            except Exception as exc:
+                log.warning("start-up list failed: %s; retrying in 1 s", summarize_api_error(exc).line())
+                await asyncio.sleep(1.0)
         if self.elector is not None:
             loop = asyncio.get_running_loop()
 
@@ -134,11 +147,13 @@ class Operator:
     def on_glmdeployment(self, event_type: str | None, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         key = (str(meta.get("namespace")), str(meta.get("name")))
-        if event_type == "DELETED":
-            self.queue.forget(key)
-            self.specs.pop(key, None)
+        if not self.watches_namespace(key[0]):
             return
-        self.specs[key] = dict(obj.get("spec") or {})
+        if event_type == "DELETED":
+            self.cache.owned.delete_glmdeployment(key)
+            self.queue.forget(key)
+            return
+        self.cache.owned.set_glmdeployment(obj)
         generation = meta.get("generation")
         observed = (obj.get("status") or {}).get("observedGeneration")
         self.queue.add(key, urgent=generation != observed)  # a spec not planned yet goes first
@@ -151,17 +166,28 @@ class Operator:
 
     def on_pod(self, event_type: str | None, obj: dict[str, Any]) -> None:
         key = owner_key(obj)
+        uid = str((obj.get("metadata") or {}).get("uid", ""))
         if event_type == "DELETED":
-            self.cache.delete_pod(str((obj.get("metadata") or {}).get("uid", "")))
+            self.cache.delete_pod(uid)
         else:
             self.cache.set_pod(obj, key)
-        if key is not None:
+        if key is not None and self.watches_namespace(key[0]):
+            if event_type == "DELETED":
+                self.cache.owned.delete_pod(key, uid)
+            else:
+                self.cache.owned.set_pod(key, obj)
             self.queue.add(key)
 
     def on_child(self, event_type: str | None, obj: dict[str, Any], api_version: str, kind: str) -> None:
         key = owner_key(obj)
-        if key is not None:
-            self.queue.add(key)
+        if key is None or not self.watches_namespace(key[0]):
+            return
+        obj = {**obj, "apiVersion": obj.get("apiVersion") or api_version, "kind": obj.get("kind") or kind}
+        if event_type == "DELETED":
+            self.cache.owned.delete_child(key, api_version, kind, str(obj["metadata"].get("name")))
+        else:
+            self.cache.owned.set_child(key, obj)
+        self.queue.add(key)
 
     def replan_all_soon(self, delay: float = 1.0) -> None:
         """Re-plan every GLMDeployment once, ``delay`` after the first of a burst of node changes."""
@@ -183,21 +209,49 @@ class Operator:
         return self.elector is None or self.elector.may_write()
 
     # -- cluster view ------------------------------------------------------------------------
+    def _plain_namespaces(self) -> list[str] | None:
+        """The watched namespaces when all are plain names (namespaced install), else None."""
+        if not self.config.namespaces:
+            return None
+        names_ = [n for pattern in self.config.namespaces for n in pattern.split(",")]
+        if any(c in n for n in names_ for c in "*?[!"):
+            return None
+        return names_
+
+    async def _list(self, api_version: str, kind: str, selector: str | None = None) -> list[dict[str, Any]]:
+        """List in the watched namespaces only: per namespace when they are plain names (what a
+        namespaced install's Roles allow), else cluster-wide, filtered by the patterns."""
+        plain = self._plain_namespaces()
+        if plain is None:
+            items = await asyncio.to_thread(self.api.list, api_version, kind, None, selector)
+            return [i for i in items if self.watches_namespace(str(i["metadata"].get("namespace")))]
+        lists = await asyncio.gather(
+            *(asyncio.to_thread(self.api.list, api_version, kind, ns, selector) for ns in plain)
+        )
+        return [i for items in lists for i in items]
+
     async def refresh_cluster_view(self) -> None:
-        """Full list of nodes, GPU pods and GLMDeployments: the ground truth the caches start from."""
+        """One list of everything the caches hold, at start-up; watch events keep them current.
+
+        In a namespaced install, Pods (hence GPU usage) are listed in the watched namespaces
+        only: GPUs held by pods elsewhere are not seen, and the plan counts them as free.
+        """
         self.lws_available = await asyncio.to_thread(self.api.api_available, "leaderworkerset.x-k8s.io/v1")
         nodes = await asyncio.to_thread(self.api.list, "v1", "Node")
         self.cache.replace_nodes(nodes)
-        # GPUs held by any pod count, whichever namespace or tenant it belongs to.
-        pods = await asyncio.to_thread(self.api.list, "v1", "Pod")
-        self.cache.replace_pods([(p, owner_key(p)) for p in pods])
-        for obj in await asyncio.to_thread(self.api.list, API_VERSION, "GLMDeployment"):
-            meta = obj["metadata"]
-            if not self.watches_namespace(meta["namespace"]):
-                continue
-            key = (meta["namespace"], meta["name"])
-            self.queue.known.add(key)
-            self.specs[key] = dict(obj.get("spec") or {})
+        for pod in await self._list("v1", "Pod"):
+            self.on_pod("ADDED", pod)
+        for obj in await self._list(API_VERSION, "GLMDeployment"):
+            obj.setdefault("apiVersion", API_VERSION)
+            obj.setdefault("kind", "GLMDeployment")
+            self.on_glmdeployment("ADDED", obj)
+        selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY}"
+        kinds = [("apps/v1", "Deployment"), ("v1", "Service")]
+        if self.lws_available:
+            kinds.append(("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"))
+        for api_version, kind in kinds:
+            for obj in await self._list(api_version, kind, selector):
+                self.on_child("ADDED", obj, api_version, kind)
 
     def watches_namespace(self, namespace: str) -> bool:
         """kopf-style namespace patterns: globs, ``!`` negations, the rightmost match wins."""
@@ -212,34 +266,55 @@ class Operator:
         return matched
 
     async def _resync_loop(self) -> None:
+        """Re-queue every GLMDeployment from the cache (no re-list: the watches keep it current)
+        and forget the applied digests, so each child is applied once more: drift no watch
+        event reveals (a label edited by hand) is repaired within one period."""
         while True:
             await asyncio.sleep(self.config.resync_seconds)
-            try:
-                await self.refresh_cluster_view()
-            except Exception as exc:
-                log.warning("resync: could not list the cluster: %s", exc)
-            self.applied.clear()  # re-apply everything once per resync: repairs drift made by hand
-            self.queue.add_all()
+            self.applied.clear()
+            self.queue.add_all(self.cache.owned.glmdeployments)
 
     # -- reconcile ---------------------------------------------------------------------------
     async def reconcile_key(self, key: Key) -> None:
+        """One reconcile; a failure re-adds the key with backoff and logs one line (traceback at
+        debug level), a success resets the key's backoff."""
         from glm_operator.controller.reconcile import reconcile
 
         namespace, name = key
         started = time.perf_counter()
         try:
-            found = await reconcile(self, namespace, name)
-            if not found:
-                self.queue.forget(key)
-                metrics.forget(namespace, name)
-                for applied_key in [k for k in self.applied if k[0] == namespace]:
-                    self.applied.pop(applied_key, None)  # its children are gone with it
-            metrics.RECONCILES.labels(result="ok").inc()
+            rejected = await reconcile(self, namespace, name)
         except NotLeader:
-            self.queue.add(key)  # waits at the leadership gate; this replica no longer writes
-        except Exception:
+            self.queue.add_rate_limited(key)  # waits at the leadership gate (or the process exits)
+            return
+        except Exception as exc:
             metrics.RECONCILES.labels(result="error").inc()
-            log.exception("reconcile %s/%s failed; retrying in 5s", namespace, name)
-            asyncio.get_running_loop().call_later(5.0, self.queue.add, key)
+            summary = summarize_api_error(exc)
+            delay = self.queue.add_rate_limited(key, summary.retry_after)
+            level = logging.INFO if summary.status == 409 else logging.WARNING
+            log.log(
+                level, "reconcile %s/%s failed: %s; retry in %.2f s", namespace, name, summary.line(), delay
+            )
+            log.debug("reconcile %s/%s failed", namespace, name, exc_info=True)
+            return
         finally:
             metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
+        if rejected is None:
+            self.queue.forget(key)
+            metrics.forget(namespace, name)
+            for applied_key in [k for k in self.applied if k[0] == namespace]:
+                self.applied.pop(applied_key, None)  # its children are gone with it
+            metrics.RECONCILES.labels(result="ok").inc()
+        elif rejected:
+            metrics.RECONCILES.labels(result="error").inc()
+            delay = self.queue.add_rate_limited(key)
+            log.warning(
+                "reconcile %s/%s: the apiserver rejected %s; Degraded/ChildRejected, retry in %.2f s",
+                namespace,
+                name,
+                "; ".join(f"{r.kind} {r.name}: {r.error.line()}" for r in rejected)[:2000],
+                delay,
+            )
+        else:
+            self.queue.forget_failures(key)
+            metrics.RECONCILES.labels(result="ok").inc()
