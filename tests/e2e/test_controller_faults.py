@@ -56,9 +56,8 @@ def test_the_apiserver_going_away_mid_reconcile_converges_without_duplicates(
     """Two outages: a short one (inside the Lease's renew deadline: the leader keeps leading and
     sees a spec change made right after the apiserver returns within seconds), and a long one
     (the leader loses its Lease and exits non-zero; restarted as the kubelet would, it takes its
-    own Lease back). Both converge (the operator's side: plan, status, children; pods depend on
-    the scheduler, which backs off after the restart), with no duplicate or orphan object and no
-    traceback."""
+    own Lease back, having the same pod name). Both converge (the operator's side: plan, status,
+    children), with no duplicate or orphan object and no traceback."""
     offset = log_size(operator)
     apply(cluster, ns, small("before"))
     wait_for(phase_is(cluster, ns, "before", "Ready"), 60, "before Ready")
@@ -81,7 +80,7 @@ def test_the_apiserver_going_away_mid_reconcile_converges_without_duplicates(
             for name in ("before", f"burst-{round_}-0", f"burst-{round_}-1"):
                 wait_for(converged(cluster, ns, name), 30, f"{name} converged after the outage")
             figures.append(
-                f"{down:.0f} s outage: spec change live {seen:.1f} s, all Ready "
+                f"{down:.0f} s outage: spec change live {seen:.1f} s, all converged "
                 f"{time.monotonic() - back:.1f} s after the apiserver returned"
             )
     print("; ".join(figures) + f"; operator exits: {exit_codes}")
@@ -94,10 +93,8 @@ def test_the_apiserver_going_away_mid_reconcile_converges_without_duplicates(
     assert sorted(s["metadata"]["name"] for s in get(cluster, ns, "services")["items"]) == names
     text = operator_log_since(operator, offset)
     assert "Traceback" not in text, text[-3000:]
-    # The scheduler's own watches back off after the restart (up to ~1 min); let the pods of this
-    # test run before the next test relies on scheduling.
-    for name in names:
-        wait_for(phase_is(cluster, ns, name, "Ready"), 120, f"{name} Ready")
+    # Pods are not checked for Ready: during the long outage KWOK cannot renew the node Leases, the
+    # node lifecycle controller marks the pods NotReady, and KWOK does not flip them back.
 
 
 def test_a_child_the_apiserver_rejects_makes_the_glmdeployment_degraded_with_its_message(
