@@ -1,6 +1,7 @@
 """Controller at scale: 1,000 simulated GPU nodes, 200 GLMDeployments applied in a burst.
 
 Usage: .venv/bin/python benchmarks/controller_bench.py [--nodes 1000] [--glmds 200] [--namespaces 10]
+       [--idle-seconds 600]
 
 Starts its own local control plane (etcd, kube-apiserver, controller-manager, scheduler, KWOK) in
 a temporary state directory (never the shared ``.cluster/``), creates the KWOK GPU nodes
@@ -14,6 +15,14 @@ the first ``Planned=True`` condition. A sampler reads the operator's VmRSS / VmH
 /proc during the run; the operator's /metrics (reconcile counts and durations) and the
 apiserver's /metrics (request latency by verb and resource) are scraped before and after; a probe
 times an apiserver GET every 0.5 s; CPU of every control-plane process is read from /proc.
+
+After the burst, in the same run: every GLMDeployment is touched (an annotation, no new
+generation) to count the operator's API requests per no-op reconcile (its own
+``glm_operator_api_requests_total``; watches not counted); then the *baseline*: the same child
+Deployments and Services, copied without owner into ``base-*`` namespaces, are created directly
+by 8 client threads, timed the same way (create sent -> Deployment ADDED on a watch), and the
+operator/baseline ratios of p50 and p99 are printed; then an idle phase (default 10 min, nodes
+renewing their Leases) reports the operator's CPU %, reconciles and requests.
 
 Latency = wall clock from the moment the create request was sent (an upper bound: it includes
 the create round trip) to the moment the watch event arrived in this process.
@@ -61,7 +70,7 @@ from glm_operator.testing.operator import RunningOperator
 GROUP, VERSION, PLURAL = "inference.glm.dev", "v1alpha1", "glmdeployments"
 MANAGED = "app.kubernetes.io/managed-by=glm-operator"
 OWNER_LABEL = "inference.glm.dev/deployment"
-TOTAL_BUDGET = 290.0  # seconds: the whole script must stay under ~5 minutes
+TOTAL_BUDGET = 290.0  # seconds for the measured burst (the baseline and idle phases come on top)
 
 GPU_KINDS: dict[str, dict[str, Any]] = {
     "h100": {
@@ -438,6 +447,79 @@ def apply_nodes(local: LocalCluster, work: Path, n: int, chunks: int = 4) -> flo
     return time.monotonic() - t0
 
 
+# -- same-run baseline, no-op reconciles, idle phase ---------------------------------------------
+BASELINE_LABEL = "bench-baseline"
+
+
+def baseline_copies(kubeconfig: Path, namespaces: list[str]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The operator's child (Deployment, Service) pairs, as plain objects to create elsewhere:
+    same specs, no owner, not labelled as ours (the operator ignores them)."""
+    api = k8s.ApiClient(k8s_config.new_client_from_config(str(kubeconfig)).configuration)
+    custom = k8s.CustomObjectsApi(api)
+    core = k8s.CoreV1Api(api)
+    services = {
+        (s.metadata.namespace, s.metadata.name): api.sanitize_for_serialization(s)
+        for ns in namespaces
+        for s in core.list_namespaced_service(ns, label_selector=MANAGED, _request_timeout=60).items
+    }
+    pairs = []
+    for ns in namespaces:
+        deps = custom.list_namespaced_custom_object("apps", "v1", ns, "deployments", label_selector=MANAGED)
+        for dep in deps["items"]:
+            owner = dep["metadata"]["labels"].get(OWNER_LABEL, "")
+            svc = services.get((ns, owner))
+            if svc is None:
+                continue
+            pairs.append((_plain_copy(dep, "apps/v1", "Deployment"), _plain_copy(svc, "v1", "Service")))
+    return pairs
+
+
+def _plain_copy(obj: dict[str, Any], api_version: str, kind: str) -> dict[str, Any]:
+    labels = {k: v for k, v in (obj["metadata"].get("labels") or {}).items() if "managed-by" not in k}
+    labels[BASELINE_LABEL] = "1"
+    spec = json.loads(json.dumps(obj["spec"]))
+    for field in ("clusterIP", "clusterIPs"):
+        spec.pop(field, None)
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": obj["metadata"]["name"], "labels": labels},
+        "spec": spec,
+    }
+
+
+def create_baseline(
+    kubeconfig: Path, pairs: list[tuple[dict[str, Any], dict[str, Any]]], namespaces: list[str], threads: int
+) -> tuple[dict[str, float], float]:
+    """Create each (Deployment, Service) pair directly from ``threads`` clients, as the operator
+    would (one pair after the other per client); {namespace/deployment: send time}, total s."""
+    sent: dict[str, float] = {}
+    local = threading.local()
+
+    def one(item: tuple[int, tuple[dict[str, Any], dict[str, Any]]]) -> None:
+        i, (dep, svc) = item
+        if getattr(local, "apps", None) is None:
+            client = k8s_config.new_client_from_config(str(kubeconfig))
+            local.apps, local.core = k8s.AppsV1Api(client), k8s.CoreV1Api(client)
+        ns = namespaces[i % len(namespaces)]
+        sent[f"{ns}/{dep['metadata']['name']}"] = time.monotonic()
+        local.apps.create_namespaced_deployment(ns, dep, _request_timeout=30)
+        local.core.create_namespaced_service(ns, svc, _request_timeout=30)
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(one, enumerate(pairs)))
+    return sent, time.monotonic() - t0
+
+
+def operator_requests(metrics: dict[str, float]) -> float:
+    return sum(v for k, v in metrics.items() if k.startswith("glm_operator_api_requests_total{"))
+
+
+def reconciles_total(metrics: dict[str, float]) -> float:
+    return sum(v for k, v in metrics.items() if k.startswith("glm_operator_reconciles_total{"))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=1000)
@@ -448,6 +530,12 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=4, help="operator --workers (its default is 4)")
     ap.add_argument("--planned-timeout", type=float, default=150.0)
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs) after the run")
+    ap.add_argument(
+        "--idle-seconds",
+        type=float,
+        default=600.0,
+        help="idle phase after the run (0: skip); CPU %% and re-plans",
+    )
     args = ap.parse_args()
 
     started = time.monotonic()
@@ -802,6 +890,89 @@ def main() -> int:
             name = f"{verb} {res}{'/' + sub if sub else ''}"
             print(f"    {name:<34} {cnt:6.0f} requests  mean {tot / cnt * 1000:6.1f} ms  total {tot:6.1f} s")
         out("watch reconnects (bench watches)", str(sum(w.errors for w in watchers)))
+        out("operator CPU per reconcile", f"{cpu_op / max(rec_ok + rec_err, 1) * 1000:.1f} ms")
+        out(
+            "operator API requests per reconcile",
+            f"{(operator_requests(m_after) - operator_requests(m_before)) / max(rec_ok + rec_err, 1):.2f} "
+            "(burst window; watches not counted)",
+        )
+
+        # -- no-op reconciles: every GLMDeployment touched (an annotation: no new generation) --
+        m0 = scrape(metrics_port)
+        for ns_name in namespaces:
+            local.kubectl(
+                "annotate", "glmd", "--all", "-n", ns_name, f"bench/noop={time.time():.0f}", "--overwrite"
+            )
+        wait_until(lambda: reconciles_total(scrape(metrics_port)) - reconciles_total(m0) >= len(docs), 60)
+        time.sleep(2.0)
+        m1 = scrape(metrics_port)
+        noop_rec = reconciles_total(m1) - reconciles_total(m0)
+        noop_req = operator_requests(m1) - operator_requests(m0)
+        out("no-op reconciles", f"{noop_rec:.0f}, {noop_req / max(noop_rec, 1):.2f} API requests each")
+
+        # -- baseline: the same children created directly by 8 client threads ----------------
+        pairs = baseline_copies(local.kubeconfig, namespaces)
+        base_ns = [f"base-{i}" for i in range(args.namespaces)]
+        local.kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "List",
+                    "items": [
+                        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in base_ns
+                    ],
+                }
+            ),
+        )
+        base_seen: dict[str, float] = {}
+
+        def on_base(type_: str, obj: dict[str, Any], now: float) -> None:
+            meta = obj.get("metadata") or {}
+            if type_ == "ADDED":
+                with lock:
+                    base_seen.setdefault(f"{meta['namespace']}/{meta['name']}", now)
+
+        base_watch = Watcher(
+            custom.list_cluster_custom_object, ("apps", "v1", "deployments"), on_base, f"{BASELINE_LABEL}=1"
+        )
+        watchers.append(base_watch)
+        base_watch.start()
+        base_watch.connected.wait(10)
+        time.sleep(1.0)
+        base_sent, base_seconds = create_baseline(local.kubeconfig, pairs, base_ns, args.create_threads)
+        wait_until(lambda: len(base_seen) >= len(base_sent), 60, period=0.2)
+        with lock:
+            lat_base = [base_seen[k] - base_sent[k] for k in base_sent if k in base_seen]
+        print("  baseline: the same child Deployments + Services created directly, same apiserver, same run:")
+        out("create -> Deployment (direct)", dist(lat_base))
+        out(
+            "created",
+            f"{len(base_sent)} pairs in {base_seconds:.2f} s ({args.create_threads} client threads)",
+        )
+        if lat_base and lat_child:
+            out(
+                "operator / baseline",
+                f"p50 x{pct(lat_child, 0.5) / max(pct(lat_base, 0.5), 1e-6):.1f}, "
+                f"p99 x{pct(lat_child, 0.99) / max(pct(lat_base, 0.99), 1e-6):.1f} "
+                "(apply -> child Deployment)",
+            )
+
+        # -- idle: nodes keep renewing their Leases, nothing else happens --------------------
+        if args.idle_seconds > 0:
+            m0, cpu0, t0 = scrape(metrics_port), cpu_seconds(op.proc.pid), time.monotonic()
+            time.sleep(args.idle_seconds)
+            m1, cpu1, t1 = scrape(metrics_port), cpu_seconds(op.proc.pid), time.monotonic()
+            idle_rss = sampler.read()
+            out(
+                f"idle {t1 - t0:.0f} s ({args.nodes} nodes)",
+                f"operator CPU {(cpu1 - cpu0) / (t1 - t0) * 100:.1f}% of one core, "
+                f"{reconciles_total(m1) - reconciles_total(m0):.0f} reconciles, "
+                f"{operator_requests(m1) - operator_requests(m0):.0f} API requests, "
+                f"RSS {(idle_rss[1] if idle_rss else 0) / 1024:.0f} MiB",
+            )
         out("total script time", f"{time.monotonic() - started:.0f} s")
         if n_err:
             print("  operator ERRORs in the burst window (first 3, with the exception raised):")

@@ -173,7 +173,7 @@ def test_reapply_changes_nothing_and_a_spec_change_rolls(
     svc = get(cluster, ns, "service", "flash")
     before = (dep["metadata"]["resourceVersion"], svc["metadata"]["resourceVersion"])
     apply(cluster, ns, doc)  # same spec again: no new generation, no write to any child
-    time.sleep(12)  # two resync periods of the operator
+    time.sleep(5)  # the re-apply's watch events (none: same generation) had time to be handled
     (dep,) = children(cluster, ns, "flash")
     svc = get(cluster, ns, "service", "flash")
     assert (dep["metadata"]["resourceVersion"], svc["metadata"]["resourceVersion"]) == before
@@ -392,7 +392,7 @@ def test_two_replicas_never_both_act_and_the_standby_takes_over(
         doc = small("lead")
         apply(cluster, ns, doc)
         wait_for(phase_is(cluster, ns, "lead", "Ready"), 60, "Ready under the first replica")
-        time.sleep(6)  # a resync period: the standby has seen everything by now
+        time.sleep(5)  # the standby has seen every event by now (and reconciled none of them)
         assert reconciles(ports[0]) > 0
         assert reconciles(ports[1]) == 0, "the standby reconciled while another replica held the lease"
 
@@ -514,7 +514,8 @@ def test_health_and_metrics_endpoints(cluster: E2ECluster, operator: RunningOper
 
 
 def test_hand_edits_to_a_child_are_reverted(cluster: E2ECluster, operator: RunningOperator, ns: str) -> None:
-    """Children are level-reconciled: drift made by hand is undone (at the latest on the next resync)."""
+    """Children are level-reconciled: drift made by hand is undone on the child's watch event (the
+    session operator's resync is 600 s, far beyond this test)."""
     apply(
         cluster,
         ns,
@@ -532,3 +533,31 @@ def test_hand_edits_to_a_child_are_reverted(cluster: E2ECluster, operator: Runni
         return d["spec"]["replicas"] == 1 and len(services) == 1
 
     wait_for(restored, 30, "replicas and Service restored")
+
+
+def test_the_resync_repairs_drift_no_watch_event_reveals(
+    cluster: E2ECluster, operator: RunningOperator, ns: str
+) -> None:
+    """A label edited by hand does not bump the child's generation, so its watch event does not
+    make the operator re-apply; the periodic resync (5 s here) does."""
+    operator.stop()
+    fast = RunningOperator(cluster.local, operator.workdir, resync_seconds=5)
+    try:
+        fast.kubeconfig = operator.kubeconfig
+        fast.start()
+        apply(cluster, ns, small("resync"))
+        wait_for(phase_is(cluster, ns, "resync", "Ready"), 60, "Ready")
+        (dep,) = children(cluster, ns, "resync")
+        name = dep["metadata"]["name"]
+        cluster.kubectl(
+            "label", "deployment", name, "-n", ns, "app.kubernetes.io/part-of=edited", "--overwrite"
+        )
+
+        def restored() -> bool:
+            (d,) = children(cluster, ns, "resync")
+            return bool(d["metadata"]["labels"]["app.kubernetes.io/part-of"] != "edited")
+
+        wait_for(restored, 30, "label restored by the resync")
+    finally:
+        fast.stop()
+        operator.start()

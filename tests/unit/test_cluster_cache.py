@@ -90,3 +90,51 @@ def test_namespace_patterns_follow_kopf_globs() -> None:
     assert watches(("ctl-*",), "ctl-a") and not watches(("ctl-*",), "llm")
     assert not watches(("!kube-*",), "kube-system") and watches(("!kube-*",), "llm")
     assert watches(("llm", "team-*"), "team-b")
+
+
+def test_nodes_are_cached_with_only_what_placement_reads() -> None:
+    n = node()
+    n["metadata"]["managedFields"] = [{"manager": "kubelet"}]
+    n["status"]["images"] = [{"names": ["x"] * 50}]
+    n["status"]["conditions"].append({"type": "MemoryPressure", "status": "False"})
+    cache = ClusterCache()
+    cache.set_node(n)
+    slim = cache.nodes["n1"]
+    assert "managedFields" not in slim["metadata"] and "images" not in slim["status"]
+    assert slim["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
+    assert slim["metadata"]["labels"] == n["metadata"]["labels"]
+    assert slim["status"]["allocatable"] == {"nvidia.com/gpu": "8"}
+
+
+def test_an_older_version_never_replaces_a_newer_one_in_the_cache() -> None:
+    owned = ClusterCache().owned
+    body = {"metadata": {"namespace": "llm", "name": "a", "uid": "u1", "resourceVersion": "10"}, "spec": {}}
+    owned.set_glmdeployment({**body, "status": {"desiredReplicas": 3}})
+    owned.set_glmdeployment({**body, "metadata": {**body["metadata"], "resourceVersion": "9"}})
+    assert owned.glmdeployments[("llm", "a")]["status"] == {"desiredReplicas": 3}
+    recreated = {**body, "metadata": {**body["metadata"], "uid": "u2", "resourceVersion": "5"}}
+    owned.set_glmdeployment(recreated)  # same name, new object: taken whatever its version
+    assert owned.glmdeployments[("llm", "a")]["metadata"]["uid"] == "u2"
+
+
+def test_children_and_pods_are_kept_per_glmdeployment() -> None:
+    owned = ClusterCache().owned
+    dep = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "a-l4", "uid": "d", "resourceVersion": "1"},
+    }
+    svc = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "a", "uid": "s", "resourceVersion": "1"},
+    }
+    owned.set_child(("llm", "a"), dep)
+    owned.set_child(("llm", "a"), svc)
+    assert owned.children_of(("llm", "a"), {"Deployment"}) == [dep]
+    owned.delete_child(("llm", "a"), "apps/v1", "Deployment", "a-l4")
+    assert owned.children_of(("llm", "a"), {"Deployment", "LeaderWorkerSet"}) == []
+    owned.set_pod(("llm", "a"), pod("p1", "n1", 1, owner="a"))
+    assert [p["metadata"]["uid"] for p in owned.pods_of(("llm", "a"))] == ["p1"]
+    owned.delete_pod(("llm", "a"), "p1")
+    assert owned.pods_of(("llm", "a")) == []

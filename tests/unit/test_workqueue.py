@@ -67,3 +67,41 @@ def test_add_all_requeues_every_known_key_and_forget_drops_it() -> None:
     q.forget(("a", "2"))
     q.add_all()
     assert len(q) == 1
+
+
+def test_backoff_doubles_per_failure_with_jitter_and_resets_on_success() -> None:
+    import random
+
+    from glm_operator.controller.ratelimit import RateLimiter
+
+    limiter = RateLimiter(rng=random.Random(1))
+    delays = [limiter.when("a", now=0.0) for _ in range(8)]
+    for n, delay in enumerate(delays):
+        assert 0.9 * 0.005 * 2**n <= delay <= 1.1 * 0.005 * 2**n
+    assert limiter.when("b", now=0.0) <= 0.0055  # keys back off independently
+    for _ in range(40):
+        limiter.when("a", now=0.0)
+    assert limiter.when("a", now=0.0) <= 1100.0  # capped at 1000 s (+ jitter)
+    limiter.forget("a")
+    assert limiter.when("a", now=0.0) <= 0.0055
+
+
+def test_the_token_bucket_spreads_a_mass_failure_and_retry_after_is_honoured() -> None:
+    from glm_operator.controller.ratelimit import RateLimiter
+
+    limiter = RateLimiter(qps=10, burst=100)
+    delays = [limiter.when(f"k{i}", now=0.0) for i in range(300)]
+    assert max(delays[:100]) < 0.01  # within the burst: only the per-key backoff
+    assert 19.0 <= delays[-1] <= 20.1  # 200 beyond the burst at 10/s
+    assert limiter.when("k0", now=100.0, retry_after=7.0) >= 7.0
+
+
+def test_a_rate_limited_key_comes_back_after_its_backoff() -> None:
+    async def scenario() -> list[Key]:
+        q = WorkQueue()
+        q.known.add(("ns", "a"))
+        delay = q.add_rate_limited(("ns", "a"), retry_after=0.05)
+        assert 0.05 <= delay < 0.1 and len(q) == 0
+        return await _drain(q, 1)
+
+    assert asyncio.run(scenario()) == [("ns", "a")]

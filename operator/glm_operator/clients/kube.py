@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,12 +67,31 @@ def object_path(api_version: str, kind: str, namespace: str | None, name: str | 
     return path
 
 
-class KubeClient:
-    """Thin wrapper over ``kubernetes.client.ApiClient`` for the calls the operator makes."""
+class NotLeader(Exception):
+    """A write was refused locally: this replica does not hold the leader Lease (any more)."""
 
-    def __init__(self, api_client: k8s.ApiClient | None = None, timeout: float = 30.0) -> None:
+
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class KubeClient:
+    """Thin wrapper over ``kubernetes.client.ApiClient`` for the calls the operator makes.
+
+    ``may_write``, when given, is asked right before every write is sent (leader election): a
+    replica that is not, or no longer, the leader raises ``NotLeader`` instead of writing.
+    """
+
+    def __init__(
+        self,
+        api_client: k8s.ApiClient | None = None,
+        timeout: float = 30.0,
+        may_write: Callable[[], bool] | None = None,
+        on_request: Callable[[str], None] | None = None,
+    ) -> None:
         self.api = api_client or k8s.ApiClient()
         self.timeout = timeout
+        self.may_write = may_write
+        self.on_request = on_request  # called with the HTTP method of every request sent (metrics)
 
     def request(
         self,
@@ -83,6 +102,10 @@ class KubeClient:
         query: list[tuple[str, str]] | None = None,
         content_type: str | None = None,
     ) -> Any:
+        if method in WRITE_METHODS and self.may_write is not None and not self.may_write():
+            raise NotLeader(f"{method} {path} not sent: this replica does not hold the leader Lease")
+        if self.on_request is not None:
+            self.on_request(method)
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -98,7 +121,9 @@ class KubeClient:
         raw = response.read()  # type: ignore[no-untyped-call]
         text = raw.decode("utf-8") if raw else ""
         if not 200 <= response.status <= 299:
-            raise ApiException(status=response.status, reason=response.reason, body=text)
+            exc = ApiException(status=response.status, reason=response.reason, body=text)
+            exc.headers = response.getheaders()  # type: ignore[no-untyped-call]
+            raise exc
         return json.loads(text) if text else {}
 
     # -- reads ---------------------------------------------------------------------------------
@@ -156,12 +181,19 @@ class KubeClient:
             raise
         return True
 
-    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> dict[str, Any]:
-        """Merge-patch the status subresource of a GLMDeployment."""
+    def patch_status(
+        self, namespace: str, name: str, status: Mapping[str, Any], resource_version: str | None = None
+    ) -> dict[str, Any]:
+        """Merge-patch the status subresource of a GLMDeployment.
+
+        With ``resource_version`` the write is conditional: the apiserver answers 409 Conflict
+        when the object changed since that version (a status computed from an older read is
+        never written over a newer one)."""
         path = object_path(f"{GROUP}/{VERSION}", "GLMDeployment", namespace, name) + "/status"
-        data = self.request(
-            "PATCH", path, body={"status": dict(status)}, content_type="application/merge-patch+json"
-        )
+        body: dict[str, Any] = {"status": dict(status)}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
+        data = self.request("PATCH", path, body=body, content_type="application/merge-patch+json")
         return dict(data)
 
     def patch_scale(self, api_version: str, kind: str, namespace: str, name: str, replicas: int) -> None:
@@ -204,3 +236,47 @@ class KubeClient:
             "reportingComponent": FIELD_MANAGER,
         }
         self.request("POST", f"/api/v1/namespaces/{meta['namespace']}/events", body=event)
+
+
+@dataclass(frozen=True)
+class ApiErrorSummary:
+    """What an apiserver error says, in one line: status, message, the fields it names."""
+
+    status: int | None
+    reason: str
+    message: str
+    fields: tuple[str, ...] = ()
+    retry_after: float | None = None
+
+    def line(self) -> str:
+        where = f" (field {', '.join(self.fields)})" if self.fields else ""
+        return f"HTTP {self.status} {self.reason}: {self.message}{where}"
+
+
+def summarize_api_error(exc: BaseException) -> ApiErrorSummary:
+    """One-line summary of an exception from ``KubeClient`` (ApiException or a network error)."""
+    if not isinstance(exc, ApiException):
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        return ApiErrorSummary(None, type(exc).__name__, text[:500])
+    body: dict[str, Any] = {}
+    try:
+        parsed = json.loads(exc.body or "{}")
+        body = parsed if isinstance(parsed, dict) else {}
+    except ValueError:
+        pass
+    details = body.get("details") or {}
+    fields = tuple(str(c["field"]) for c in details.get("causes") or [] if c.get("field"))
+    retry_after: float | None = None
+    headers = exc.headers or {}
+    raw = headers.get("Retry-After") if hasattr(headers, "get") else None
+    if raw:
+        try:
+            retry_after = float(raw)
+        except ValueError:
+            retry_after = None
+    if retry_after is None and details.get("retryAfterSeconds"):
+        retry_after = float(details["retryAfterSeconds"])
+    message = str(body.get("message") or exc.reason or "")
+    return ApiErrorSummary(
+        exc.status, str(body.get("reason") or exc.reason or ""), message[:2000], fields, retry_after
+    )

@@ -120,8 +120,9 @@ def run(args: argparse.Namespace) -> int:
         level=getattr(logging, args.log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    for noisy in ("kubernetes.client.rest", "urllib3", "kopf.objects"):
+    for noisy in ("kubernetes.client.rest", "kopf.objects"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
+    logging.getLogger("urllib3").setLevel(logging.ERROR)  # a failure is logged once, by the caller
     config = config_from_args(args)
     load_kube_config()
     from kubernetes import client as kube_client
@@ -130,7 +131,16 @@ def run(args: argparse.Namespace) -> int:
     # cores x 5 made concurrent reconciles discard connections and redo TLS handshakes.
     api_config = kube_client.Configuration.get_default_copy()
     api_config.connection_pool_maxsize = max(8, 3 * config.workers) + 4
-    operator = Operator(config, KubeClient(kube_client.ApiClient(api_config)))
+    api_config.retries = 0  # no hidden retries: failures go back to the work queue's backoff
+    # The Lease gets its own connection pool and timeouts below the renew deadline.
+    election_config = kube_client.Configuration.get_default_copy()
+    election_config.connection_pool_maxsize = 2
+    election_config.retries = 0  # one attempt per round, within the request timeout
+    operator = Operator(
+        config,
+        KubeClient(kube_client.ApiClient(api_config)),
+        KubeClient(kube_client.ApiClient(election_config), timeout=4.0),
+    )
     if config.prometheus_url:
         from glm_operator.controller.autoscaling import Autoscaler
 
@@ -144,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
             namespaces=config.namespaces,
             liveness_endpoint=args.liveness,
             memo=kopf.Memo(operator=operator),
+            stop_flag=operator.stop_flag,
         )
     )
-    return 0
+    return operator.exit_code

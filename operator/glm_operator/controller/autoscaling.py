@@ -18,7 +18,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from glm_operator.api.v1alpha1 import spec_from_dict
-from glm_operator.clients.kube import API_VERSION
 from glm_operator.clients.prometheus import MetricsUnavailable, PrometheusQueueClient
 from glm_operator.controller import metrics
 from glm_operator.controller.desired import served_model_name
@@ -34,6 +33,7 @@ if TYPE_CHECKING:
     from glm_operator.controller.runtime import Operator
 
 log = logging.getLogger(__name__)
+CONCURRENCY = 8  # Prometheus queries in flight at once
 
 
 class Autoscaler:
@@ -48,6 +48,7 @@ class Autoscaler:
         self.tick_seconds = tick_seconds
         self._status: dict[Key, MetricsStatus] = {}
         self._next_run: dict[Key, float] = {}
+        self._concurrency = asyncio.Semaphore(CONCURRENCY)
 
     def metrics_status(self, key: Key) -> MetricsStatus | None:
         return self._status.get(key)
@@ -58,26 +59,39 @@ class Autoscaler:
             if not self.op.is_leader:
                 continue
             now = time.monotonic()
-            for key, spec in list(self.op.specs.items()):
-                autoscaling = spec.get("autoscaling")
+            glmdeployments = self.op.cache.owned.glmdeployments
+            due = []
+            for key, obj in list(glmdeployments.items()):
+                autoscaling = (obj.get("spec") or {}).get("autoscaling")
                 if not autoscaling or self._next_run.get(key, 0.0) > now:
                     continue
                 self._next_run[key] = now + float(autoscaling.get("intervalSeconds") or 15)
-                try:
-                    await self.step(key)
-                except Exception:
-                    log.exception("autoscaler step for %s/%s failed", *key)
-            for key in set(self._next_run) - set(self.op.specs):
+                due.append(key)
+            # Prometheus is queried for all due GLMDeployments at once, at most CONCURRENCY at a time.
+            await asyncio.gather(*(self._bounded_step(key) for key in due))
+            for key in set(self._next_run) - set(glmdeployments):
                 self._next_run.pop(key, None)
                 self._status.pop(key, None)
 
+    async def _bounded_step(self, key: Key) -> None:
+        async with self._concurrency:
+            try:
+                await self.step(key)
+            except Exception as exc:
+                log.warning("autoscaler step for %s/%s failed: %s", *key, exc)
+                log.debug("autoscaler step for %s/%s failed", *key, exc_info=True)
+
+    @staticmethod
     def _capacity_and_concurrency(
-        self, spec: dict[str, Any], max_replicas: int, key: Key
+        spec: dict[str, Any],
+        max_replicas: int,
+        nodes: list[dict[str, Any]],
+        gpus_used: dict[str, dict[str, int]],
     ) -> tuple[int, float]:
-        """Replicas the GPU pools can host (planner with replicas=max) and one replica's concurrency."""
-        pools = parse_gpu_pools(
-            list(self.op.cache.nodes.values()), self.op.cache.gpus_used(exclude_owner=key)
-        )
+        """Replicas the GPU pools can host (planner with replicas=max) and one replica's concurrency.
+
+        CPU-heavy at 1,000 nodes: runs in a thread, on a snapshot of the caches."""
+        pools = parse_gpu_pools(nodes, gpus_used)
         request = placement_request_from_spec({**spec, "replicas": max_replicas}, pools)
         plan = plan_placement(request)
         placed = [v for v in plan.variants if v.replicas > 0] or list(plan.variants)
@@ -86,14 +100,20 @@ class Autoscaler:
 
     async def step(self, key: Key) -> None:
         namespace, name = key
-        body = await asyncio.to_thread(self.op.api.get, API_VERSION, "GLMDeployment", namespace, name)
+        body = self.op.cache.owned.glmdeployments.get(key)
         if body is None or not (body.get("spec") or {}).get("autoscaling"):
             return
         spec = spec_from_dict(body["spec"])
         assert spec.autoscaling is not None
         spec_dict = spec.model_dump(by_alias=True, exclude_none=True)
         status = dict(body.get("status") or {})
-        capacity, concurrency = self._capacity_and_concurrency(spec_dict, spec.autoscaling.max_replicas, key)
+        capacity, concurrency = await asyncio.to_thread(
+            self._capacity_and_concurrency,
+            spec_dict,
+            spec.autoscaling.max_replicas,
+            list(self.op.cache.nodes.values()),
+            self.op.cache.gpus_used(exclude_owner=key),
+        )
         policy = AutoscalePolicy.from_spec(spec_dict["autoscaling"], replica_concurrency=concurrency)
         auto_status = dict(status.get("autoscaler") or {})
         try:
@@ -142,7 +162,8 @@ class Autoscaler:
             "desiredReplicas": decision.replicas,
             "autoscaler": {k: v for k, v in new_auto.items() if v is not None},
         }
-        await asyncio.to_thread(self.op.api.patch_status, namespace, name, patch)
+        written = await asyncio.to_thread(self.op.api.patch_status, namespace, name, patch)
+        self.op.cache.owned.set_glmdeployment(written)
         if decision.replicas != current:
             await asyncio.to_thread(
                 self.op.api.create_event,

@@ -1,8 +1,14 @@
-"""In-memory views the watch streams keep current: GPU nodes and GPUs requested per node.
+"""In-memory views the watch streams keep current, like client-go's informer caches.
 
-Reconciles read these instead of listing 1,000 nodes and every pod for each GLMDeployment.
-They are caches, not state: the operator fills them from a full list at start-up, then from
-watch events, and a restart rebuilds them from the apiserver.
+- GPU nodes, slimmed to what placement reads (labels, allocatable, taints, schedulability,
+  conditions), and GPUs requested per node by any pod;
+- GLMDeployments, and per GLMDeployment its child workloads, Services and vLLM pods.
+
+Reconciles read these instead of live GETs and LISTs. They are caches, not state: the operator
+fills them from one list at start-up, then from watch events (only from the event loop), and a
+restart rebuilds them. The operator's own writes are folded in from the apiserver's response,
+so a reconcile right after a write does not act on the version before it; an older version
+arriving later (a slow watch event) never replaces a newer one.
 """
 
 from __future__ import annotations
@@ -11,7 +17,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from glm_operator.planning.outages import pod_gpu_requests
+from glm_operator.planning.outages import pod_gpu_requests  # re-exported for callers of the cache
+
+Key = tuple[str, str]  # (namespace, name) of a GLMDeployment
+ChildKey = tuple[str, str, str]  # (apiVersion, kind, name)
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -34,20 +43,115 @@ def node_fingerprint(node: Mapping[str, Any]) -> str:
     )
 
 
+def slim_node(node: Mapping[str, Any]) -> dict[str, Any]:
+    """Only the fields placement reads: a Node's images, addresses and managedFields are dropped."""
+    meta = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": meta.get("name", ""),
+            "labels": dict(meta.get("labels") or {}),
+            "creationTimestamp": meta.get("creationTimestamp"),
+        },
+        "spec": {k: spec[k] for k in ("taints", "unschedulable") if k in spec},
+        "status": {
+            "allocatable": dict(status.get("allocatable") or {}),
+            "capacity": dict(status.get("capacity") or {}),
+            "conditions": [c for c in status.get("conditions") or [] if c.get("type") == "Ready"],
+        },
+    }
+
+
+def slim_object(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """The object without ``metadata.managedFields`` (often half of its size)."""
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    return {**obj, "metadata": meta}
+
+
+def is_older(candidate: Mapping[str, Any], current: Mapping[str, Any] | None) -> bool:
+    """True when ``candidate`` is an older version of ``current`` (same object, lower version).
+
+    resourceVersions are opaque in the API, but etcd-backed ones are increasing integers; when
+    either is not one, the candidate is taken (as an informer would).
+    """
+    if current is None:
+        return False
+    a = (candidate.get("metadata") or {}).get("resourceVersion")
+    b = (current.get("metadata") or {}).get("resourceVersion")
+    if (candidate.get("metadata") or {}).get("uid") != (current.get("metadata") or {}).get("uid"):
+        return False
+    return str(a).isdigit() and str(b).isdigit() and int(str(a)) < int(str(b))
+
+
+class OwnedObjects:
+    """GLMDeployments and, per GLMDeployment key, its children and vLLM pods."""
+
+    def __init__(self) -> None:
+        self.glmdeployments: dict[Key, dict[str, Any]] = {}
+        self.children: dict[Key, dict[ChildKey, dict[str, Any]]] = {}
+        self.pods: dict[Key, dict[str, dict[str, Any]]] = {}  # by pod uid
+
+    def set_glmdeployment(self, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace")), str(meta.get("name")))
+        if not is_older(obj, self.glmdeployments.get(key)):
+            self.glmdeployments[key] = slim_object(obj)
+
+    def delete_glmdeployment(self, key: Key) -> None:
+        self.glmdeployments.pop(key, None)
+
+    def set_child(self, key: Key, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        child = (str(obj.get("apiVersion")), str(obj.get("kind")), str(meta.get("name")))
+        per_owner = self.children.setdefault(key, {})
+        if not is_older(obj, per_owner.get(child)):
+            per_owner[child] = slim_object(obj)
+
+    def delete_child(self, key: Key, api_version: str, kind: str, name: str) -> None:
+        per_owner = self.children.get(key)
+        if per_owner is not None:
+            per_owner.pop((api_version, kind, name), None)
+            if not per_owner:
+                self.children.pop(key, None)
+
+    def set_pod(self, key: Key, pod: Mapping[str, Any]) -> None:
+        uid = str((pod.get("metadata") or {}).get("uid", ""))
+        per_owner = self.pods.setdefault(key, {})
+        if not is_older(pod, per_owner.get(uid)):
+            per_owner[uid] = slim_object(pod)
+
+    def delete_pod(self, key: Key, uid: str) -> None:
+        per_owner = self.pods.get(key)
+        if per_owner is not None:
+            per_owner.pop(uid, None)
+            if not per_owner:
+                self.pods.pop(key, None)
+
+    def children_of(self, key: Key, kinds: set[str]) -> list[dict[str, Any]]:
+        return [c for (_, kind, _), c in self.children.get(key, {}).items() if kind in kinds]
+
+    def pods_of(self, key: Key) -> list[dict[str, Any]]:
+        return list(self.pods.get(key, {}).values())
+
+
 class ClusterCache:
     def __init__(self) -> None:
         self.nodes: dict[str, dict[str, Any]] = {}
         self._fingerprints: dict[str, str] = {}
         # pod uid -> (node, owner GLMDeployment key or None, {resource: count})
         self._pods: dict[str, tuple[str, tuple[str, str] | None, dict[str, int]]] = {}
+        self.owned = OwnedObjects()
 
     # -- nodes -------------------------------------------------------------------------------
     def set_node(self, node: Mapping[str, Any]) -> bool:
-        """Store a node; True when something placement reads changed."""
+        """Store a node (slimmed); True when something placement reads changed."""
         name = str((node.get("metadata") or {}).get("name", ""))
         fp = node_fingerprint(node)
         changed = self._fingerprints.get(name) != fp
-        self.nodes[name] = dict(node)
+        self.nodes[name] = slim_node(node)
         self._fingerprints[name] = fp
         return changed
 

@@ -29,6 +29,7 @@ class OperatorConfig:
     workers: int = 8
     # Replicas on NotReady/Unknown GPU nodes keep their place this long (glm_operator.planning.outages).
     node_grace_seconds: float = DEFAULT_NODE_GRACE_SECONDS
+    planning_timeout_seconds: float = 30.0  # one GLMDeployment's plan; past it: retried with backoff
     leader_election: bool = True
     lease_namespace: str = field(default_factory=lambda: os.environ.get("POD_NAMESPACE", "default"))
     lease_name: str = "glm-operator"

@@ -29,6 +29,12 @@ PLAN_FITS = Gauge(
     ["namespace", "name"],
     registry=REGISTRY,
 )
+API_REQUESTS = Counter(
+    "glm_operator_api_requests_total",
+    "Requests the operator sent to the apiserver (not counting watches), by HTTP method.",
+    ["method"],
+    registry=REGISTRY,
+)
 AUTOSCALER_DECISIONS = Counter(
     "glm_operator_autoscaler_decisions_total",
     "Autoscaler decisions by direction (up, down, hold, unavailable).",
@@ -55,3 +61,7 @@ def forget(namespace: str, name: str) -> None:
     for labels in list(PLANNED_REPLICAS._metrics):
         if labels[0] == namespace and labels[1] == name:
             PLANNED_REPLICAS.remove(*labels)
+
+
+def count_api_request(method: str) -> None:
+    API_REQUESTS.labels(method=method).inc()

@@ -1,11 +1,18 @@
 """One level-based reconcile of a GLMDeployment: observe, compute (pure), execute.
 
-Observe reads the GLMDeployment, its children and pods from the apiserver (nodes and GPU usage
-come from the watch-fed cache); ``compute_desired`` decides; execute server-side-applies the
-wanted objects, prunes the unwanted, writes status only when it changed, and posts Events.
-An object whose rendered form is the one this process last applied successfully is not sent
-again (the apiserver would answer a no-op); the periodic resync forgets these digests, so drift
-made by hand is repaired within one resync period. Every step is idempotent, so a reconcile
+Observe reads the GLMDeployment, its children, its pods, the nodes and GPU usage from the
+watch-fed caches (no apiserver request); ``compute_desired`` decides, in a thread pool and
+bounded in time, so one huge spec never stalls the event loop; execute server-side-applies the
+wanted objects, prunes the unwanted, writes status only when it changed (conditional on the
+resourceVersion it was computed from), and posts Events. A child the apiserver refuses (422
+invalid, 500) makes the GLMDeployment Degraded/ChildRejected with the apiserver's message and
+field; the caller retries it with backoff.
+An object whose rendered form is the one this process last applied successfully, and which
+still carries the version that apply returned (``metadata.generation`` of a workload: spec
+edits by hand bump it; ``resourceVersion`` of a Service), is not sent again (the apiserver
+would answer a no-op). A deleted or hand-edited child is therefore re-applied on its watch
+event; drift the version does not show (a label edited by hand) is repaired by the periodic
+resync, which forgets these digests. Every step is idempotent, so a reconcile
 interrupted at any point (operator killed) is finished by the next one without duplicates or
 orphans.
 """
@@ -17,13 +24,14 @@ import datetime as dt
 import hashlib
 import json
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from glm_operator.clients.kube import API_VERSION
+from glm_operator.clients.kube import ApiErrorSummary, summarize_api_error
 from glm_operator.controller import metrics
-from glm_operator.controller.desired import WORKLOAD_KINDS, Desired, Observed, compute_desired
-from glm_operator.planning.conditions import MetricsStatus
-from glm_operator.render import names
+from glm_operator.controller.desired import WORKLOAD_KINDS, Desired, Event, Observed, compute_desired
+from glm_operator.planning.conditions import MetricsStatus, set_condition
 
 if TYPE_CHECKING:
     from glm_operator.controller.runtime import Operator
@@ -39,26 +47,25 @@ def _owned_by(obj: dict[str, Any], uid: str) -> bool:
     return any(ref.get("uid") == uid for ref in obj.get("metadata", {}).get("ownerReferences") or [])
 
 
-async def observe(op: Operator, namespace: str, name: str) -> Observed | None:
-    selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY},{names.LABEL_DEPLOYMENT}={name}"
-    kinds = [(v, k) for v, k in WORKLOAD_KINDS if k != "LeaderWorkerSet" or op.lws_available]
-    # The GLMDeployment, its workloads and its pods are independent reads: issue them together.
-    body, pods, *workloads = await asyncio.gather(
-        asyncio.to_thread(op.api.get, API_VERSION, "GLMDeployment", namespace, name),
-        asyncio.to_thread(op.api.list, "v1", "Pod", namespace, selector),
-        *(asyncio.to_thread(op.api.list, v, k, namespace, selector) for v, k in kinds),
-    )
+WORKLOAD_KIND_NAMES = {kind for _, kind in WORKLOAD_KINDS}
+
+
+def observe(op: Operator, namespace: str, name: str) -> tuple[Observed, list[dict[str, Any]]] | None:
+    """What ``compute_desired`` reads, plus the GLMDeployment's current Services (for execute).
+
+    Everything comes from the watch-fed caches (no apiserver request), read on the event loop;
+    the result is a snapshot the planner can use in another thread.
+    """
+    key = (namespace, name)
+    body = op.cache.owned.glmdeployments.get(key)
     if body is None or body.get("metadata", {}).get("deletionTimestamp"):
         return None
     uid = str(body["metadata"].get("uid", ""))
-    children: list[dict[str, Any]] = []
-    for (api_version, kind), items in zip(kinds, workloads, strict=True):
-        for item in items:
-            item.setdefault("apiVersion", api_version)
-            item.setdefault("kind", kind)
-        children += [c for c in items if _owned_by(c, uid)]
+    kinds = WORKLOAD_KIND_NAMES if op.lws_available else WORKLOAD_KIND_NAMES - {"LeaderWorkerSet"}
+    children = [c for c in op.cache.owned.children_of(key, kinds) if _owned_by(c, uid)]
+    services = [c for c in op.cache.owned.children_of(key, {"Service"}) if _owned_by(c, uid)]
     if op.autoscaler is not None:
-        metrics_status = op.autoscaler.metrics_status((namespace, name))
+        metrics_status = op.autoscaler.metrics_status(key)
     else:
         metrics_status = MetricsStatus(
             False,
@@ -69,15 +76,15 @@ async def observe(op: Operator, namespace: str, name: str) -> Observed | None:
     return Observed(
         body=body,
         nodes=list(op.cache.nodes.values()),
-        gpus_used=op.cache.gpus_used(exclude_owner=(namespace, name)),
+        gpus_used=op.cache.gpus_used(exclude_owner=key),
         children=children,
-        pods=pods,
+        pods=op.cache.owned.pods_of(key),
         default_image=op.config.default_image,
         now=now_rfc3339(),
         metrics=metrics_status if body.get("spec", {}).get("autoscaling") else None,
         lws_available=op.lws_available,
         node_grace_seconds=op.config.node_grace_seconds,
-    )
+    ), services
 
 
 def object_digest(obj: dict[str, Any]) -> str:
@@ -88,27 +95,86 @@ def _status_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
     return any(old.get(k) != v for k, v in new.items())
 
 
-async def execute(op: Operator, observed: Observed, desired: Desired) -> None:
+def child_version(obj: dict[str, Any]) -> str:
+    """What changes when somebody else edits a child: a workload's generation, a Service's version."""
+    meta = obj.get("metadata") or {}
+    if obj.get("kind") == "Service":
+        return str(meta.get("resourceVersion", ""))
+    return str(meta.get("generation", ""))
+
+
+class PlanningTimeout(Exception):
+    """Planning one GLMDeployment took longer than its bound."""
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A child the apiserver refused (422 invalid, 400, 500): what it said and where."""
+
+    kind: str
+    name: str
+    error: ApiErrorSummary
+
+
+REJECTED_STATUSES = frozenset({400, 413, 422, 500})
+
+
+async def execute(
+    op: Operator, observed: Observed, services: list[dict[str, Any]], desired: Desired
+) -> list[Rejection]:
+    """Apply, prune, write status, post Events. Returns the children the apiserver rejected."""
     meta = observed.body["metadata"]
     namespace, name = str(meta["namespace"]), str(meta["name"])
-    existing = {(c["kind"], c["metadata"]["name"]) for c in observed.children}
+    key = (namespace, name)
+    existing = {
+        (c["kind"], c["metadata"]["name"]): child_version(dict(c)) for c in [*observed.children, *services]
+    }
     to_apply = []
     for obj in desired.objects:
-        key = (namespace, obj["kind"], obj["metadata"]["name"])
+        memo_key = (namespace, obj["kind"], obj["metadata"]["name"])
         digest = object_digest(obj)
-        workload_missing = obj["kind"] != "Service" and (obj["kind"], obj["metadata"]["name"]) not in existing
-        if op.applied.get(key) != digest or workload_missing:
-            to_apply.append((key, digest, obj))
-    await asyncio.gather(
-        *(asyncio.to_thread(op.api.apply, obj) for _, _, obj in to_apply),
-        *(asyncio.to_thread(op.api.delete, v, k, namespace, child) for v, k, child in desired.prune),
+        current = existing.get((obj["kind"], obj["metadata"]["name"]))
+        if current is None or op.applied.get(memo_key) != (digest, current):
+            to_apply.append((memo_key, digest, obj))
+    results = await asyncio.gather(
+        *(asyncio.to_thread(op.api.apply, obj) for _, _, obj in to_apply), return_exceptions=True
     )
-    for key, digest, _ in to_apply:
-        op.applied[key] = digest
+    rejected: list[Rejection] = []
+    failure: BaseException | None = None
+    for (memo_key, digest, obj), result in zip(to_apply, results, strict=True):
+        if isinstance(result, BaseException):
+            summary = summarize_api_error(result)
+            if summary.status in REJECTED_STATUSES:
+                rejected.append(Rejection(obj["kind"], obj["metadata"]["name"], summary))
+            else:
+                failure = failure or result
+            continue
+        op.applied[memo_key] = (digest, child_version(result))
+        op.cache.owned.set_child(key, result)  # the next reconcile sees what was just written
+    if failure is not None:
+        raise failure
+    if not rejected:  # never prune while the replacement was refused
+        await asyncio.gather(
+            *(
+                asyncio.to_thread(op.api.delete, av, kind, namespace, child)
+                for av, kind, child in desired.prune
+            )
+        )
+        for av, kind, child in desired.prune:
+            op.cache.owned.delete_child(key, av, kind, child)
+    status = own_status_fields(observed.body, desired.status)
+    if rejected:
+        status = with_rejections(observed, status, rejected)
     old_status = dict(observed.body.get("status") or {})
-    if _status_changed(old_status, desired.status):
-        await asyncio.to_thread(op.api.patch_status, namespace, name, desired.status)
-    for event in desired.events:
+    if _status_changed(old_status, status):
+        written = await asyncio.to_thread(
+            op.api.patch_status, namespace, name, status, str(meta.get("resourceVersion") or "") or None
+        )
+        op.cache.owned.set_glmdeployment(written)
+    events = list(desired.events)
+    if rejected and _status_changed(old_status, status):
+        events += [Event("Warning", "ChildRejected", _rejection_message(r)) for r in rejected]
+    for event in events:
         try:
             await asyncio.to_thread(
                 op.api.create_event,
@@ -123,15 +189,68 @@ async def execute(op: Operator, observed: Observed, desired: Desired) -> None:
         metrics.PLAN_FITS.labels(namespace, name).set(1 if desired.plan.fits else 0)
         for v in desired.plan.variants:
             metrics.PLANNED_REPLICAS.labels(namespace, name, v.gpu_product).set(v.replicas)
+    return rejected
 
 
-async def reconcile(op: Operator, namespace: str, name: str) -> bool:
-    """Bring one GLMDeployment to its desired state. False when it no longer exists."""
-    observed = await observe(op, namespace, name)
-    if observed is None:
-        return False
-    desired = compute_desired(observed)
-    await execute(op, observed, desired)
+def own_status_fields(body: Mapping[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    """The status fields reconcile writes: with ``spec.autoscaling`` the autoscaler is the only
+    writer of ``desiredReplicas`` (and ``autoscaler``), so a reconcile working from an older read
+    can never revert its decision."""
+    if (body.get("spec") or {}).get("autoscaling"):
+        return {k: v for k, v in status.items() if k not in AUTOSCALER_FIELDS}
+    return status
+
+
+AUTOSCALER_FIELDS = frozenset({"desiredReplicas", "autoscaler"})
+
+
+def _rejection_message(r: Rejection) -> str:
+    return f"the apiserver rejected {r.kind} {r.name}: {r.error.line()}"[:MAX_EVENT_MESSAGE]
+
+
+MAX_EVENT_MESSAGE = 1000
+
+
+def with_rejections(observed: Observed, status: dict[str, Any], rejected: list[Rejection]) -> dict[str, Any]:
+    """Degraded=True, reason ChildRejected, with the apiserver's own message and field."""
+    generation = int(observed.body["metadata"].get("generation") or 0)
+    message = "; ".join(_rejection_message(r) for r in rejected) + (
+        ". Fix the spec field that renders into it (spec.serving: env, resources, tolerations, "
+        "nodeSelector, image)."
+    )
+    conditions = set_condition(
+        status.get("conditions") or [], "Degraded", "True", "ChildRejected", message, generation, observed.now
+    )
+    return {**status, "phase": "Failed", "conditions": conditions}
+
+
+async def plan(op: Operator, observed: Observed) -> Desired:
+    """``compute_desired`` in the planning thread pool, bounded in time, off the event loop."""
+    meta = observed.body["metadata"]
+    key = (str(meta["namespace"]), str(meta["name"]))
+    bound = op.config.planning_timeout_seconds
+    if key in op.slow_plans:  # its last plan still runs in a thread: do not start a second one
+        raise PlanningTimeout(f"planning is still running after more than {bound:.0f} s")
+    future = asyncio.get_running_loop().run_in_executor(op.planning_pool, compute_desired, observed)
+    try:
+        return await asyncio.wait_for(asyncio.shield(future), bound)
+    except TimeoutError as exc:
+        op.slow_plans.add(key)
+        future.add_done_callback(lambda _: op.slow_plans.discard(key))
+        raise PlanningTimeout(
+            f"planning took longer than {bound:.0f} s (is spec.model.config huge?)"
+        ) from exc
+
+
+async def reconcile(op: Operator, namespace: str, name: str) -> list[Rejection] | None:
+    """Bring one GLMDeployment to its desired state. None when it no longer exists; else the
+    children the apiserver rejected (the caller retries those with backoff)."""
+    found = observe(op, namespace, name)
+    if found is None:
+        return None
+    observed, services = found
+    desired = await plan(op, observed)
+    rejected = await execute(op, observed, services, desired)
     if desired.requeue_after is not None:  # a node grace period ends: no watch event will say so
         asyncio.get_running_loop().call_later(desired.requeue_after, op.queue.add, (namespace, name))
-    return True
+    return rejected

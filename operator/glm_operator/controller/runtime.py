@@ -13,10 +13,12 @@ import concurrent.futures
 import contextlib
 import fnmatch
 import logging
+import os
+import threading
 import time
 from typing import Any
 
-from glm_operator.clients.kube import API_VERSION, KubeClient
+from glm_operator.clients.kube import API_VERSION, KubeClient, NotLeader, summarize_api_error
 from glm_operator.controller import metrics
 from glm_operator.controller.cache import ClusterCache
 from glm_operator.controller.config import OperatorConfig
@@ -39,20 +41,40 @@ def owner_key(obj: dict[str, Any]) -> Key | None:
 
 
 class Operator:
-    def __init__(self, config: OperatorConfig, api: KubeClient) -> None:
+    def __init__(
+        self, config: OperatorConfig, api: KubeClient, election_api: KubeClient | None = None
+    ) -> None:
+        """``election_api`` is the Lease's own client (own connection pool, short timeouts)."""
         self.config = config
         self.api = api
+        if api is not None:
+            api.on_request = metrics.count_api_request
         self.cache = ClusterCache()
         self.queue = WorkQueue()
         self.elector: LeaderElector | None = None
         if config.leader_election:
-            self.elector = LeaderElector(api, config.lease_namespace, config.lease_name, config.identity)
+            self.elector = LeaderElector(
+                election_api or KubeClient(api.api, timeout=4.0),
+                config.lease_namespace,
+                config.lease_name,
+                config.identity,
+            )
+            api.may_write = self.elector.may_write  # no write leaves a replica that does not lead
+        # compute_desired runs here, off the event loop (see reconcile.plan); keys whose planning
+        # overran its time bound and still occupies a thread
+        self.planning_pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max(2, config.workers // 2), thread_name_prefix="planning"
+        )
+        self.slow_plans: set[Key] = set()
+        self._leading = asyncio.Event()
+        self.stop_flag = asyncio.Event()  # set to make kopf shut the operator down
+        self.exit_code = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._replan_pending = False
-        # (namespace, kind, name) -> digest of the object last applied successfully (see reconcile)
-        self.applied: dict[tuple[str, str, str], str] = {}
+        # (namespace, kind, name) -> (digest of the object last applied, the version the apply
+        # returned); see reconcile
+        self.applied: dict[tuple[str, str, str], tuple[str, str]] = {}
         self.autoscaler: Any = None  # glm_operator.controller.autoscaling.Autoscaler when enabled
-        self.specs: dict[Key, dict[str, Any]] = {}  # last seen spec per GLMDeployment (autoscaler)
         self.lws_available = False  # LeaderWorkerSet CRD installed (multi-node variants)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -62,9 +84,25 @@ class Operator:
         asyncio.get_running_loop().set_default_executor(
             concurrent.futures.ThreadPoolExecutor(max_workers=max(8, 3 * self.config.workers))
         )
-        await self.refresh_cluster_view()
+        while True:  # the apiserver may be away while this replica (re)starts
+            try:
+                await self.refresh_cluster_view()
+                break
+            except Exception as exc:
+                log.warning("start-up list failed: %s; retrying in 1 s", summarize_api_error(exc).line())
+                await asyncio.sleep(1.0)
         if self.elector is not None:
-            self._tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
+            loop = asyncio.get_running_loop()
+
+            def started() -> None:
+                loop.call_soon_threadsafe(self._started_leading)
+
+            def stopped() -> None:
+                loop.call_soon_threadsafe(self._stopped_leading)
+
+            self.elector.start(started, stopped)
+        else:
+            self._started_leading()
         for i in range(self.config.workers):
             self._tasks.append(
                 asyncio.create_task(
@@ -84,6 +122,72 @@ class Operator:
         self._tasks.clear()
         if self.elector is not None:
             await asyncio.to_thread(self.elector.release)
+            await asyncio.to_thread(self.elector.stop)
+
+    def _started_leading(self) -> None:
+        # Forget what an earlier term applied: a peer may have led in between.
+        self.applied.clear()
+        self._leading.set()
+        self.queue.add_all()
+
+    def _stopped_leading(self) -> None:
+        """Lost the Lease: cancel every in-flight reconcile, then exit non-zero (as client-go's
+        managers do); the Deployment restarts this replica, which comes back as a standby."""
+        self._leading.clear()
+        for task in self._tasks:
+            task.cancel()
+        self.exit_code = 1
+        self.stop_flag.set()
+        # kopf shuts down gracefully; if anything hangs, leave anyway.
+        backstop = threading.Timer(20.0, os._exit, args=(1,))
+        backstop.daemon = True
+        backstop.start()
+
+    # -- watch events (called by the kopf handlers, on the event loop) ------------------------
+    def on_glmdeployment(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace")), str(meta.get("name")))
+        if not self.watches_namespace(key[0]):
+            return
+        if event_type == "DELETED":
+            self.cache.owned.delete_glmdeployment(key)
+            self.queue.forget(key)
+            return
+        self.cache.owned.set_glmdeployment(obj)
+        generation = meta.get("generation")
+        observed = (obj.get("status") or {}).get("observedGeneration")
+        self.queue.add(key, urgent=generation != observed)  # a spec not planned yet goes first
+
+    def on_node(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name", ""))
+        changed = self.cache.delete_node(name) if event_type == "DELETED" else self.cache.set_node(obj)
+        if changed:
+            self.replan_all_soon()  # GPU supply changed: every GLMDeployment re-plans (debounced)
+
+    def on_pod(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        key = owner_key(obj)
+        uid = str((obj.get("metadata") or {}).get("uid", ""))
+        if event_type == "DELETED":
+            self.cache.delete_pod(uid)
+        else:
+            self.cache.set_pod(obj, key)
+        if key is not None and self.watches_namespace(key[0]):
+            if event_type == "DELETED":
+                self.cache.owned.delete_pod(key, uid)
+            else:
+                self.cache.owned.set_pod(key, obj)
+            self.queue.add(key)
+
+    def on_child(self, event_type: str | None, obj: dict[str, Any], api_version: str, kind: str) -> None:
+        key = owner_key(obj)
+        if key is None or not self.watches_namespace(key[0]):
+            return
+        obj = {**obj, "apiVersion": obj.get("apiVersion") or api_version, "kind": obj.get("kind") or kind}
+        if event_type == "DELETED":
+            self.cache.owned.delete_child(key, api_version, kind, str(obj["metadata"].get("name")))
+        else:
+            self.cache.owned.set_child(key, obj)
+        self.queue.add(key)
 
     def replan_all_soon(self, delay: float = 1.0) -> None:
         """Re-plan every GLMDeployment once, ``delay`` after the first of a burst of node changes."""
@@ -98,29 +202,56 @@ class Operator:
         asyncio.get_running_loop().call_later(delay, fire)
 
     async def wait_for_leadership(self) -> None:
-        if self.elector is not None:
-            await self.elector.wait_until_leader()
+        await self._leading.wait()
 
     @property
     def is_leader(self) -> bool:
-        return self.elector is None or self.elector.is_leader
+        return self.elector is None or self.elector.may_write()
 
     # -- cluster view ------------------------------------------------------------------------
+    def _plain_namespaces(self) -> list[str] | None:
+        """The watched namespaces when all are plain names (namespaced install), else None."""
+        if not self.config.namespaces:
+            return None
+        names_ = [n for pattern in self.config.namespaces for n in pattern.split(",")]
+        if any(c in n for n in names_ for c in "*?[!"):
+            return None
+        return names_
+
+    async def _list(self, api_version: str, kind: str, selector: str | None = None) -> list[dict[str, Any]]:
+        """List in the watched namespaces only: per namespace when they are plain names (what a
+        namespaced install's Roles allow), else cluster-wide, filtered by the patterns."""
+        plain = self._plain_namespaces()
+        if plain is None:
+            items = await asyncio.to_thread(self.api.list, api_version, kind, None, selector)
+            return [i for i in items if self.watches_namespace(str(i["metadata"].get("namespace")))]
+        lists = await asyncio.gather(
+            *(asyncio.to_thread(self.api.list, api_version, kind, ns, selector) for ns in plain)
+        )
+        return [i for items in lists for i in items]
+
     async def refresh_cluster_view(self) -> None:
-        """Full list of nodes, GPU pods and GLMDeployments: the ground truth the caches start from."""
+        """One list of everything the caches hold, at start-up; watch events keep them current.
+
+        In a namespaced install, Pods (hence GPU usage) are listed in the watched namespaces
+        only: GPUs held by pods elsewhere are not seen, and the plan counts them as free.
+        """
         self.lws_available = await asyncio.to_thread(self.api.api_available, "leaderworkerset.x-k8s.io/v1")
         nodes = await asyncio.to_thread(self.api.list, "v1", "Node")
         self.cache.replace_nodes(nodes)
-        # GPUs held by any pod count, whichever namespace or tenant it belongs to.
-        pods = await asyncio.to_thread(self.api.list, "v1", "Pod")
-        self.cache.replace_pods([(p, owner_key(p)) for p in pods])
-        for obj in await asyncio.to_thread(self.api.list, API_VERSION, "GLMDeployment"):
-            meta = obj["metadata"]
-            if not self.watches_namespace(meta["namespace"]):
-                continue
-            key = (meta["namespace"], meta["name"])
-            self.queue.known.add(key)
-            self.specs[key] = dict(obj.get("spec") or {})
+        for pod in await self._list("v1", "Pod"):
+            self.on_pod("ADDED", pod)
+        for obj in await self._list(API_VERSION, "GLMDeployment"):
+            obj.setdefault("apiVersion", API_VERSION)
+            obj.setdefault("kind", "GLMDeployment")
+            self.on_glmdeployment("ADDED", obj)
+        selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY}"
+        kinds = [("apps/v1", "Deployment"), ("v1", "Service")]
+        if self.lws_available:
+            kinds.append(("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"))
+        for api_version, kind in kinds:
+            for obj in await self._list(api_version, kind, selector):
+                self.on_child("ADDED", obj, api_version, kind)
 
     def watches_namespace(self, namespace: str) -> bool:
         """kopf-style namespace patterns: globs, ``!`` negations, the rightmost match wins."""
@@ -135,32 +266,55 @@ class Operator:
         return matched
 
     async def _resync_loop(self) -> None:
+        """Re-queue every GLMDeployment from the cache (no re-list: the watches keep it current)
+        and forget the applied digests, so each child is applied once more: drift no watch
+        event reveals (a label edited by hand) is repaired within one period."""
         while True:
             await asyncio.sleep(self.config.resync_seconds)
-            try:
-                await self.refresh_cluster_view()
-            except Exception as exc:
-                log.warning("resync: could not list the cluster: %s", exc)
-            self.applied.clear()  # re-apply everything once per resync: repairs drift made by hand
-            self.queue.add_all()
+            self.applied.clear()
+            self.queue.add_all(self.cache.owned.glmdeployments)
 
     # -- reconcile ---------------------------------------------------------------------------
     async def reconcile_key(self, key: Key) -> None:
+        """One reconcile; a failure re-adds the key with backoff and logs one line (traceback at
+        debug level), a success resets the key's backoff."""
         from glm_operator.controller.reconcile import reconcile
 
         namespace, name = key
         started = time.perf_counter()
         try:
-            found = await reconcile(self, namespace, name)
-            if not found:
-                self.queue.forget(key)
-                metrics.forget(namespace, name)
-                for applied_key in [k for k in self.applied if k[0] == namespace]:
-                    self.applied.pop(applied_key, None)  # its children are gone with it
-            metrics.RECONCILES.labels(result="ok").inc()
-        except Exception:
+            rejected = await reconcile(self, namespace, name)
+        except NotLeader:
+            self.queue.add_rate_limited(key)  # waits at the leadership gate (or the process exits)
+            return
+        except Exception as exc:
             metrics.RECONCILES.labels(result="error").inc()
-            log.exception("reconcile %s/%s failed; retrying in 5s", namespace, name)
-            asyncio.get_running_loop().call_later(5.0, self.queue.add, key)
+            summary = summarize_api_error(exc)
+            delay = self.queue.add_rate_limited(key, summary.retry_after)
+            level = logging.INFO if summary.status == 409 else logging.WARNING
+            log.log(
+                level, "reconcile %s/%s failed: %s; retry in %.2f s", namespace, name, summary.line(), delay
+            )
+            log.debug("reconcile %s/%s failed", namespace, name, exc_info=True)
+            return
         finally:
             metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
+        if rejected is None:
+            self.queue.forget(key)
+            metrics.forget(namespace, name)
+            for applied_key in [k for k in self.applied if k[0] == namespace]:
+                self.applied.pop(applied_key, None)  # its children are gone with it
+            metrics.RECONCILES.labels(result="ok").inc()
+        elif rejected:
+            metrics.RECONCILES.labels(result="error").inc()
+            delay = self.queue.add_rate_limited(key)
+            log.warning(
+                "reconcile %s/%s: the apiserver rejected %s; Degraded/ChildRejected, retry in %.2f s",
+                namespace,
+                name,
+                "; ".join(f"{r.kind} {r.name}: {r.error.line()}" for r in rejected)[:2000],
+                delay,
+            )
+        else:
+            self.queue.forget_failures(key)
+            metrics.RECONCILES.labels(result="ok").inc()

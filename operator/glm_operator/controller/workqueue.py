@@ -8,6 +8,10 @@ so the last event always sees a reconcile that started after it.
 Keys whose spec has not been planned yet (new objects, spec changes) go to the *urgent* lane and
 are taken before routine re-reconciles (pod and child events, node changes, resync): under a
 burst of 200 new GLMDeployments, planning them is not stuck behind refreshes of the planned ones.
+
+A failed reconcile is re-added with ``add_rate_limited``: after a per-key exponential backoff
+with jitter, bounded overall by a token bucket (``ratelimit.RateLimiter``); ``forget_failures``
+after a success resets the key's backoff.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
+
+from glm_operator.controller.ratelimit import RateLimiter
 
 Key = tuple[str, str]  # (namespace, name)
 
@@ -29,6 +35,27 @@ class WorkQueue:
         self._active: set[Key] = set()
         self._dirty: dict[Key, bool] = {}  # key -> urgent, for keys enqueued while active
         self.known: set[Key] = set()
+        self.limiter = RateLimiter()
+        self._waiting: dict[Key, asyncio.TimerHandle] = {}  # rate-limited re-adds not due yet
+
+    def add_rate_limited(self, key: Key, retry_after: float | None = None) -> float:
+        """Re-add ``key`` after its backoff (and no earlier than ``retry_after``); the delay."""
+        loop = asyncio.get_running_loop()
+        delay = self.limiter.when(key, loop.time(), retry_after)
+        previous = self._waiting.pop(key, None)
+        if previous is not None:
+            previous.cancel()
+
+        def due() -> None:
+            self._waiting.pop(key, None)
+            if key in self.known:
+                self.add(key)
+
+        self._waiting[key] = loop.call_later(delay, due)
+        return delay
+
+    def forget_failures(self, key: Key) -> None:
+        self.limiter.forget(key)
 
     def add(self, key: Key, urgent: bool = False) -> None:
         self.known.add(key)
@@ -51,6 +78,10 @@ class WorkQueue:
 
     def forget(self, key: Key) -> None:
         self.known.discard(key)
+        self.limiter.forget(key)
+        waiting = self._waiting.pop(key, None)
+        if waiting is not None:
+            waiting.cancel()
 
     def __len__(self) -> int:
         return len(self._queued)

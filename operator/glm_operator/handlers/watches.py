@@ -1,5 +1,9 @@
 """Thin kopf handlers: they only update caches and enqueue GLMDeployment keys.
 
+Every handler is ``async def``: kopf runs it on the operator's one event loop, so the caches and
+the work queue are only ever touched from that loop (a plain ``def`` handler would run in kopf's
+thread pool, racing the workers). Handlers never block: no I/O, no planning.
+
 No handler reconciles by itself and none writes kopf's progress annotations or finalizers onto
 the GLMDeployment (``on.event`` keeps no state), so a GitOps tool sees no drift and deleting a
 GLMDeployment never waits for the operator: the garbage collector removes the children.
@@ -13,10 +17,12 @@ from typing import Any
 import kopf
 
 from glm_operator.clients.kube import GROUP, PLURAL, VERSION
-from glm_operator.controller.runtime import Operator, owner_key
+from glm_operator.controller.runtime import Operator
+from glm_operator.controller.watch_settings import configure_watching
 from glm_operator.render import names
 
 log = logging.getLogger(__name__)
+MANAGED = {names.LABEL_MANAGED_BY: names.MANAGED_BY}
 
 
 def _operator(memo: Any) -> Operator:
@@ -28,10 +34,7 @@ def _operator(memo: Any) -> Operator:
 
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
-    settings.posting.enabled = False  # we post our own Events, with reasons users can act on
-    settings.watching.server_timeout = 300
-    settings.watching.client_timeout = 330
-    settings.networking.request_timeout = 60
+    configure_watching(settings)
     await _operator(memo).start()
 
 
@@ -41,45 +44,32 @@ async def cleanup(memo: Any, **_: Any) -> None:
 
 
 @kopf.on.event(GROUP, VERSION, PLURAL)
-def glmdeployment_event(event: Any, namespace: str | None, name: str, memo: Any, **_: Any) -> None:
-    op = _operator(memo)
-    key = (str(namespace), name)
-    if event.get("type") == "DELETED":
-        op.queue.forget(key)
-        op.specs.pop(key, None)
-        return
-    obj = event.get("object") or {}
-    op.specs[key] = dict(obj.get("spec") or {})
-    generation = (obj.get("metadata") or {}).get("generation")
-    observed = (obj.get("status") or {}).get("observedGeneration")
-    op.queue.add(key, urgent=generation != observed)  # a spec not planned yet goes first
+async def glmdeployment_event(event: Any, namespace: str | None, name: str, memo: Any, **_: Any) -> None:
+    _operator(memo).on_glmdeployment(event.get("type"), dict(event.get("object") or {}))
 
 
 @kopf.on.event("", "v1", "nodes")
-def node_event(event: Any, body: Any, memo: Any, **_: Any) -> None:
-    op = _operator(memo)
-    obj = dict(event.get("object") or body)
-    name = str(obj.get("metadata", {}).get("name", ""))
-    changed = op.cache.delete_node(name) if event.get("type") == "DELETED" else op.cache.set_node(obj)
-    if changed:
-        op.replan_all_soon()  # GPU supply changed: every GLMDeployment re-plans (debounced)
+async def node_event(event: Any, body: Any, memo: Any, **_: Any) -> None:
+    _operator(memo).on_node(event.get("type"), dict(event.get("object") or body))
 
 
 @kopf.on.event("", "v1", "pods")
-def pod_event(event: Any, body: Any, memo: Any, **_: Any) -> None:
-    op = _operator(memo)
-    obj = dict(event.get("object") or body)
-    key = owner_key(obj)
-    if event.get("type") == "DELETED":
-        op.cache.delete_pod(str(obj.get("metadata", {}).get("uid", "")))
-    else:
-        op.cache.set_pod(obj, key)
-    if key is not None:
-        op.queue.add(key)
+async def pod_event(event: Any, body: Any, memo: Any, **_: Any) -> None:
+    _operator(memo).on_pod(event.get("type"), dict(event.get("object") or body))
 
 
-@kopf.on.event("apps", "v1", "deployments", labels={names.LABEL_MANAGED_BY: names.MANAGED_BY})
-def child_event(event: Any, body: Any, memo: Any, **_: Any) -> None:
-    key = owner_key(dict(event.get("object") or body))
-    if key is not None:
-        _operator(memo).queue.add(key)
+@kopf.on.event("apps", "v1", "deployments", labels=MANAGED)
+async def deployment_event(event: Any, body: Any, memo: Any, **_: Any) -> None:
+    _operator(memo).on_child(event.get("type"), dict(event.get("object") or body), "apps/v1", "Deployment")
+
+
+@kopf.on.event("", "v1", "services", labels=MANAGED)
+async def service_event(event: Any, body: Any, memo: Any, **_: Any) -> None:
+    _operator(memo).on_child(event.get("type"), dict(event.get("object") or body), "v1", "Service")
+
+
+@kopf.on.event("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", labels=MANAGED)
+async def leaderworkerset_event(event: Any, body: Any, memo: Any, **_: Any) -> None:
+    _operator(memo).on_child(
+        event.get("type"), dict(event.get("object") or body), "leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"
+    )

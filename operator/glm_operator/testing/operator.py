@@ -12,6 +12,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -31,11 +33,20 @@ RBAC_KINDS = {
 }
 
 
+# Far above any test's duration: every behaviour under test must be driven by watch events, as in
+# production; only the test that proves the resync repairs drift asks for a short one.
+DEFAULT_RESYNC_SECONDS = 600.0
+
+
 class RunningOperator:
     """``glm-operator run`` as a subprocess, authenticated as the chart's ServiceAccount (not admin)."""
 
     def __init__(
-        self, cluster: LocalCluster, workdir: Path, namespaces: str = "ctl-*", resync_seconds: float = 5
+        self,
+        cluster: LocalCluster,
+        workdir: Path,
+        namespaces: str = "ctl-*",
+        resync_seconds: float = DEFAULT_RESYNC_SECONDS,
     ) -> None:
         self.cluster = cluster
         self.resync_seconds = resync_seconds
@@ -44,11 +55,23 @@ class RunningOperator:
         self.kubeconfig = workdir / "operator.kubeconfig"
         self.log_path = workdir / "operator.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.operator_namespace = OPERATOR_NAMESPACE
 
-    def install(self) -> None:
-        """CRD + ServiceAccount + RBAC exactly as manifests/install.yaml has them."""
-        docs = [d for d in yaml.safe_load_all((repo_root() / "manifests" / "install.yaml").read_text()) if d]
+    def install(
+        self,
+        manifests: str | None = None,
+        service_account: str = OPERATOR_SA,
+        namespace: str = OPERATOR_NAMESPACE,
+    ) -> None:
+        """CRD + ServiceAccount + RBAC exactly as manifests/install.yaml has them, or as
+        ``manifests`` (e.g. the chart rendered for a namespaced install) has them; the operator
+        then runs as ``service_account`` of ``namespace`` and holds its Lease there."""
+        text = (
+            manifests if manifests is not None else (repo_root() / "manifests" / "install.yaml").read_text()
+        )
+        docs = [d for d in yaml.safe_load_all(text) if d]
         wanted = [d for d in docs if d.get("kind") in RBAC_KINDS]
+        self.operator_namespace = namespace
         self.cluster.kubectl(
             "apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(wanted)
         )
@@ -56,7 +79,7 @@ class RunningOperator:
             "wait", "--for=condition=Established", "crd/glmdeployments.inference.glm.dev", "--timeout=60s"
         )
         token = self.cluster.kubectl(
-            "create", "token", OPERATOR_SA, "-n", OPERATOR_NAMESPACE, "--duration=6h"
+            "create", "token", service_account, "-n", namespace, "--duration=6h"
         ).stdout.strip()
         cfg = json.loads(self.cluster.kubeconfig.read_text())
         cfg["users"] = [{"name": "operator", "user": {"token": token}}]
@@ -67,16 +90,19 @@ class RunningOperator:
         env = {
             **os.environ,
             "KUBECONFIG": str(self.kubeconfig),
-            "POD_NAMESPACE": OPERATOR_NAMESPACE,
+            "POD_NAMESPACE": self.operator_namespace,
+            # Stable across restarts, like a pod's name when its container restarts: a restarted
+            # leader may take its own Lease back at once.
+            "POD_NAME": f"glm-operator-{self.workdir.name}",
             **(env or {}),
         }
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
         self.proc = subprocess.Popen(
             [
                 sys.executable, "-m", "glm_operator.cli", "run",
-                *(["--namespace", self.namespaces] if self.namespaces else ["--all-namespaces"]),
+                *self._scope_args(),
                 "--resync-seconds", str(self.resync_seconds),
-                "--leader-election-namespace", OPERATOR_NAMESPACE,
+                "--leader-election-namespace", self.operator_namespace,
                 "--log-level", "info",
                 *extra,
             ],
@@ -84,6 +110,33 @@ class RunningOperator:
             start_new_session=True,
         )  # fmt: skip
         log.close()
+
+    @contextlib.contextmanager
+    def restarted_on_exit(self) -> Iterator[list[int]]:
+        """Restart the operator whenever it exits, as the kubelet restarts a container; yields
+        the list of exit codes seen."""
+        codes: list[int] = []
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(0.5):
+                proc = self.proc
+                if proc is not None and proc.poll() is not None:
+                    codes.append(int(proc.returncode))
+                    self.start()
+
+        thread = threading.Thread(target=watch, daemon=True)
+        thread.start()
+        try:
+            yield codes
+        finally:
+            done.set()
+            thread.join()
+
+    def _scope_args(self) -> list[str]:
+        """``--namespace`` once per comma-separated pattern; none: ``--all-namespaces``."""
+        patterns = [p for p in self.namespaces.split(",") if p]
+        return [arg for p in patterns for arg in ("--namespace", p)] or ["--all-namespaces"]
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> None:
         if self.proc is None:
