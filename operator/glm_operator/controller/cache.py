@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from glm_operator.planning.outages import pod_gpu_requests  # re-exported for callers of the cache
+from glm_operator.planning.outages import pod_gpu_requests
 
 Key = tuple[str, str]  # (namespace, name) of a GLMDeployment
 ChildKey = tuple[str, str, str]  # (apiVersion, kind, name)
