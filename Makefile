@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help deps venv tools prometheus lint unit e2e test cluster cluster-down demo generate verify bench
+.PHONY: help deps venv tools prometheus lint unit e2e test cluster cluster-down demo generate verify bench image image-save
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -55,3 +55,9 @@ generate: venv ## regenerate committed artifacts (CRD, chart CRD copy, install.y
 
 verify: generate ## fail if generated artifacts drift from the committed copies
 	git diff --exit-code -- crds charts manifests
+
+image: ## build the operator image (podman, else docker), tagged with the package version
+	bash hack/image.sh build
+
+image-save: ## build the image and write dist/glm-operator-<version>.tar (kind load image-archive, ctr import)
+	bash hack/image.sh save
