@@ -6,9 +6,9 @@ the /tmp emptyDir) runs from the image ``hack/image.sh`` built, under podman, on
 with in-cluster configuration as a kubelet provides it (see ``glm_operator.testing.container``).
 Only loopback is dialled: the apiserver, the probe paths and /metrics on 127.0.0.1.
 
-Values differ from the defaults only where the host network requires it (free ports per replica)
-and to keep the operator to its own watched namespace (``watchNamespaces``), so the session's
-other operator and tests are not disturbed.
+The chart's default values (cluster-wide mode), except free ports per replica, which the shared
+host network requires. The operator here serves every namespace while this module runs; the
+sample lives in a namespace of its own.
 """
 
 from __future__ import annotations
@@ -91,6 +91,13 @@ class Replica:
     def logs(self) -> str:
         return container.logs_tail(self.name)
 
+    def wait_until_ready(self, timeout: float = 120) -> None:
+        path, port = self.probe_path_and_port("readinessProbe")
+        try:
+            wait_for(lambda: http_get(port, path)[0] == 200, timeout, f"readiness of {self.name}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{container.container_state(self.name)}\n{self.logs()}") from None
+
 
 class Release:
     """The chart's objects (all but the Deployment) applied, plus what a kubelet would mount."""
@@ -100,7 +107,7 @@ class Release:
         self.workdir = workdir
         self.name = f"img-{os.getpid()}"
         self.namespace = cluster.namespace("img-op")
-        self.watched = cluster.namespace("img-llm")
+        self.samples = cluster.namespace("img-llm")
         self.replicas: list[Replica] = []
         docs = self.render()
         self.rbac = [d for d in docs if d["kind"] != "Deployment"]
@@ -115,10 +122,7 @@ class Release:
         self.sa_dir = container.write_service_account(workdir / "serviceaccount", token, ca, self.namespace)
 
     def render(self, *sets: str) -> list[dict[str, Any]]:
-        return render(
-            self.cluster, self.name, self.namespace,
-            f"watchNamespaces={{{self.watched}}}", "crds.install=false", *sets,
-        )  # fmt: skip
+        return render(self.cluster, self.name, self.namespace, "crds.install=false", *sets)
 
     def start_replica(self, suffix: str) -> Replica:
         """A pod of the Deployment: its own free ports (the host network is shared)."""
@@ -145,7 +149,7 @@ class Release:
     def close(self) -> None:
         for replica in self.replicas:
             container.remove(replica.name)
-        delete_namespace(self.cluster, self.watched)
+        delete_namespace(self.cluster, self.samples)
         cluster_scoped = [d for d in self.rbac if "namespace" not in d["metadata"]]
         self.cluster.kubectl(
             "delete", "--ignore-not-found", "-f", "-", input=yaml.safe_dump_all(cluster_scoped), check=False
@@ -164,8 +168,7 @@ def release(cluster: E2ECluster, image: str, tmp_path_factory: pytest.TempPathFa
 @pytest.fixture(scope="module")
 def leader(release: Release) -> Replica:
     replica = release.start_replica("a")
-    path, port = replica.probe_path_and_port("readinessProbe")
-    wait_for(lambda: http_get(port, path)[0] == 200, 120, f"readiness of {replica.name}: {replica.logs()}")
+    replica.wait_until_ready()
     wait_for(lambda: release.lease_holder() == replica.name, 60, "the Lease held by the first replica")
     return replica
 
@@ -198,14 +201,14 @@ def test_image_reconciles_a_sample_as_the_chart_runs_it(
     for probe in ("livenessProbe", "readinessProbe"):
         path, port = leader.probe_path_and_port(probe)
         assert http_get(port, path)[0] == 200, probe
-    cluster.kubectl("apply", "-n", release.watched, "-f", str(SAMPLE))
+    cluster.kubectl("apply", "-n", release.samples, "-f", str(SAMPLE))
     name = yaml.safe_load(SAMPLE.read_text())["metadata"]["name"]
-    obj = wait_for(phase_is(cluster, release.watched, name, "Ready"), 180, f"{name} Ready: {leader.logs()}")
+    obj = wait_for(phase_is(cluster, release.samples, name, "Ready"), 180, f"{name} Ready: {leader.logs()}")
     assert obj["status"]["phase"] == "Ready"
     status, metrics = http_get(leader.port("metrics"), "/metrics")
     assert status == 200, metrics
     assert "glm_operator_reconciles_total" in metrics
-    assert f'namespace="{release.watched}"' in metrics, metrics[-2000:]
+    assert f'namespace="{release.samples}"' in metrics, metrics[-2000:]
     # The read-only root filesystem held: nothing crashed writing outside /tmp.
     assert "Read-only file system" not in leader.logs()
 
@@ -215,8 +218,7 @@ def test_sigterm_stops_within_the_grace_period_and_hands_over_the_lease(
 ) -> None:
     grace = int(leader.deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"])
     standby = release.start_replica("b")
-    path, port = standby.probe_path_and_port("readinessProbe")
-    wait_for(lambda: http_get(port, path)[0] == 200, 120, f"readiness of the standby: {standby.logs()}")
+    standby.wait_until_ready()
     assert release.lease_holder() == leader.name
     t0 = time.monotonic()
     container.podman("kill", "--signal", "TERM", leader.name)
