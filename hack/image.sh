@@ -59,6 +59,10 @@ else
     --build-arg "VERSION=$version" --build-arg "REVISION=$revision" \
     -t "$cached" . >&2
   log "built in $((SECONDS - t0))s"
+  # Keep the image store small: the three newest source-hash builds, no dangling layers.
+  $engine images --filter reference=localhost/glm-operator --format '{{.Tag}}' | grep '^src-' | tail -n +4 |
+    while read -r old; do $engine rmi "localhost/glm-operator:$old" >/dev/null 2>&1 || true; done
+  $engine image prune --force >/dev/null 2>&1 || true
 fi
 $engine tag "$cached" "$image"
 log "$image: $($engine image inspect --format '{{.Size}}' "$image" | awk '{printf "%.0f MB", $1/1e6}')"
