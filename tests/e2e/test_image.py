@@ -7,8 +7,8 @@ with in-cluster configuration as a kubelet provides it (see ``glm_operator.testi
 Only loopback is dialled: the apiserver, the probe paths and /metrics on 127.0.0.1.
 
 The chart's default values (cluster-wide mode), except free ports per replica, which the shared
-host network requires. The operator here serves every namespace while this module runs; the
-sample lives in a namespace of its own.
+host network requires. Such an operator serves every namespace, so this module runs a cluster of
+its own: it must not meet the GLMDeployments other tests leave in the session's cluster.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ import pytest
 import yaml
 
 from glm_operator.testing import container
-from glm_operator.testing.cluster import free_port, repo_root
+from glm_operator.testing.cluster import LocalCluster, free_port, repo_root
 
-from .conftest import E2ECluster, delete_namespace
+from .conftest import NODES, E2ECluster, delete_namespace
 from .test_chart import CHART, KUBE_VERSION, apply_crds
 from .test_controller import phase_is, wait_for
 
@@ -50,6 +50,16 @@ def image() -> str:
             pytest.fail(f"{message}; .ci/run installs podman and runc, and CI runs as root")
         pytest.skip(message)
     return container.build_image()
+
+
+@pytest.fixture(scope="module")
+def own_cluster(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2ECluster]:
+    local = LocalCluster(state_dir=tmp_path_factory.mktemp("image-cluster"))
+    local.up(nodes=[NODES])
+    try:
+        yield E2ECluster(local)
+    finally:
+        local.down()
 
 
 def render(cluster: E2ECluster, release: str, namespace: str, *sets: str) -> list[dict[str, Any]]:
@@ -159,8 +169,8 @@ class Release:
 
 
 @pytest.fixture(scope="module")
-def release(cluster: E2ECluster, image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
-    rel = Release(cluster, tmp_path_factory.mktemp("image"), "img")
+def release(own_cluster: E2ECluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Release]:
+    rel = Release(own_cluster, tmp_path_factory.mktemp("image"), "img")
     try:
         yield rel
     finally:
@@ -175,7 +185,7 @@ def leader(release: Release) -> Replica:
     return replica
 
 
-def test_image_is_non_root_with_the_operator_as_entrypoint(image: str, cluster: E2ECluster) -> None:
+def test_image_is_non_root_with_the_operator_as_entrypoint(image: str, own_cluster: E2ECluster) -> None:
     config = json.loads(container.podman("image", "inspect", image).stdout)[0]["Config"]
     assert config["User"] == "65532:65532"
     assert config["Entrypoint"] == ["glm-operator"]
@@ -187,15 +197,14 @@ def test_image_is_non_root_with_the_operator_as_entrypoint(image: str, cluster: 
     # The chart's default image is the one built here: the tag follows Chart.appVersion.
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert image.endswith(f":{chart['appVersion']}")
-    deployment = next(d for d in render(cluster, "defaults", "default") if d["kind"] == "Deployment")
+    deployment = next(d for d in render(own_cluster, "defaults", "default") if d["kind"] == "Deployment")
     assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == image
     version = container.podman("run", "--rm", "--pull=never", *container.ulimit_args(), image, "--version")
     assert version.stdout.strip() == f"glm-operator {VERSION}"
 
 
-def test_image_reconciles_a_sample_as_the_chart_runs_it(
-    cluster: E2ECluster, release: Release, leader: Replica
-) -> None:
+def test_image_reconciles_a_sample_as_the_chart_runs_it(release: Release, leader: Replica) -> None:
+    cluster = release.cluster
     spec = leader.container_spec
     assert spec["securityContext"]["readOnlyRootFilesystem"] is True
     state = json.loads(container.podman("inspect", leader.name).stdout)[0]
@@ -243,10 +252,9 @@ def test_sigterm_stops_within_the_grace_period_and_hands_over_the_lease(
     reason="namespaced mode: at start-up the operator lists pods and GLMDeployments in all "
     "namespaces, which the chart's namespaced RBAC does not grant (403 Forbidden)",
 )
-def test_the_namespaced_values_run_the_operator(
-    cluster: E2ECluster, image: str, tmp_path: Path, release: Release
-) -> None:
+def test_the_namespaced_values_run_the_operator(tmp_path: Path, release: Release) -> None:
     """After the cluster-wide tests (``release``), whose replicas have stopped by then."""
+    cluster = release.cluster
     for replica in release.replicas:
         container.remove(replica.name)
     namespaced = Release(cluster, tmp_path, "imgns", namespaced=True)
