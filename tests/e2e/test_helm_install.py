@@ -13,24 +13,35 @@ import os
 from typing import Any
 
 import pytest
+import yaml
 
 from .conftest import E2ECluster, delete_namespace
-from .test_chart import CHART, apply_crds
+from .test_chart import CHART, KUBE_VERSION, wait_established
 
 pytestmark = pytest.mark.e2e
 
-CRD = "customresourcedefinitions.apiextensions.k8s.io/glmdeployments.inference.glm.dev"
 INSTANCE = "app.kubernetes.io/instance"
 
 
-def adopt_crd(cluster: E2ECluster, release: str, namespace: str) -> None:
-    """Let the release take over the CRD other tests applied, the way Helm documents it (its
-    ownership label and annotations); on a cluster without the CRD this is not needed."""
-    cluster.kubectl("label", "--overwrite", CRD, "app.kubernetes.io/managed-by=Helm")
-    cluster.kubectl(
-        "annotate", "--overwrite", CRD,
-        f"meta.helm.sh/release-name={release}", f"meta.helm.sh/release-namespace={namespace}",
-    )  # fmt: skip
+def chart_crds(cluster: E2ECluster) -> list[str]:
+    """The CustomResourceDefinitions the chart installs with its default values."""
+    rendered = cluster.helm("template", "crds", str(CHART), "--kube-version", KUBE_VERSION).stdout
+    docs = yaml.safe_load_all(rendered)
+    return sorted(d["metadata"]["name"] for d in docs if d and d["kind"] == "CustomResourceDefinition")
+
+
+def adopt_crds(cluster: E2ECluster, release: str, namespace: str) -> None:
+    """Let the release take over the CRDs other tests applied, the way Helm documents it (its
+    ownership label and annotations); on a cluster without them this is not needed."""
+    for name in chart_crds(cluster):
+        crd = f"customresourcedefinitions.apiextensions.k8s.io/{name}"
+        if cluster.kubectl("get", crd, check=False).returncode != 0:
+            continue
+        cluster.kubectl("label", "--overwrite", crd, "app.kubernetes.io/managed-by=Helm")
+        cluster.kubectl(
+            "annotate", "--overwrite", crd,
+            f"meta.helm.sh/release-name={release}", f"meta.helm.sh/release-namespace={namespace}",
+        )  # fmt: skip
 
 
 def cluster_scoped(cluster: E2ECluster, release: str) -> list[str]:
@@ -56,7 +67,6 @@ def env_of(dep: dict[str, Any]) -> dict[str, str]:
 
 @pytest.mark.parametrize("values", ["default", "namespaced"])
 def test_helm_install_upgrade_uninstall(cluster: E2ECluster, values: str) -> None:
-    apply_crds(cluster)
     namespace = f"helm-{values[:2]}-{os.getpid()}"
     release = f"glm-{values[:2]}-{os.getpid()}"
     args = ["install", release, str(CHART), "-n", namespace, "--create-namespace", "--wait", "--timeout=3m"]
@@ -65,11 +75,12 @@ def test_helm_install_upgrade_uninstall(cluster: E2ECluster, values: str) -> Non
         watched = [cluster.namespace("helm-w1"), cluster.namespace("helm-w2")]
         args += ["-f", str(CHART / "ci" / "namespaced-values.yaml")]
         args += ["--set", f"watchNamespaces={{{','.join(watched)}}}"]
-    adopt_crd(cluster, release, namespace)
+    adopt_crds(cluster, release, namespace)
     try:
         result = cluster.helm(*args, timeout=240)
         assert "STATUS: deployed" in result.stdout, result.stdout + result.stderr
-        cluster.kubectl("wait", "--for=condition=Established", CRD, "--timeout=60s")
+        for crd in chart_crds(cluster):
+            wait_established(cluster, crd)
         dep = deployment(cluster, release, namespace)
         expected_replicas = 1 if values == "namespaced" else 2
         assert dep["status"].get("readyReplicas") == expected_replicas, dep["status"]
@@ -106,12 +117,11 @@ def test_helm_install_upgrade_uninstall(cluster: E2ECluster, values: str) -> Non
         assert env_of(dep)["GLM_OPERATOR_LOG_LEVEL"] == "debug"
         assert dep["spec"]["replicas"] == 1
 
-        # `helm uninstall` leaves nothing cluster-scoped but the CRD (kept, as Helm documents).
+        # `helm uninstall` leaves nothing cluster-scoped but the CRDs (kept, as Helm documents).
         cluster.helm("uninstall", release, "-n", namespace, "--wait", "--timeout=2m", timeout=180)
         left = cluster_scoped(cluster, release)
-        assert left == ["customresourcedefinition.apiextensions.k8s.io/glmdeployments.inference.glm.dev"], (
-            left
-        )
+        crds = [f"customresourcedefinition.apiextensions.k8s.io/{name}" for name in chart_crds(cluster)]
+        assert left == crds, left
         kinds = "deployments,serviceaccounts,roles,rolebindings,leases"
         namespaced = cluster.kubectl(
             "get", kinds, "-A", "-l", f"{INSTANCE}={release}", "-o", "name"
