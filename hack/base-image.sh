@@ -56,6 +56,10 @@ if ! podman_cmd image exists "$image"; then
       --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*' \
       "$suite" "$dir/.rootfs.tar" "$mirror" >&2
     mv "$dir/.rootfs.tar" "$dir/rootfs.tar"
+    # Older states of the same suite and package set are superseded.
+    for stale in "$(cache_root)/base-$suite-$key-"*; do
+      [ "$stale" = "$dir" ] || rm -rf "$stale"
+    done
     log "root filesystem in $((SECONDS - t0))s: $(du -h "$dir/rootfs.tar" | cut -f1)"
   fi
   podman_cmd import --quiet \
