@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help deps venv tools prometheus lint unit e2e test cluster cluster-down demo generate verify bench
+.PHONY: help deps venv tools prometheus lint unit e2e test cluster cluster-down demo generate verify bench image image-save
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -44,8 +44,9 @@ test: deps lint ## everything: lint, types, unit and e2e tests
 cluster: deps ## start the local cluster (kubeconfig in .cluster/kubeconfig)
 	$(BIN)/glm-operator cluster up
 
-cluster-down: venv ## stop the local cluster
+cluster-down: venv ## stop the local cluster (and the e2e tests' one, if GLM_KEEP_CLUSTER=1 left it up)
 	$(BIN)/glm-operator cluster down
+	@if [ -f .cluster-e2e/state.json ]; then $(BIN)/glm-operator cluster down --state-dir .cluster-e2e; fi
 
 demo: deps ## main job: local simulated GPU cluster, then show its GPU nodes
 	bash hack/demo.sh
@@ -55,3 +56,9 @@ generate: venv ## regenerate committed artifacts (CRD, chart CRD copy, install.y
 
 verify: generate ## fail if generated artifacts drift from the committed copies
 	git diff --exit-code -- crds charts manifests
+
+image: ## build the operator image (podman, else docker), tagged with the package version
+	bash hack/image.sh build
+
+image-save: ## build the image and write dist/glm-operator-<version>.tar (kind load image-archive, ctr import)
+	bash hack/image.sh save

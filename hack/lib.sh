@@ -19,3 +19,6 @@ tools_bin_dir() {
   key=$(cat "$root"/tools/*/go.mod | sha256sum | cut -c1-12)
   echo "$(cache_root)/tools-$key/bin"
 }
+
+# podman as these machines run it: crun refuses the hybrid cgroup layout, so runc with cgroupfs.
+podman_cmd() { podman --runtime runc --cgroup-manager cgroupfs "$@"; }

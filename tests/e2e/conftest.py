@@ -1,8 +1,11 @@
 """Session fixture: a real local control plane (etcd, kube-apiserver, controller-manager,
 scheduler) with KWOK-simulated GPU nodes from tests/fixtures/gpu-cluster.yaml.
 
-Reuses a cluster that is already running (``make cluster``); otherwise starts one for the session
-and stops it at the end. Everything listens on loopback.
+The tests keep their cluster's state in ``.cluster-e2e/`` (``GLM_E2E_CLUSTER_DIR``), apart from
+the one ``make demo`` and ``make cluster`` run in ``.cluster/``: the demo's samples hold GPUs and its
+operator serves every namespace, so sharing that cluster would make the tests depend on what the
+demo did. A cluster already running there (left up by ``GLM_KEEP_CLUSTER=1``) is reused; otherwise
+one is started for the session and stopped at the end. Everything listens on loopback.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from glm_operator.testing.operator import RunningOperator
 NODES = repo_root() / "tests" / "fixtures" / "gpu-cluster.yaml"
 # Short enough for test_node_outage to wait it out, longer than its 60 s blip.
 NODE_GRACE_SECONDS = 80
+E2E_STATE_DIR = Path(os.environ.get("GLM_E2E_CLUSTER_DIR", str(repo_root() / ".cluster-e2e")))
 _counter = itertools.count()
 
 
@@ -71,9 +75,10 @@ def ns(cluster: E2ECluster, request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[E2ECluster]:
-    local = LocalCluster()
+    local = LocalCluster(state_dir=E2E_STATE_DIR)
+    E2E_STATE_DIR.mkdir(parents=True, exist_ok=True)
     started = local.up(nodes=[NODES])
-    local.stop_extra_processes()  # a reused `make demo` cluster: its operator would compete for the Lease
+    local.stop_extra_processes()  # a reused cluster's extra processes would compete for the Lease
     e2e = E2ECluster(local)
     try:
         yield e2e

@@ -36,9 +36,17 @@ def apply_crds(cluster: E2ECluster) -> None:
     cluster.kubectl(
         "apply", "--server-side", "--force-conflicts", "--field-manager=glm-e2e-chart", "-f", str(GLM_CRD)
     )
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "crd/glmdeployments.inference.glm.dev", "--timeout=60s"
-    )
+    wait_established(cluster, "glmdeployments.inference.glm.dev")
+
+
+def wait_established(cluster: E2ECluster, crd: str, timeout: float = 60) -> None:
+    """Poll, not `kubectl wait`: on a CRD created a moment ago that has no status yet, `kubectl
+    wait --for=condition=Established` fails at once (".status.conditions accessor error")."""
+    query = "jsonpath={.status.conditions[?(@.type=='Established')].status}"
+    deadline = time.monotonic() + timeout
+    while cluster.kubectl("get", "crd", crd, "-o", query, check=False).stdout != "True":
+        assert time.monotonic() < deadline, f"CRD {crd} not Established within {timeout:.0f}s"
+        time.sleep(0.3)
 
 
 def test_helm_lint(cluster: E2ECluster) -> None:
