@@ -246,12 +246,6 @@ def test_sigterm_stops_within_the_grace_period_and_hands_over_the_lease(
     assert exit_code == 0, leader.logs()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="namespaced mode: at start-up the operator lists pods and GLMDeployments in all "
-    "namespaces, which the chart's namespaced RBAC does not grant (403 Forbidden)",
-)
 def test_the_namespaced_values_run_the_operator(tmp_path: Path, release: Release) -> None:
     """After the cluster-wide tests (``release``), whose replicas have stopped by then."""
     cluster = release.cluster
