@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-MAX_LAYERS = 512
+MAX_LAYERS = 256
 MAX_HEADS = 1024
 MAX_EXPERTS = 4096
 MAX_HIDDEN_SIZE = 131072

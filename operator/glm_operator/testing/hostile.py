@@ -235,7 +235,7 @@ _ENV: list[Any] = [
 ]
 
 _CONFIG_KEYS: dict[str, list[Any]] = {
-    "num_hidden_layers": [1_000_000, 513, 0, -1, "40", 40.5, None, True, [40]],
+    "num_hidden_layers": [1_000_000, 257, 0, -1, "40", 40.5, None, True, [40]],
     "num_attention_heads": [0, 10**6, 3, "32", 1],
     "num_key_value_heads": [0, 64, 3, 10**6],
     "hidden_size": [0, 1, 10**9, "4096", 31],
@@ -246,7 +246,7 @@ _CONFIG_KEYS: dict[str, list[Any]] = {
     "n_routed_experts": [10**6, -1, "many"],
     "kv_lora_rank": [10**9, -1],
     "layer_types": [["linear_attention"] * 1_000, "linear", [1, 2, 3], [{"a": 1}] * 40],
-    "indexer_types": [["full"] * 600],
+    "indexer_types": [["full"] * 300],
     "text_config": [{"num_hidden_layers": 10**6}, [], "x", {"hidden_size": 0}],
     "torch_dtype": ["float8", 5, "x" * 100],
     "architectures": ["GlmForCausalLM", [1], ["x"] * 20],
