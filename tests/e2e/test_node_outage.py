@@ -44,9 +44,21 @@ def take_down(cluster: E2ECluster, nodes: tuple[str, ...]) -> None:
 
 
 def bring_back(cluster: E2ECluster, nodes: tuple[str, ...]) -> None:
+    """KWOK reports the nodes Ready again; wait until the lifecycle controller lifted its taints."""
     for node in nodes:
         cluster.kubectl("annotate", "node", node, f"{KWOK_ANNOTATION}=fake", "--overwrite")
     cluster.kubectl("wait", "--for=condition=Ready", "node", *nodes, "--timeout=60s")
+
+    def untainted() -> bool:
+        for node in nodes:
+            taints = json.loads(cluster.kubectl("get", "node", node, "-o", "json").stdout)["spec"].get(
+                "taints"
+            )
+            if any(t["key"].startswith("node.kubernetes.io/") for t in taints or []):
+                return False
+        return True
+
+    wait_for(untainted, 60, "outage taints lifted")
 
 
 def child_uids(cluster: E2ECluster, ns: str, name: str) -> dict[str, str]:

@@ -61,16 +61,16 @@ def test_not_ready_and_unknown_are_held_for_the_grace_from_the_transition() -> N
     assert unknown.describe() == f"b (Unknown since {stamp(301)})"
 
 
-def test_the_earliest_outage_taint_counts_when_the_condition_moved_later() -> None:
-    # False -> Unknown moves the condition's lastTransitionTime; the node was out since the taint.
+def test_a_stale_outage_taint_does_not_cut_the_grace_short() -> None:
+    # After a short recovery the lifecycle controller's taint can still carry the previous outage.
     node = gpu_node(
         "a",
         "Unknown",
         since=40,
-        taints=[{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute", "timeAdded": stamp(200)}],
+        taints=[{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute", "timeAdded": stamp(400)}],
     )
     outage = node_outage(node, NOW, 300)
-    assert outage is not None and outage.since == NOW - dt.timedelta(seconds=200)
+    assert outage is not None and outage.since == NOW - dt.timedelta(seconds=40) and outage.held(NOW)
 
 
 def test_no_timestamp_starts_the_grace_now() -> None:

@@ -8,9 +8,10 @@ pods. Moving a model elsewhere costs a 10-20 minute cold start, so the planner d
 node in an outage is *held* for the replicas already running on it, and given up only when
 
 * it is ``NotReady``/``Unknown`` for longer than the grace period, counted from the Ready
-  condition's ``lastTransitionTime`` (or the earliest ``timeAdded`` of the node lifecycle
-  controller's NoExecute not-ready/unreachable taints, whichever is earlier: the controller
-  moves both when a node goes from False to Unknown);
+  condition's ``lastTransitionTime``. A change from False to Unknown restarts the count (the
+  condition moves), which errs on the side of keeping the replicas; the node lifecycle
+  controller's taints are not used: after a short recovery they can still carry the
+  ``timeAdded`` of the previous outage and would cut the next grace short;
 * it is deleted (it is then not in the node list at all);
 * the pods on it are gone (a drain after a cordon evicts them: nothing is left to hold).
 
@@ -35,8 +36,6 @@ NOT_READY = "NotReady"
 UNKNOWN = "Unknown"
 CORDONED = "Cordoned"
 
-# Taints the node lifecycle controller puts on nodes whose Ready condition is False / Unknown.
-_OUTAGE_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
 _GPU_RESOURCE_PREFIXES = ("nvidia.com/",)
 
 
@@ -89,12 +88,7 @@ def node_outage(node: Mapping[str, Any], now: dt.datetime, grace_seconds: float)
     status = str(ready.get("status")) if ready is not None else "True"
     if status != "True":
         assert ready is not None
-        times = [parse_time(ready.get("lastTransitionTime"))]
-        for taint in (node.get("spec") or {}).get("taints") or []:
-            if isinstance(taint, Mapping) and taint.get("key") in _OUTAGE_TAINTS:
-                times.append(parse_time(taint.get("timeAdded")))
-        known = [t for t in times if t is not None]
-        since = min(known) if known else now  # no timestamp at all: the grace starts now
+        since = parse_time(ready.get("lastTransitionTime")) or now  # no timestamp: the grace starts now
         reason = UNKNOWN if status == "Unknown" else NOT_READY
         return NodeOutage(name, reason, since, since + dt.timedelta(seconds=grace_seconds))
     if (node.get("spec") or {}).get("unschedulable"):
