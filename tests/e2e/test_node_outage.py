@@ -121,13 +121,18 @@ def test_a_60s_h100_blip_keeps_children_and_pods_and_past_the_grace_it_replans(
         take_down(cluster, H100_NODES)
         started = time.monotonic()
 
-        def moved() -> dict[str, str] | None:
-            now = child_uids(cluster, ns, "sticky")
-            return now if list(now) == ["sticky-a100-sxm4-80gb"] else None
+        def replanned() -> bool:
+            return "sticky-a100-sxm4-80gb" in child_uids(cluster, ns, "sticky")
 
-        wait_for(moved, NODE_GRACE_SECONDS + 60, "re-planned onto A100 after the grace")
+        wait_for(replanned, NODE_GRACE_SECONDS + 60, "re-planned onto A100 after the grace")
         elapsed = time.monotonic() - started
         print(f"\nre-planned {elapsed:.0f} s after the outage began (grace {NODE_GRACE_SECONDS} s)")
         assert elapsed >= NODE_GRACE_SECONDS - 5
+        # Make before break: the H100 child goes once the A100 replicas are Ready.
+        wait_for(
+            lambda: list(child_uids(cluster, ns, "sticky")) == ["sticky-a100-sxm4-80gb"],
+            120,
+            "the H100 child pruned once the replacement is Ready",
+        )
     finally:
         bring_back(cluster, H100_NODES)
