@@ -18,7 +18,7 @@ from glm_operator.controller.reconcile import execute, observe
 from glm_operator.controller.runtime import Operator
 from glm_operator.testing.faults import ApiserverOutage
 
-from .conftest import E2ECluster, RunningOperator
+from .conftest import E2ECluster, RunningOperator, delete_namespace
 from .test_controller import apply, children, condition, get, glmd, phase_is, small, vllm_args, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -94,7 +94,10 @@ def test_the_apiserver_going_away_mid_reconcile_converges_without_duplicates(
     text = operator_log_since(operator, offset)
     assert "Traceback" not in text, text[-3000:]
     # Pods are not checked for Ready: during the long outage KWOK cannot renew the node Leases, the
-    # node lifecycle controller marks the pods NotReady, and KWOK does not flip them back.
+    # node lifecycle controller marks the pods NotReady, and KWOK does not flip them back. The
+    # nodes come back: wait for them, so the next test finds a healthy cluster.
+    cluster.kubectl("wait", "--for=condition=Ready", "node", "--all", "--timeout=120s", timeout=130)
+    delete_namespace(cluster, ns)
 
 
 def test_a_child_the_apiserver_rejects_makes_the_glmdeployment_degraded_with_its_message(
@@ -172,7 +175,10 @@ def test_a_reconcile_from_an_older_read_never_reverts_an_autoscaler_decision(clu
     assert status["desiredReplicas"] == 3
     assert status["autoscaler"]["reason"] == "queue 12 > 4"
     # A reconcile from a fresh read keeps it too, and spreads 3 replicas over the children.
-    asyncio.run(reconcile_once(api, ns, "race"))
-    assert glmd(cluster, ns, "race")["status"]["desiredReplicas"] == 3
-    assert sum(d["spec"]["replicas"] for d in children(cluster, ns, "race")) == 3
-    api_client.close()
+    try:
+        asyncio.run(reconcile_once(api, ns, "race"))
+        assert glmd(cluster, ns, "race")["status"]["desiredReplicas"] == 3
+        assert sum(d["spec"]["replicas"] for d in children(cluster, ns, "race")) == 3
+    finally:
+        api_client.close()
+        delete_namespace(cluster, ns)  # its 3 pods hold L4 GPUs other tests count on

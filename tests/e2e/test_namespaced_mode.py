@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import E2ECluster, RunningOperator
+from .conftest import E2ECluster, RunningOperator, delete_namespace
 from .test_chart import template
 from .test_controller import apply, children, glmd, phase_is, small, wait_for
 
@@ -52,3 +52,5 @@ def test_a_namespaced_install_reconciles_its_namespaces_under_the_charts_rbac(
         cluster.kubectl(
             "delete", "--ignore-not-found", "--wait=false", "-f", "-", input=rendered, check=False
         )
+        for ns in [*watched, other]:
+            delete_namespace(cluster, ns)  # their pods hold L4 GPUs other tests count on
