@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
@@ -100,34 +101,83 @@ def test_the_apiserver_going_away_mid_reconcile_converges_without_duplicates(
     delete_namespace(cluster, ns)
 
 
+def refusing_policy(ns: str) -> list[dict[str, Any]]:
+    """An in-apiserver admission policy (CEL; no webhook) that refuses the operator's Deployments
+    in ``ns``, as a cluster's policy engine might: the GLMDeployment itself is valid."""
+    name = f"refuse-{ns}"
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": ["apps"],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["deployments"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": "'cost-center' in object.spec.template.metadata.labels",
+                        "message": "GPU workloads need a cost-center pod label",
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {
+                "policyName": name,
+                "validationActions": ["Deny"],
+                "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}},
+            },
+        },
+    ]
+
+
 def test_a_child_the_apiserver_rejects_makes_the_glmdeployment_degraded_with_its_message(
     cluster: E2ECluster, operator: RunningOperator, ns: str
 ) -> None:
-    # Valid for the GLMDeployment schema, invalid in a pod: tolerationSeconds needs NoExecute.
-    bad_toleration = {"key": "x", "operator": "Exists", "effect": "NoSchedule", "tolerationSeconds": 30}
+    policy = yaml.safe_dump_all(refusing_policy(ns))
+    cluster.kubectl("apply", "-f", "-", input=policy)
     offset = log_size(operator)
-    apply(cluster, ns, small("rejected", serving={"tolerations": [bad_toleration]}))
+    try:
+        time.sleep(2)  # the apiserver loads the policy
+        apply(cluster, ns, small("rejected"))
 
-    def degraded() -> dict[str, Any] | None:
-        obj = glmd(cluster, ns, "rejected")
-        return obj if condition(obj, "Degraded").get("reason") == "ChildRejected" else None
+        def degraded() -> dict[str, Any] | None:
+            obj = glmd(cluster, ns, "rejected")
+            return obj if condition(obj, "Degraded").get("reason") == "ChildRejected" else None
 
-    obj = wait_for(degraded, 60, "Degraded ChildRejected")
-    message = condition(obj, "Degraded")["message"]
-    assert "tolerations" in message and "NoExecute" in message, message
-    assert obj["status"]["phase"] == "Failed"
-    assert not children(cluster, ns, "rejected")
-    events = get(cluster, ns, "events")["items"]
-    assert any(e["reason"] == "ChildRejected" and e["involvedObject"]["name"] == "rejected" for e in events)
-    time.sleep(10)
-    text = operator_log_since(operator, offset)
-    failures = [line for line in text.splitlines() if "rejected/" in line or "/rejected:" in line]
-    assert "Traceback" not in text, text[-3000:]
-    # Exponential backoff (5 ms doubling): ~12 attempts in the first 20 s, not a fixed-rate loop.
-    assert 1 <= len(failures) <= 16, "\n".join(failures)
-
-    apply(cluster, ns, small("rejected"))  # fixed: the child is created and Degraded clears
-    wait_for(phase_is(cluster, ns, "rejected", "Ready"), 60, "Ready once fixed")
+        obj = wait_for(degraded, 60, "Degraded ChildRejected")
+        message = condition(obj, "Degraded")["message"]
+        assert "cost-center" in message and "rejected-l4" in message, message
+        assert obj["status"]["phase"] == "Failed"
+        assert not children(cluster, ns, "rejected")
+        events = get(cluster, ns, "events")["items"]
+        assert any(
+            e["reason"] == "ChildRejected" and e["involvedObject"]["name"] == "rejected" for e in events
+        )
+        time.sleep(10)
+        text = operator_log_since(operator, offset)
+        failures = [line for line in text.splitlines() if "/rejected:" in line or "/rejected " in line]
+        assert "Traceback" not in text, text[-3000:]
+        # Exponential backoff (5 ms doubling): ~12 attempts in the first 20 s, not a fixed-rate loop.
+        assert 1 <= len(failures) <= 16, "\n".join(failures)
+    finally:
+        cluster.kubectl("delete", "-f", "-", "--ignore-not-found", input=policy)
+    time.sleep(2)
+    # The policy is gone: a touch (no new generation) retries at once, the child is created.
+    cluster.kubectl("annotate", "glmd", "rejected", "-n", ns, "touched=1")
+    wait_for(phase_is(cluster, ns, "rejected", "Ready"), 60, "Ready once the policy is gone")
     assert condition(glmd(cluster, ns, "rejected"), "Degraded")["status"] == "False"
 
 
