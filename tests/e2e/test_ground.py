@@ -35,7 +35,7 @@ spec:
       tolerations: [{{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}}]
       containers:
       - name: vllm
-        image: vllm/vllm-openai:v0.11.0
+        image: vllm/vllm-openai:v0.33.0
         resources:
           limits: {{nvidia.com/gpu: "{gpus}"}}
 """

@@ -143,7 +143,7 @@ def test_deployment_is_hardened(helm: Path) -> None:
         {"name": "metrics", "containerPort": 8081, "protocol": "TCP"},
     ]
     env = {item["name"]: item.get("value") for item in container["env"]}
-    assert env["GLM_OPERATOR_VLLM_IMAGE"] == "vllm/vllm-openai:v0.11.0"
+    assert env["GLM_OPERATOR_VLLM_IMAGE"] == "vllm/vllm-openai:v0.33.0"
     assert env["GLM_OPERATOR_WATCH_NAMESPACES"] == ""
     assert env["GLM_OPERATOR_PROMETHEUS_URL"] == ""
     assert not any("PEERING" in name for name in env)

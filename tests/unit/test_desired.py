@@ -37,7 +37,7 @@ def observe(b: dict[str, Any], **kw: Any) -> Observed:
         "gpus_used": {},
         "children": [],
         "pods": [],
-        "default_image": "vllm/vllm-openai:test",
+        "default_image": "vllm/vllm-openai:v0.33.0-test",
         "now": NOW,
     }
     args.update(kw)
@@ -70,7 +70,7 @@ def test_glm_4_5_air_on_h100_renders_one_deployment_and_the_service() -> None:
     assert flag(a, "--tensor-parallel-size") == str(v.tensor_parallel_size)
     assert flag(a, "--max-model-len") == "32768"
     assert flag(a, "--served-model-name") == "glm-4.5-air"
-    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "vllm/vllm-openai:test"
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == "vllm/vllm-openai:v0.33.0-test"
     assert dep["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
     assert d.status["phase"] == "Deploying"  # nothing is ready yet
     conds = by_type(d.status["conditions"])

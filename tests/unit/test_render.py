@@ -176,6 +176,7 @@ def test_deployment_whole_object_tp2_with_api_key_cache_and_affinity() -> None:
                                 "limits": {"memory": "128Gi", "nvidia.com/gpu": "2"},
                                 "requests": {"cpu": "8", "memory": "64Gi", "nvidia.com/gpu": "2"},
                             },
+                            "lifecycle": {"preStop": {"exec": {"command": ["sleep", "10"]}}},
                             "terminationMessagePolicy": "FallbackToLogsOnError",
                             "securityContext": {"allowPrivilegeEscalation": False},
                             "volumeMounts": [

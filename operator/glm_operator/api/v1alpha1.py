@@ -27,6 +27,9 @@ from pydantic.config import JsonDict, JsonValue
 from glm_operator.api import kube_validation as kv
 from glm_operator.api.inline_config import MAX_LAYERS, InlineModelConfig
 
+from glm_operator.api import vllm_flags
+from glm_operator.api.vllm_args import extra_args_cel_rule, managed_flag
+
 GROUP = "inference.glm.dev"
 VERSION = "v1alpha1"
 KIND = "GLMDeployment"
@@ -52,20 +55,9 @@ MAX_CONTEXT_LENGTH = 4 * 1024 * 1024
 #: Longest GLMDeployment name: child objects are named ``<name>-<variant>`` and must stay ≤ 63.
 MAX_NAME_LENGTH = 40
 
-#: vLLM flags the operator always derives from the spec; ``serving.extraArgs`` must not set them.
-OPERATOR_MANAGED_VLLM_FLAGS: tuple[str, ...] = (
-    "--model",
-    "--served-model-name",
-    "--tensor-parallel-size",
-    "--pipeline-parallel-size",
-    "--max-model-len",
-    "--gpu-memory-utilization",
-    "--max-num-seqs",
-    "--quantization",
-    "--kv-cache-dtype",
-    "--port",
-    "--api-key",
-)
+#: vLLM flags the operator always derives from the spec (canonical spellings; the guard also knows
+#: every other spelling vLLM accepts, see glm_operator.api.vllm_args).
+OPERATOR_MANAGED_VLLM_FLAGS: tuple[str, ...] = tuple(sorted(set(vllm_flags.MANAGED_OPTIONS.values())))
 
 # Regular expressions shared by pydantic and the CRD (Go RE2 and Python re both accept them).
 HF_REPO_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$"
@@ -628,6 +620,14 @@ class ModelCacheSpec(_APIModel):
     )
 
 
+class HFTokenSecretRef(SecretKeyRef):
+    """A key of a Secret holding a Hugging Face access token."""
+
+    key: str = Field(
+        "token", min_length=1, max_length=253, description="Key in the Secret holding the token."
+    )
+
+
 class ServingSpec(_APIModel):
     """How the vLLM pods are run: image, port, API key, extra arguments and pod settings."""
 
@@ -663,14 +663,11 @@ class ServingSpec(_APIModel):
         json_schema_extra={
             "x-kubernetes-validations": [
                 _cel(
-                    "self.all(a, !("
-                    + " || ".join(
-                        f"a == '{flag}' || a.startsWith('{flag}=')" for flag in OPERATOR_MANAGED_VLLM_FLAGS
-                    )
-                    + "))",
-                    "extraArgs must not set flags the operator derives from the spec ("
+                    extra_args_cel_rule(),
+                    "extraArgs must not set flags the operator derives from the spec, in any spelling "
+                    "vLLM accepts (short options such as -tp, underscores, --opt=value, --config): "
                     + ", ".join(OPERATOR_MANAGED_VLLM_FLAGS)
-                    + "); use the spec fields instead",
+                    + "; use the spec fields instead",
                 )
             ],
         },
@@ -708,7 +705,46 @@ class ServingSpec(_APIModel):
         description="Extra node labels the vLLM pods require, on top of the GPU-type affinity from the plan.",
     )
     model_cache: ModelCacheSpec | None = Field(
-        None, description="PersistentVolumeClaim used as the model cache (HF_HOME)."
+        None,
+        description=(
+            "PersistentVolumeClaim used as the model cache (HF_HOME). Absent, for hf:// sources: an "
+            "emptyDir sized to the checkpoint (with a matching ephemeral-storage request), so a container "
+            "restart does not download again."
+        ),
+    )
+    hf_token_secret_ref: HFTokenSecretRef | None = Field(
+        None,
+        description=(
+            "Secret key holding a Hugging Face token (gated or private repositories); passed to vLLM as "
+            "HF_TOKEN through a secretKeyRef."
+        ),
+    )
+    service_account_name: str | None = Field(
+        None,
+        min_length=1,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        description=(
+            "Service account of the vLLM pods, for example one bound to a cloud role (IRSA, Workload "
+            "Identity) that can read an s3:// source. Default: the namespace's default account."
+        ),
+    )
+    image_pull_secrets: list[
+        Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)]
+    ] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Names of Secrets used to pull the vLLM image from a private registry.",
+    )
+    startup_timeout_seconds: int | None = Field(
+        None,
+        ge=60,
+        le=86400,
+        description=(
+            "Seconds a vLLM pod may take from container start to a healthy server (download, load, "
+            "compilation) before the kubelet restarts it. Default: 10 minutes plus 10 seconds per GiB of "
+            "weights the pod loads (a download at about 100 MiB/s), at least 20 minutes."
+        ),
     )
 
     @field_validator("node_selector")
@@ -722,9 +758,11 @@ class ServingSpec(_APIModel):
     @classmethod
     def _no_managed_flags(cls, value: list[str]) -> list[str]:
         for arg in value:
-            if arg.split("=", 1)[0] in OPERATOR_MANAGED_VLLM_FLAGS:
+            managed = managed_flag(arg)
+            if managed is not None:
                 raise ValueError(
-                    f"extraArgs must not set {arg.split('=', 1)[0]}: the operator derives it from the spec"
+                    f"extraArgs must not set {arg.split('=', 1)[0]} (vLLM {managed}): the operator derives "
+                    "it from the spec; use the spec fields instead"
                 )
         return value
 
@@ -866,6 +904,17 @@ class PlanVariant(_APIModel):
     max_num_seqs: int = Field(..., ge=1, description="vLLM --max-num-seqs of this variant.")
     replicas: int = Field(0, ge=0, description="Replicas placed on this GPU type.")
     reason: str | None = Field(None, description="Why this configuration was chosen.")
+    checkpoint: str | None = Field(
+        None,
+        description=(
+            "The checkpoint this variant loads (Hugging Face repo id), and the vLLM --quantization it is "
+            "loaded with when vLLM quantizes at load time."
+        ),
+    )
+    notes: list[str] = Field(
+        default_factory=list,
+        description="What to know about this variant: checkpoint caveats, kernels, expert parallelism.",
+    )
 
 
 class RejectedVariant(_APIModel):

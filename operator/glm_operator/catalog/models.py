@@ -22,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from glm_operator.catalog.vllm import ServingDefaults, serving_defaults
+
 WEIGHT_PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4", "nvfp4")
 
 
@@ -324,6 +326,7 @@ class ModelEntry:
     min_compute_capability: float = 8.0
     sources: tuple[tuple[str, str], ...] = ()
     uncertain: tuple[str, ...] = ()
+    vllm: tuple[tuple[str, str], ...] = ()  # per-model overrides of catalog/data/vllm.yaml
 
 
 @dataclass(frozen=True)
@@ -350,6 +353,12 @@ class ResolvedModel:
     def base_id(self) -> str:
         return self.entry.id if self.entry else self.model_id
 
+    @property
+    def serving_defaults(self) -> ServingDefaults:
+        """Minimum vLLM release and parser defaults for this model (architecture + catalog overrides)."""
+        overrides = dict(self.entry.vllm) if self.entry else None
+        return serving_defaults(self.architecture.architecture, overrides)
+
 
 def _data_text(name: str) -> str:
     return resources.files("glm_operator.catalog").joinpath("data", name).read_text(encoding="utf-8")
@@ -375,6 +384,7 @@ def load_models() -> tuple[ModelEntry, ...]:
                 min_compute_capability=float(item.get("min_compute_capability", 8.0)),
                 sources=tuple((str(k), str(v)) for k, v in (item.get("sources") or {}).items()),
                 uncertain=tuple(str(u) for u in item.get("uncertain") or []),
+                vllm=tuple((str(k), str(v)) for k, v in (item.get("vllm") or {}).items()),
             )
         )
     return tuple(entries)

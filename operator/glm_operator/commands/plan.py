@@ -127,6 +127,7 @@ def _table(plan: Plan) -> str:
         "SEQS",
         "REPLICAS",
         "CAPACITY",
+        "CHECKPOINT",
     )
     rows = [header]
     for v in plan.variants:
@@ -145,6 +146,7 @@ def _table(plan: Plan) -> str:
                 str(v.max_num_seqs),
                 str(v.replicas),
                 str(v.capacity_replicas),
+                v.model_id + (f" (--quantization {v.quantization_flag})" if v.quantization_flag else ""),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
@@ -156,6 +158,8 @@ def _table(plan: Plan) -> str:
     ]
     if plan.variants:
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    for v in plan.variants:
+        lines += [f"note {v.gpu_product}: {n}" for n in v.notes]
     for r in plan.rejected:
         lines.append(f"rejected {r.gpu_product}: {r.reason}")
     lines += [f"- {d}" for d in plan.details]

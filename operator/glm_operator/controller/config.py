@@ -6,9 +6,9 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE as DEFAULT_VLLM_IMAGE
 from glm_operator.planning.outages import DEFAULT_NODE_GRACE_SECONDS
 
-DEFAULT_VLLM_IMAGE = "vllm/vllm-openai:v0.11.0"
 # PromQL templates with {namespace} and {model} placeholders (see clients.prometheus.render_query).
 DEFAULT_WAITING_QUERY = 'sum(vllm:num_requests_waiting{namespace="{namespace}",model_name="{model}"})'
 DEFAULT_RUNNING_QUERY = 'sum(vllm:num_requests_running{namespace="{namespace}",model_name="{model}"})'

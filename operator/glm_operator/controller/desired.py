@@ -36,6 +36,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from glm_operator.api.v1alpha1 import GLMDeploymentSpec, spec_from_dict
+from glm_operator.catalog.vllm import ServingDefaults
+from glm_operator.planning.compatibility import check_request_image, request_model
 from glm_operator.planning.conditions import PLANNED, MetricsStatus, get_condition, summarize
 from glm_operator.planning.diagnosis import Diagnosis, Reason, diagnose_pods
 from glm_operator.planning.fit import FitInputError
@@ -51,8 +53,9 @@ from glm_operator.planning.outages import (
 )
 from glm_operator.planning.placement import Plan, Variant, plan_placement
 from glm_operator.planning.request import PlanningInputError, placement_request_from_spec
-from glm_operator.render import names
+from glm_operator.render import names, sizing
 from glm_operator.render.context import (
+    HF_CACHE_MOUNT_PATH,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     OwnerReference,
@@ -120,7 +123,12 @@ def total_replicas(spec: GLMDeploymentSpec, status: Mapping[str, Any]) -> int:
 
 
 def _context(
-    body: Mapping[str, Any], spec: GLMDeploymentSpec, variant: Variant, default_image: str, plan_text: str
+    body: Mapping[str, Any],
+    spec: GLMDeploymentSpec,
+    variant: Variant,
+    default_image: str,
+    plan_text: str,
+    vllm_defaults: ServingDefaults | None = None,
 ) -> WorkloadContext:
     meta = body["metadata"]
     serving = spec.serving
@@ -134,6 +142,13 @@ def _context(
     api_key = None
     if serving and serving.api_key_secret_ref is not None:
         api_key = SecretKeyRef(name=serving.api_key_secret_ref.name, key=serving.api_key_secret_ref.key)
+    hf_token = None
+    if serving.hf_token_secret_ref is not None:
+        hf_token = SecretKeyRef(name=serving.hf_token_secret_ref.name, key=serving.hf_token_secret_ref.key)
+    cache = serving.model_cache
+    checkpoint = sizing.checkpoint_gib(variant.weights_gib_per_gpu, variant.gpus_per_replica)
+    downloads = cache is None and (source or f"hf://{variant.model_id}").startswith("hf://")
+    gpus_per_pod = variant.gpus_per_replica // max(1, variant.nodes_per_replica)
     return WorkloadContext(
         namespace=str(meta["namespace"]),
         deployment_name=str(meta["name"]),
@@ -156,6 +171,10 @@ def _context(
         quantization=variant.quantization_flag,
         kv_cache_dtype=None if variant.kv_cache_dtype in ("auto", "") else variant.kv_cache_dtype,
         extra_args=tuple(serving.extra_args) if serving else (),
+        enable_expert_parallel=variant.enable_expert_parallel,
+        trust_remote_code=bool(vllm_defaults and vllm_defaults.trust_remote_code),
+        tool_call_parser=vllm_defaults.tool_call_parser if vllm_defaults else None,
+        reasoning_parser=vllm_defaults.reasoning_parser if vllm_defaults else None,
         env=tuple(e.model_dump(by_alias=True, exclude_none=True) for e in serving.env) if serving else (),
         resources=(
             serving.resources.model_dump(by_alias=True, exclude_none=True)
@@ -169,7 +188,19 @@ def _context(
         else (),
         node_selector=dict(serving.node_selector) if serving else {},
         api_key_secret=api_key,
-        model_cache_claim=(serving.model_cache.claim_name if serving and serving.model_cache else None),
+        hf_token_secret=hf_token,
+        model_cache_claim=cache.claim_name if cache else None,
+        model_cache_mount_path=cache.mount_path if cache else HF_CACHE_MOUNT_PATH,
+        model_cache_sub_path=cache.sub_path if cache else None,
+        model_cache_read_only=cache.read_only if cache else False,
+        default_cache_size=sizing.gib(checkpoint * 1.1) if downloads else None,
+        default_requests=sizing.default_requests(
+            variant.weights_gib_per_gpu, gpus_per_pod, checkpoint if downloads else None
+        ),
+        service_account_name=serving.service_account_name,
+        image_pull_secrets=tuple(serving.image_pull_secrets),
+        startup_timeout_seconds=serving.startup_timeout_seconds
+        or sizing.default_startup_timeout_seconds(checkpoint),
         annotations={names.ANNOTATION_PLAN: plan_text},
     )
 
@@ -189,6 +220,8 @@ def _variant_status(v: Variant) -> dict[str, Any]:
         "maxNumSeqs": v.max_num_seqs,
         "replicas": v.replicas,
         "reason": v.reason,
+        "checkpoint": v.model_id + (f" --quantization {v.quantization_flag}" if v.quantization_flag else ""),
+        "notes": list(v.notes),
     }
 
 
@@ -285,6 +318,13 @@ def compute_desired(observed: Observed) -> Desired:
         status = {**desired.status, "plan": _plan_status(plan), "desiredReplicas": replicas}
         return Desired(plan=plan, objects=(), prune=(), status=status, events=desired.events)
 
+    image = spec.serving.image or observed.default_image
+    image_check = check_request_image(image, request)
+    if image_check.error is not None:
+        desired = _failed(observed, "VLLMImageTooOld", image_check.error, generation)
+        status = {**desired.status, "plan": _plan_status(plan), "desiredReplicas": replicas}
+        return Desired(plan=plan, objects=(), prune=(), status=status, events=desired.events)
+
     summary = plan_summary(plan)
     placed = _with_overflow(plan)
     extra_findings = _outage_findings([outages[n] for n in sorted(held)], observed.node_grace_seconds)
@@ -300,7 +340,9 @@ def compute_desired(observed: Observed) -> Desired:
             )
         )
         placed = [v for v in placed if v.nodes_per_replica == 1]
-    contexts = [_context(body, spec, v, observed.default_image, summary) for v in placed]
+    model = request_model(request)
+    vllm_defaults = model.serving_defaults if model is not None else None
+    contexts = [_context(body, spec, v, observed.default_image, summary, vllm_defaults) for v in placed]
     objects = tuple(render_all(contexts)) if contexts else ()
     wanted = {_child_key(o) for o in objects}
     unwanted = [c for c in observed.children if _child_key(c) not in wanted]
@@ -334,8 +376,10 @@ def compute_desired(observed: Observed) -> Desired:
     events: list[Event] = []
     previous_summary = (prev_status.get("plan") or {}).get("summary")
     if previous_summary != summary:
-        detail = " ".join(v.reason for v in placed)
+        detail = " ".join(v.reason + "".join(f" Note: {n}." for n in v.notes) for v in placed)
         events.append(Event("Normal", "Planned", f"{summary}. {detail}"[:1000]))
+        if image_check.warning is not None:
+            events.append(Event("Warning", "VLLMImageUnchecked", image_check.warning))
         if plan.shortfall_replicas:
             events.append(
                 Event(

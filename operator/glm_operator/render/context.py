@@ -78,12 +78,14 @@ class ModelLocation:
     model_arg: str  # the positional argument of ``vllm serve``
     pvc_claim: str | None = None  # mounted read-only at /models when set
     load_format: str | None = None  # ``--load-format`` when not the default
+    revision: str | None = None  # ``--revision``: a branch, tag or commit of the Hub repository
 
 
 def resolve_model_location(model_source: str, model_id: str) -> ModelLocation:
     """Map ``spec.model.source`` to what vLLM gets.
 
-    - ``hf://<repo id>`` (default ``hf://<model id>``): vLLM downloads from the Hub into HF_HOME;
+    - ``hf://<repo id>[@<revision>]`` (default ``hf://<model id>``): vLLM downloads from the Hub
+      into HF_HOME; ``@<revision>`` becomes ``--revision`` (the positional stays the repo id);
     - ``pvc://<claim>/<path>``: the claim is mounted read-only at ``/models``, vLLM serves
       ``/models/<path>``;
     - ``s3://<bucket>/<path>``: vLLM streams the safetensors from S3 with the Run:ai Model Streamer
@@ -95,7 +97,8 @@ def resolve_model_location(model_source: str, model_id: str) -> ModelLocation:
     if not sep or not rest.strip("/"):
         raise ValueError(f"model source {source!r} is not <scheme>://<location>")
     if scheme == "hf":
-        return ModelLocation(model_arg=rest.strip("/"))
+        repo, at, revision = rest.partition("@")
+        return ModelLocation(model_arg=repo.strip("/"), revision=revision if at and revision else None)
     if scheme == "pvc":
         claim, _, path = rest.partition("/")
         path = path.strip("/")
@@ -163,6 +166,10 @@ class WorkloadContext:
     kv_cache_dtype: str | None = None  # None = auto
     dtype: str | None = None  # --dtype, e.g. "float16" on GPUs without bf16
     extra_args: tuple[str, ...] = ()  # appended last, verbatim
+    enable_expert_parallel: bool = False  # --enable-expert-parallel (the plan shards MoE experts)
+    trust_remote_code: bool = False  # --trust-remote-code (checkpoints with their own modelling code)
+    tool_call_parser: str | None = None  # default --tool-call-parser; extraArgs can override it
+    reasoning_parser: str | None = None  # default --reasoning-parser; extraArgs can override it
     env: tuple[Mapping[str, Any], ...] = ()  # Kubernetes EnvVar dicts; override ours by name
     resources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # user requests/limits
     resource_name: str = DEFAULT_GPU_RESOURCE  # or a per-type name such as nvidia.com/a100-80gb
@@ -170,7 +177,13 @@ class WorkloadContext:
     tolerations: tuple[Mapping[str, Any], ...] = ()  # user tolerations, after the GPU taint's
     node_selector: Mapping[str, str] = field(default_factory=dict)
     api_key_secret: SecretKeyRef | None = None
+    hf_token_secret: SecretKeyRef | None = None  # HF_TOKEN (gated or private Hub repositories)
     model_cache_claim: str | None = None  # PVC mounted at HF_HOME
+    model_cache_mount_path: str = HF_CACHE_MOUNT_PATH  # where the claim is mounted; HF_HOME
+    model_cache_sub_path: str | None = None  # sub-directory of the claim's volume
+    model_cache_read_only: bool = False  # weights already on the claim: mount read-only, no download
+    default_cache_size: str | None = None  # no claim: an emptyDir of this size as HF_HOME (None: none)
+    default_requests: Mapping[str, str] = field(default_factory=dict)  # used where the user set none
     image_pull_secrets: tuple[str, ...] = ()
     service_account_name: str | None = None
     shm_size: str = "16Gi"

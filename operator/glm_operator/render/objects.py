@@ -33,6 +33,7 @@ from typing import Any
 import jinja2
 import yaml
 
+from glm_operator.api.vllm_args import sets_flag
 from glm_operator.render import names
 from glm_operator.render.context import (
     DEFAULT_GPU_RESOURCE,
@@ -49,6 +50,8 @@ RAY_HEAD_PORT = 6379
 STARTUP_PROBE_PERIOD_SECONDS = 10
 # uvicorn lets in-flight (streaming) requests finish on SIGTERM; give them two minutes.
 TERMINATION_GRACE_PERIOD_SECONDS = 120
+# preStop sleep: time for the endpoints/EndpointSlice update to reach every proxy before SIGTERM.
+PRE_STOP_SLEEP_SECONDS = 10
 # Slack on top of the startup budget for scheduling and the image pull before the Deployment
 # controller reports ProgressDeadlineExceeded.
 PROGRESS_DEADLINE_SLACK_SECONDS = 10 * 60
@@ -96,6 +99,7 @@ class PodView:
     termination_grace_period_seconds: int
     startup_period_seconds: int
     startup_failure_threshold: int
+    pre_stop_sleep_seconds: int = 0
 
 
 # Characters YAML does not accept raw in a double-quoted scalar (outside its printable set), plus
@@ -141,11 +145,23 @@ def _format_float(value: float) -> str:
     return repr(float(value))
 
 
+def _parser_defaults(ctx: WorkloadContext) -> list[str]:
+    """The model's tool-call and reasoning parsers, unless extraArgs chooses its own."""
+    args: list[str] = []
+    if ctx.tool_call_parser and not sets_flag(ctx.extra_args, "--tool-call-parser"):
+        args += ["--enable-auto-tool-choice", "--tool-call-parser", ctx.tool_call_parser]
+    if ctx.reasoning_parser and not sets_flag(ctx.extra_args, "--reasoning-parser"):
+        args += ["--reasoning-parser", ctx.reasoning_parser]
+    return args
+
+
 def build_vllm_args(ctx: WorkloadContext) -> list[str]:
     """Arguments after ``vllm serve``: the model, then every setting explicitly, extra args last."""
     location = ctx.model_location
-    args = [
-        location.model_arg,
+    args = [location.model_arg]
+    if location.revision is not None:
+        args += ["--revision", location.revision]
+    args += [
         "--served-model-name",
         ctx.served_model_name,
         "--host",
@@ -175,11 +191,19 @@ def build_vllm_args(ctx: WorkloadContext) -> list[str]:
         args += ["--dtype", ctx.dtype]
     if location.load_format is not None:
         args += ["--load-format", location.load_format]
-    return args + list(ctx.extra_args)
+    if ctx.enable_expert_parallel and not sets_flag(ctx.extra_args, "--enable-expert-parallel"):
+        args.append("--enable-expert-parallel")
+    if ctx.trust_remote_code and not sets_flag(ctx.extra_args, "--trust-remote-code"):
+        args.append("--trust-remote-code")
+    return args + _parser_defaults(ctx) + list(ctx.extra_args)
 
 
 def pod_resources(ctx: WorkloadContext) -> dict[str, dict[str, str]]:
     """User requests/limits plus the GPUs of one pod (requests == limits, as extended resources need).
+
+    CPU, memory and ephemeral-storage requests the user did not set (nor limited) come from
+    ``ctx.default_requests`` (sized from the model by the controller), so a pod loading hundreds of
+    GiB is never BestEffort.
 
     Any GPU count the user wrote under ``nvidia.com/gpu`` or the variant's resource name is
     replaced: the GPU count is the plan's decision.
@@ -189,6 +213,13 @@ def pod_resources(ctx: WorkloadContext) -> dict[str, dict[str, str]]:
     for section in ("limits", "requests"):
         user = ctx.resources.get(section, {}) or {}
         values = {key: str(value) for key, value in sorted(user.items()) if key not in gpu_keys}
+        if section == "requests":
+            user_limits = ctx.resources.get("limits", {}) or {}
+            for key, value in ctx.default_requests.items():
+                # A default request above the user's limit would make the pod invalid.
+                if key not in values and key not in user_limits:
+                    values[key] = value
+            values = dict(sorted(values.items()))
         values[ctx.resource_name] = str(ctx.gpus_per_pod)
         merged[section] = values
     return merged
@@ -216,7 +247,20 @@ def _env(ctx: WorkloadContext, *, serves_api: bool) -> list[dict[str, Any]]:
                 },
             }
         )
+    if ctx.hf_token_secret is not None:  # every pod of a replica loads weights
+        ours.append(
+            {
+                "name": "HF_TOKEN",
+                "valueFrom": {
+                    "secretKeyRef": {"name": ctx.hf_token_secret.name, "key": ctx.hf_token_secret.key}
+                },
+            }
+        )
     if ctx.model_cache_claim is not None:
+        ours.append({"name": "HF_HOME", "value": ctx.model_cache_mount_path})
+        if ctx.model_cache_read_only:
+            ours.append({"name": "HF_HUB_OFFLINE", "value": "1"})  # a read-only cache cannot download
+    elif ctx.default_cache_size is not None:
         ours.append({"name": "HF_HOME", "value": HF_CACHE_MOUNT_PATH})
     return _merge_env(ours, ctx.env)
 
@@ -260,7 +304,18 @@ def _volumes(ctx: WorkloadContext) -> tuple[list[dict[str, Any]], list[dict[str,
         volumes.append({"name": "models", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
         mounts.append({"name": "models", "mountPath": MODELS_MOUNT_PATH, "readOnly": True})
     if ctx.model_cache_claim is not None:
-        volumes.append({"name": "model-cache", "persistentVolumeClaim": {"claimName": ctx.model_cache_claim}})
+        claim_source: dict[str, Any] = {"claimName": ctx.model_cache_claim}
+        mount: dict[str, Any] = {"name": "model-cache", "mountPath": ctx.model_cache_mount_path}
+        if ctx.model_cache_read_only:
+            claim_source["readOnly"] = True
+            mount["readOnly"] = True
+        if ctx.model_cache_sub_path:
+            mount["subPath"] = ctx.model_cache_sub_path
+        volumes.append({"name": "model-cache", "persistentVolumeClaim": claim_source})
+        mounts.append(mount)
+    elif ctx.default_cache_size is not None:
+        # Downloads survive container restarts; the size limit matches the ephemeral-storage request.
+        volumes.append({"name": "model-cache", "emptyDir": {"sizeLimit": ctx.default_cache_size}})
         mounts.append({"name": "model-cache", "mountPath": HF_CACHE_MOUNT_PATH})
     if _uses_shm(ctx):
         volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": ctx.shm_size}})
@@ -301,6 +356,7 @@ def _pod_view(ctx: WorkloadContext, *, role: str) -> PodView:
         termination_grace_period_seconds=TERMINATION_GRACE_PERIOD_SECONDS,
         startup_period_seconds=STARTUP_PROBE_PERIOD_SECONDS,
         startup_failure_threshold=math.ceil(ctx.startup_timeout_seconds / STARTUP_PROBE_PERIOD_SECONDS),
+        pre_stop_sleep_seconds=PRE_STOP_SLEEP_SECONDS,
     )
 
 
