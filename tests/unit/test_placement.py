@@ -64,15 +64,40 @@ def test_glm45_air_bf16_32k_smallest_tp_on_h100() -> None:
     assert v.max_num_seqs <= 256 and v.max_num_seqs >= 1
 
 
-def test_glm47_flash_on_l4_prefers_tp2_over_pcie() -> None:
+def test_glm47_flash_on_l4_needs_tp4_because_on_the_fly_fp8_loads_bf16_first() -> None:
+    # GLM-4.7-Flash has no FP8 checkpoint and no int4/int8 one: at TP=2 on-the-fly FP8 would fit
+    # after loading, but vLLM loads the 28 GiB bf16 shard per GPU first, more than an L4 holds.
     p = plan({"model": {"id": "GLM-4.7-Flash"}, "contextLength": 32768, "gpu": {"products": ["L4"]}})
     v = variant(p, L4)
-    assert v.tensor_parallel_size <= 2  # TP>2 over PCIe only when nothing else fits
-    if v.quantization != "bf16":
-        # bf16 does not fit at TP<=2, and the reason says what was traded
-        assert not any(fits_at("GLM-4.7-Flash", L4, tp, "bf16", 32768) for tp in (1, 2))
-        assert "PCIe" in v.reason or "higher precision" in v.reason
-    assert v.quantization == "fp8" and v.quantization_flag == "fp8"  # no official FP8 checkpoint: on the fly
+    assert v.tensor_parallel_size == 4 and v.quantization == "bf16"
+    assert "PCIe" in v.reason
+    pinned = variant(
+        plan(
+            {
+                "model": {"id": "GLM-4.7-Flash"},
+                "quantization": "fp8",
+                "contextLength": 32768,
+                "gpu": {"products": ["L4"]},
+            }
+        ),
+        L4,
+    )
+    assert pinned.tensor_parallel_size == 4 and pinned.quantization_flag == "fp8"
+    assert "on-the-fly FP8 loads the bf16 checkpoint first" in pinned.reason
+
+
+def test_int4_without_a_checkpoint_is_not_a_candidate_and_pinned_is_an_input_error() -> None:
+    p = plan(
+        {
+            "model": {"id": "GLM-4.5-Air"},
+            "contextLength": 32768,
+            "minConcurrency": 2,
+            "gpu": {"products": ["L4"]},
+        }
+    )
+    assert all(v.quantization in ("bf16", "fp8") for v in p.variants)
+    with pytest.raises(PlanningInputError, match=r"no int4 checkpoint of GLM-4\.5-Air"):
+        plan({"model": {"id": "GLM-4.5-Air"}, "quantization": "int4", "gpu": {"products": ["L4"]}})
 
 
 def test_fp8_on_ampere_says_marlin() -> None:

@@ -67,6 +67,7 @@ PCIE_TP_PENALTY = 1.5
 TYPICAL_SEQUENCE_TOKENS = 4096
 MAX_NUM_SEQS_CAP = 256
 MAX_PIPELINE_PARALLEL = 8  # nodes per replica the planner considers when choosing PP
+FP8_LOAD_PEAK_FRACTION = 0.95  # of a GPU's memory: room for the CUDA context while loading
 
 
 @dataclass(frozen=True)
@@ -281,13 +282,52 @@ def _model_for(base: ResolvedModel, quantization: str) -> tuple[ResolvedModel, s
     return base, None
 
 
+def _has_checkpoint(model: ResolvedModel, precision: str) -> bool:
+    """Whether vLLM can serve ``precision`` for this model: a checkpoint stored in it, or fp8, which
+    vLLM quantizes a 16-bit checkpoint to at load time. int8/int4 need a pre-quantized (AWQ/GPTQ/
+    compressed-tensors) checkpoint; vLLM has no load-time int8/int4 quantization."""
+    if model.checkpoint_quantization is not None:
+        return model.checkpoint_quantization.precision == precision
+    return precision in ("bf16", "fp16", "fp8")
+
+
 def _precisions(request: PlacementRequest, model: ResolvedModel, gpu: GpuType) -> list[str]:
     if request.quantization == "auto":
         if model.checkpoint_quantization is not None:
             return [model.checkpoint_quantization.precision]
         first = "bf16" if gpu.bf16 and model.architecture.dtype != "fp16" else "fp16"
-        return [first, *AUTO_PRECISIONS[1:]]
+        return [first, *(p for p in AUTO_PRECISIONS[1:] if _has_checkpoint(model, p))]
     return [request.quantization]
+
+
+def _fp8_load_peak_error(
+    request: PlacementRequest, base: ResolvedModel, gpu: GpuType, cand: _Candidate
+) -> str | None:
+    """On-the-fly FP8 (``--quantization fp8`` on a 16-bit checkpoint) loads the 16-bit weights
+    before quantizing them, so at load time each GPU holds about its bf16 shard: that must fit in the
+    GPU's memory even though the FP8 weights that remain are half of it."""
+    try:
+        bf16 = estimate_fit(
+            FitInput(
+                model=base,
+                max_model_len=256,
+                gpu_memory_gib=gpu.memory_gib,
+                tensor_parallel_size=cand.tp,
+                pipeline_parallel_size=cand.pp,
+                quantization="bf16",
+                kv_cache_dtype="auto",
+                gpu_memory_utilization=request.memory_utilization,
+                compute_capability=gpu.compute_capability,
+            )
+        )
+    except FitInputError:
+        return None
+    if bf16.weights_gib_per_gpu <= gpu.memory_gib * FP8_LOAD_PEAK_FRACTION:
+        return None
+    return (
+        f"on-the-fly FP8 loads the bf16 checkpoint first: {bf16.weights_gib_per_gpu:.1f} GiB per GPU at load "
+        f"exceeds {gpu.memory_gib * FP8_LOAD_PEAK_FRACTION:.1f} GiB of {gpu.name}"
+    )
 
 
 def _tp_options(request: PlacementRequest, model: ResolvedModel, limit: int) -> list[int]:
@@ -300,8 +340,12 @@ def _tp_options(request: PlacementRequest, model: ResolvedModel, limit: int) -> 
 def _evaluate(
     request: PlacementRequest, base: ResolvedModel, gpu: GpuType, cand: _Candidate, context: int
 ) -> _Evaluated:
-    model, _ = _model_for(base, cand.quantization)
+    model, flag = _model_for(base, cand.quantization)
     quant = "auto" if model.checkpoint_quantization is not None else cand.quantization
+    if flag == "fp8":
+        peak = _fp8_load_peak_error(request, base, gpu, cand)
+        if peak is not None:
+            return _Evaluated(cand, model, None, peak)
     try:
         fit = estimate_fit(
             FitInput(
@@ -516,6 +560,13 @@ def plan_placement(request: PlacementRequest) -> Plan:
         raise PlanningInputError(
             f"spec.contextLength {context} exceeds {base.name}'s limit of {base.max_context} tokens; "
             f"set contextLength <= {base.max_context}"
+        )
+    if request.quantization in ("int8", "int4") and not _has_checkpoint(base, request.quantization):
+        raise PlanningInputError(
+            f"spec.quantization {request.quantization}: no {request.quantization} checkpoint of {base.name} is "
+            f"known and vLLM cannot quantize to {request.quantization} at load time; use fp8 (quantized on "
+            "the fly) or auto, or point model.source at an AWQ/GPTQ checkpoint and give its config.json "
+            "(with its quantization_config) as model.config"
         )
     if request.tensor_parallel_size:
         err = parallelism_error(base.architecture, request.tensor_parallel_size)
