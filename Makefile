@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help deps venv tools prometheus lint unit e2e test cluster cluster-down demo generate verify bench image image-save
+.PHONY: help deps venv tools prometheus vllm vllm-flags contract lint unit e2e test cluster cluster-down demo generate verify bench image image-save
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -24,7 +24,17 @@ tools: ## Build the Kubernetes/etcd/KWOK/Helm/simulator binaries into the cache 
 prometheus: ## Install Prometheus from Debian's packages into the cache (no-op when cached)
 	@if [ -f hack/prometheus.sh ]; then bash hack/prometheus.sh >/dev/null; fi
 
-deps: venv tools prometheus
+vllm: ## Install the default image's vLLM release from PyPI into the cache (~10 GB; no-op when cached)
+	nice -n 10 bash hack/vllm.sh >/dev/null
+
+vllm-flags: venv vllm ## Regenerate the extraArgs guard's flag list from vLLM's own parser, then the CRD
+	$(BIN)/glm-operator vllm-flags
+	$(MAKE) generate
+
+contract: venv vllm ## The vLLM contract test: rendered argv, registry and engine config against real vLLM
+	$(BIN)/python -m pytest tests/contract -q
+
+deps: venv tools prometheus vllm
 
 lint: venv ## ruff, mypy, import contracts
 	$(BIN)/ruff check operator tests benchmarks

@@ -63,7 +63,7 @@ def test_glm_4_5_air_on_h100_renders_one_deployment_and_the_service() -> None:
     )
     assert d.plan is not None and d.plan.fits
     kinds = sorted(o["kind"] for o in d.objects)
-    assert kinds == ["Deployment", "Service"]
+    assert kinds == ["Deployment", "PodDisruptionBudget", "Service"]
     dep = next(o for o in d.objects if o["kind"] == "Deployment")
     v = d.plan.variants[0]
     a = args_of(dep)

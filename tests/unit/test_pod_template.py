@@ -121,3 +121,16 @@ def test_sizing_figures() -> None:
     assert sizing.default_startup_timeout_seconds(700) == 600 + 7000
     assert sizing.default_startup_timeout_seconds(10**6) == 24 * 3600
     assert sizing.default_requests(10.0, 1, None) == {"cpu": "4", "memory": "19Gi"}
+
+
+def test_one_pod_disruption_budget_over_all_serving_pods() -> None:
+    desired = compute_desired(observed(AIR, NODES))
+    pdbs = [o for o in desired.objects if o["kind"] == "PodDisruptionBudget"]
+    assert len(pdbs) == 1
+    pdb = pdbs[0]
+    assert pdb["apiVersion"] == "policy/v1" and pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["metadata"]["ownerReferences"][0]["kind"] == "GLMDeployment"
+    pod_labels = next(o for o in desired.objects if o["kind"] == "Deployment")["spec"]["template"][
+        "metadata"
+    ]["labels"]
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()

@@ -25,6 +25,7 @@ from glm_operator.render.objects import (
     render_all,
     render_deployment,
     render_leaderworkerset,
+    render_pod_disruption_budget,
     render_service,
     render_workload,
     template_environment,
@@ -517,6 +518,7 @@ def test_render_all_one_workload_per_variant_and_one_service() -> None:
         ("Deployment", "glm-air-h100-80gb"),
         ("Deployment", "glm-air-a100-80gb"),
         ("Service", "glm-air"),
+        ("PodDisruptionBudget", "glm-air"),
     ]
     # the Service selects the pods of both variants
     selector = objects[2]["spec"]["selector"]
@@ -525,7 +527,11 @@ def test_render_all_one_workload_per_variant_and_one_service() -> None:
         assert selector.items() <= pod_labels.items()
     # but the Deployments' selectors do not overlap
     assert objects[0]["spec"]["selector"] != objects[1]["spec"]["selector"]
-    assert render_all(h100) == [render_deployment(h100), render_service(h100)]
+    assert render_all(h100) == [
+        render_deployment(h100),
+        render_service(h100),
+        render_pod_disruption_budget(h100),
+    ]
     assert render_service(a100) == render_service(h100)
 
 

@@ -34,6 +34,7 @@ class KindInfo:
 KINDS: dict[tuple[str, str], KindInfo] = {
     ("apps/v1", "Deployment"): KindInfo("/apis/apps/v1", "deployments"),
     ("v1", "Service"): KindInfo("/api/v1", "services"),
+    ("policy/v1", "PodDisruptionBudget"): KindInfo("/apis/policy/v1", "poddisruptionbudgets"),
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): KindInfo(
         "/apis/leaderworkerset.x-k8s.io/v1", "leaderworkersets"
     ),

@@ -563,9 +563,9 @@ def plan_placement(request: PlacementRequest) -> Plan:
         )
     if request.quantization in ("int8", "int4") and not _has_checkpoint(base, request.quantization):
         raise PlanningInputError(
-            f"spec.quantization {request.quantization}: no {request.quantization} checkpoint of {base.name} is "
-            f"known and vLLM cannot quantize to {request.quantization} at load time; use fp8 (quantized on "
-            "the fly) or auto, or point model.source at an AWQ/GPTQ checkpoint and give its config.json "
+            f"spec.quantization {request.quantization}: no {request.quantization} checkpoint of {base.name} "
+            f"is known and vLLM cannot quantize to {request.quantization} at load time; use fp8 (quantized "
+            "on the fly) or auto, or point model.source at an AWQ/GPTQ checkpoint and give its config.json "
             "(with its quantization_config) as model.config"
         )
     if request.tensor_parallel_size:

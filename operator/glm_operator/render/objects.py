@@ -455,8 +455,25 @@ def render_service(ctx: WorkloadContext) -> dict[str, Any]:
     )
 
 
+def render_pod_disruption_budget(ctx: WorkloadContext) -> dict[str, Any]:
+    """The PodDisruptionBudget of the whole GLMDeployment (maxUnavailable 1 over its serving pods).
+
+    Like the Service, it uses only GLMDeployment-level fields of ``ctx``.
+    """
+    return _render(
+        "poddisruptionbudget.yaml.j2",
+        {
+            "name": names.service_name(ctx.deployment_name),
+            "namespace": ctx.namespace,
+            "labels": {**dict(ctx.labels), **names.service_labels(ctx.deployment_name)},
+            "owner_references": owner_references(ctx),
+            "selector": names.service_selector(ctx.deployment_name),
+        },
+    )
+
+
 def render_all(variants: WorkloadContext | Sequence[WorkloadContext]) -> list[dict[str, Any]]:
-    """Every child object of one GLMDeployment: one workload per variant, then the Service.
+    """Every child object of one GLMDeployment: one workload per variant, the Service, the PDB.
 
     All variants must belong to the same GLMDeployment (same namespace, name, owner and port).
     """
@@ -472,4 +489,7 @@ def render_all(variants: WorkloadContext | Sequence[WorkloadContext]) -> list[di
         if ctx.workload_name in seen_names:
             raise ValueError(f"two variants render to the same workload name {ctx.workload_name!r}")
         seen_names.add(ctx.workload_name)
-    return [render_workload(ctx) for ctx in contexts] + [render_service(first)]
+    return [render_workload(ctx) for ctx in contexts] + [
+        render_service(first),
+        render_pod_disruption_budget(first),
+    ]
