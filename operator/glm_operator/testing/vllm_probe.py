@@ -1,0 +1,269 @@
+"""Ask the real vLLM package questions; run with the python of the vLLM virtualenv (hack/vllm.sh).
+
+This file is executed as a script by that interpreter, which has vLLM but not glm_operator, so it
+imports nothing from glm_operator. It reads one JSON request on stdin and prints one JSON answer:
+
+  {"op": "options"}                 every option of `vllm serve`: option strings, dest, nargs
+  {"op": "parse", "argvs": [[...]]} parse each argv (the args after `vllm serve`) with vLLM's own
+                                    parser; per argv: ok, error, and the parsed values of interest
+  {"op": "changed", "argvs": [[...]]} per argv after a model: accepted, and the dests it changes
+  {"op": "registry", "archs": [..]} which architectures vLLM's model registry serves
+  {"op": "parsers", ...}            registered tool-call and reasoning parser names
+  {"op": "engine", "cases": [...]}  build vLLM's ModelConfig/ParallelConfig/CacheConfig from
+                                    EngineArgs for a config.json written to a temp dir, on CPU
+
+vLLM picks its platform (CUDA, ROCm, CPU, ...) on first use; on a machine without GPUs the
+detection may fail or pick nothing. The CPU platform is forced before anything builds the parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+from typing import Any
+
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+def force_cpu_platform() -> None:
+    import vllm.platforms as platforms
+    from vllm.platforms.cpu import CpuPlatform
+
+    platforms._current_platform = CpuPlatform()
+
+
+def serve_parser() -> argparse.ArgumentParser:
+    force_cpu_platform()
+    from vllm.entrypoints.cli.serve import ServeSubcommand
+
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:  # older layouts
+        from vllm.utils import FlexibleArgumentParser
+
+    root = FlexibleArgumentParser(prog="vllm")
+    subparsers = root.add_subparsers(dest="subparser")
+    parser: argparse.ArgumentParser = ServeSubcommand().subparser_init(subparsers)
+    return parser
+
+
+def _options(parser: argparse.ArgumentParser) -> dict[str, Any]:
+    actions = []
+    for action in parser._actions:
+        actions.append(
+            {
+                "dest": action.dest,
+                "option_strings": list(action.option_strings),
+                "nargs": action.nargs
+                if isinstance(action.nargs, (int, str)) or action.nargs is None
+                else None,
+                "type": getattr(action.type, "__name__", None),
+                "choices": [str(c) for c in action.choices] if action.choices else None,
+            }
+        )
+    import vllm
+
+    return {"version": vllm.__version__, "allow_abbrev": bool(parser.allow_abbrev), "actions": actions}
+
+
+_INTERESTING = (
+    "model_tag",
+    "model",
+    "served_model_name",
+    "revision",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "data_parallel_size",
+    "max_model_len",
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "quantization",
+    "kv_cache_dtype",
+    "dtype",
+    "load_format",
+    "port",
+    "host",
+    "enable_expert_parallel",
+    "trust_remote_code",
+    "tool_call_parser",
+    "reasoning_parser",
+    "enable_auto_tool_choice",
+    "distributed_executor_backend",
+)
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+def _parse(parser: argparse.ArgumentParser, argvs: list[list[str]]) -> list[dict[str, Any]]:
+    results = []
+    for argv in argvs:
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                ns = parser.parse_args(argv)
+        except SystemExit:
+            results.append({"ok": False, "error": err.getvalue().strip().splitlines()[-1:] or ["?"]})
+            continue
+        except Exception as exc:  # vLLM validators raise ValueError etc.
+            results.append({"ok": False, "error": [f"{type(exc).__name__}: {exc}"]})
+            continue
+        values = {k: _jsonable(getattr(ns, k)) for k in _INTERESTING if hasattr(ns, k)}
+        results.append({"ok": True, "values": values})
+    return results
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+def _changed(parser: argparse.ArgumentParser, argvs: list[list[str]]) -> list[dict[str, Any]]:
+    """Per argv (after the model): whether vLLM accepts it, and which destinations it sets.
+
+    Every action's default is replaced by a marker first, so a destination set to a value that
+    happens to equal vLLM's default still shows as set.
+    """
+    unset = _Unset()
+    for action in parser._actions:
+        if action.dest != "help":
+            action.default = unset
+    results = []
+    for argv in argvs:
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                ns = vars(parser.parse_args(["m", *argv]))
+        except (SystemExit, Exception):
+            results.append({"ok": False, "changed": []})
+            continue
+        changed = sorted(k for k, v in ns.items() if v is not unset and k != "model_tag")
+        results.append({"ok": True, "changed": changed})
+    return results
+
+
+def _registry(archs: list[str]) -> dict[str, bool]:
+    force_cpu_platform()
+    from vllm.model_executor.models import ModelRegistry
+
+    supported = set(ModelRegistry.get_supported_archs())
+    return {arch: arch in supported for arch in archs}
+
+
+def _parsers() -> dict[str, list[str]]:
+    force_cpu_platform()
+    out: dict[str, list[str]] = {}
+    try:
+        from vllm.tool_parsers import ToolParserManager
+    except ImportError:
+        from vllm.entrypoints.openai.tool_parsers import ToolParserManager
+    try:
+        from vllm.reasoning import ReasoningParserManager
+    except ImportError:  # pragma: no cover
+        ReasoningParserManager = None
+    out["tool_call_parsers"] = sorted(_registered(ToolParserManager))
+    out["reasoning_parsers"] = sorted(_registered(ReasoningParserManager)) if ReasoningParserManager else []
+    return out
+
+
+def _registered(manager: Any) -> set[str]:
+    names: set[str] = set()
+    for attr in ("tool_parsers", "reasoning_parsers", "lazy_parsers", "_lazy_parsers"):
+        value = getattr(manager, attr, None)
+        if isinstance(value, dict):
+            names.update(str(k) for k in value)
+    if not names and hasattr(manager, "list_registered"):
+        names.update(str(n) for n in manager.list_registered())
+    return names
+
+
+def _engine(parser: argparse.ArgumentParser, cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """For each case {"argv", "config"}: write config.json, parse argv with the model path replaced
+    by that directory, build vLLM's engine configs that need no GPU, report what was checked."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    results = []
+    for case in cases:
+        checks: list[str] = []
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
+                json.dump(case["config"], f)
+            argv = [tmp, *case["argv"][1:]]
+            try:
+                ns = parser.parse_args(argv)
+                ns.model = tmp
+                ns.skip_tokenizer_init = True
+                engine_args = EngineArgs.from_cli_args(ns)
+                model_config = engine_args.create_model_config()
+                checks.append("model_config")
+                if model_config.max_model_len != ns.max_model_len:
+                    raise ValueError(f"max_model_len became {model_config.max_model_len}")
+                checks.append("max_model_len")
+                parallel = (
+                    engine_args.create_parallel_config()
+                    if hasattr(engine_args, "create_parallel_config")
+                    else None
+                )
+                if parallel is None:
+                    from vllm.config import ParallelConfig
+
+                    parallel = ParallelConfig(
+                        tensor_parallel_size=ns.tensor_parallel_size,
+                        pipeline_parallel_size=ns.pipeline_parallel_size,
+                    )
+                model_config.verify_with_parallel_config(parallel)
+                checks.append("parallel")
+                if ns.kv_cache_dtype:
+                    from vllm.config import CacheConfig
+
+                    CacheConfig(block_size=16, cache_dtype=ns.kv_cache_dtype)
+                    checks.append("kv_cache_dtype")
+            except Exception as exc:
+                results.append(
+                    {"ok": False, "checks": checks, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+                )
+                continue
+        results.append({"ok": True, "checks": checks})
+    return results
+
+
+def main() -> int:
+    request = json.load(sys.stdin)
+    op = request["op"]
+    out: Any
+    with contextlib.redirect_stdout(sys.stderr):  # vLLM may print on import
+        if op == "options":
+            out = _options(serve_parser())
+        elif op == "parse":
+            out = _parse(serve_parser(), request["argvs"])
+        elif op == "changed":
+            out = _changed(serve_parser(), request["argvs"])
+        elif op == "registry":
+            out = _registry(request["archs"])
+        elif op == "parsers":
+            out = _parsers()
+        elif op == "engine":
+            out = _engine(serve_parser(), request["cases"])
+        else:
+            raise SystemExit(f"unknown op {op!r}")
+    json.dump(out, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
