@@ -120,9 +120,18 @@ def _cel_list(values: Iterable[str]) -> str:
     return "[" + ", ".join("'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'" for v in values) + "]"
 
 
+#: Longest option name the CEL rule looks at. The rule reads only this many leading characters of
+#: an argument, which keeps its cost within the apiserver's budget for 64 arguments of 1,024
+#: characters; every vLLM option is shorter (the generator checks), so a longer name can neither
+#: equal nor be a prefix of a managed option and the result is the same as :func:`managed_flag`'s.
+CEL_NAME_LIMIT = 64
+
+
 def extra_args_cel_rule() -> str:
     """The CEL form of :func:`managed_flag` over the list ``self`` (``serving.extraArgs``)."""
-    name = "(a.startsWith('--') ? '--' + a.split('=')[0].substring(2).replace('_', '-') : a.split('=')[0])"
+    head = f"(a.size() > {CEL_NAME_LIMIT} ? a.substring(0, {CEL_NAME_LIMIT}) : a)"
+    key = f"{head}.split('=')[0]"
+    name = f"(a.startsWith('--') ? '--' + {key}.substring(2).replace('_', '-') : {key})"
     managed = _cel_list(sorted(vllm_flags.MANAGED_OPTIONS))
     others = _cel_list(sorted(vllm_flags.OTHER_OPTIONS_WITH_MANAGED_PREFIX))
     one_letter = _cel_list(sorted(vllm_flags.MANAGED_ONE_LETTER))

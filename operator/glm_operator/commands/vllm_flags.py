@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from glm_operator.api.vllm_args import MANAGED_DESTS
+from glm_operator.api.vllm_args import CEL_NAME_LIMIT, MANAGED_DESTS
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 FLAGS_MODULE = PACKAGE_DIR / "api" / "vllm_flags.py"
@@ -71,6 +71,9 @@ def render_flags_module(options: Mapping[str, Any]) -> str:
             canonical = _canonical_long(strings)
             for option in strings:
                 managed[option] = canonical
+    too_long = sorted(o for o in all_options if len(o) >= CEL_NAME_LIMIT)
+    if too_long:
+        raise RuntimeError(f"options longer than the CEL rule reads ({CEL_NAME_LIMIT}): {too_long}")
     one_letter = {o: c for o, c in managed.items() if len(o) == 2 and o[0] == "-" and o[1] != "-"}
     # Unmanaged options that start like a managed one-letter alias, or are a prefix of a managed
     # option (argparse would take them exactly, not as an abbreviation): the guard lets them through.
