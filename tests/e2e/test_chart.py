@@ -167,6 +167,7 @@ ALLOWED = [
     ("create", "deployments.apps", "-n", "default"),
     ("delete", "deployments.apps", "-n", "default"),
     ("patch", "services", "-n", "default"),
+    ("patch", "poddisruptionbudgets.policy", "-n", "default"),
     ("watch", "pods", "--all-namespaces"),
     ("create", "events", "-n", "default"),
     ("create", "events.events.k8s.io", "-n", "default"),
