@@ -25,9 +25,8 @@ from pydantic.alias_generators import to_camel
 from pydantic.config import JsonDict, JsonValue
 
 from glm_operator.api import kube_validation as kv
-from glm_operator.api.inline_config import MAX_LAYERS, InlineModelConfig
-
 from glm_operator.api import vllm_flags
+from glm_operator.api.inline_config import MAX_LAYERS, InlineModelConfig
 from glm_operator.api.vllm_args import extra_args_cel_rule, managed_flag
 
 GROUP = "inference.glm.dev"
