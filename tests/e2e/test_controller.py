@@ -159,6 +159,10 @@ def test_samples_run_on_the_planned_gpu_types_with_the_planned_args(
     # One Service per GLMDeployment over all its variants.
     services = get(cluster, ns, "services")["items"]
     assert {s["metadata"]["name"] for s in services} == single_node
+    # And one PodDisruptionBudget (maxUnavailable 1) over the same serving pods.
+    pdbs = get(cluster, ns, "poddisruptionbudgets")["items"]
+    assert {p["metadata"]["name"] for p in pdbs} == single_node
+    assert all(p["spec"]["maxUnavailable"] == 1 for p in pdbs)
 
 
 def test_reapply_changes_nothing_and_a_spec_change_rolls(

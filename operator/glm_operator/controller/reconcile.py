@@ -63,7 +63,10 @@ def observe(op: Operator, namespace: str, name: str) -> tuple[Observed, list[dic
     uid = str(body["metadata"].get("uid", ""))
     kinds = WORKLOAD_KIND_NAMES if op.lws_available else WORKLOAD_KIND_NAMES - {"LeaderWorkerSet"}
     children = [c for c in op.cache.owned.children_of(key, kinds) if _owned_by(c, uid)]
-    services = [c for c in op.cache.owned.children_of(key, {"Service"}) if _owned_by(c, uid)]
+    # The GLMDeployment-wide children (one each): compared with what is wanted, never pruned.
+    services = [
+        c for c in op.cache.owned.children_of(key, {"Service", "PodDisruptionBudget"}) if _owned_by(c, uid)
+    ]
     if op.autoscaler is not None:
         metrics_status = op.autoscaler.metrics_status(key)
     else:

@@ -246,7 +246,7 @@ class Operator:
             obj.setdefault("kind", "GLMDeployment")
             self.on_glmdeployment("ADDED", obj)
         selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY}"
-        kinds = [("apps/v1", "Deployment"), ("v1", "Service")]
+        kinds = [("apps/v1", "Deployment"), ("v1", "Service"), ("policy/v1", "PodDisruptionBudget")]
         if self.lws_available:
             kinds.append(("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"))
         for api_version, kind in kinds:

@@ -68,6 +68,13 @@ async def service_event(event: Any, body: Any, memo: Any, **_: Any) -> None:
     _operator(memo).on_child(event.get("type"), dict(event.get("object") or body), "v1", "Service")
 
 
+@kopf.on.event("policy", "v1", "poddisruptionbudgets", labels=MANAGED)
+async def pod_disruption_budget_event(event: Any, body: Any, memo: Any, **_: Any) -> None:
+    _operator(memo).on_child(
+        event.get("type"), dict(event.get("object") or body), "policy/v1", "PodDisruptionBudget"
+    )
+
+
 @kopf.on.event("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", labels=MANAGED)
 async def leaderworkerset_event(event: Any, body: Any, memo: Any, **_: Any) -> None:
     _operator(memo).on_child(
