@@ -25,7 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from glm_operator.catalog.gpus import gpu_from_labels, gpu_from_resource_name
+from glm_operator.catalog.estimated_gpus import estimate_gpu
+from glm_operator.catalog.gpus import GpuType, gpu_from_labels, gpu_from_resource_name
 
 GPU_RESOURCE = "nvidia.com/gpu"
 _NVIDIA_PREFIX = "nvidia.com/"
@@ -43,6 +44,8 @@ class GpuPool:
     node_selector: tuple[tuple[str, str], ...] = field(default=())
     gpus_used: int = 0
     held_gpus: int | None = None  # node in an outage grace period: only these (own pods') GPUs count
+    estimated: GpuType | None = None  # not in the catalog: sized from the node's labels
+    unknown_reason: str = ""  # not in the catalog and not estimable: why
 
     @property
     def gpus_free(self) -> int:
@@ -117,16 +120,24 @@ def parse_gpu_pools(
             kept = None if node_held is None else int(node_held.get(resource, 0))
             if resource == GPU_RESOURCE:
                 gpu, key, value = gpu_from_labels(labels)
+                estimated, why = (None, "")
+                if gpu is None and value:
+                    estimated, why = estimate_gpu(value, labels)
+                elif gpu is None:
+                    why = "the node has nvidia.com/gpu but no GPU product label"
+                known = gpu or estimated
                 pools.append(
                     GpuPool(
                         node_name=name,
-                        gpu_product=gpu.name if gpu else "",
+                        gpu_product=known.name if known else "",
                         product_label=value,
                         gpu_count=count,
                         resource_name=resource,
-                        node_selector=((key, value),) if gpu and key else (),
+                        node_selector=((key, value),) if known and key else (),
                         gpus_used=int(node_used.get(resource, 0)),
                         held_gpus=kept,
+                        estimated=estimated,
+                        unknown_reason=why if known is None else "",
                     )
                 )
                 continue

@@ -48,6 +48,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from glm_operator.catalog.estimated_gpus import NOT_IN_CATALOG
 from glm_operator.catalog.gpus import GFD_PRODUCT_LABEL, GpuType, find_gpu
 from glm_operator.catalog.models import CatalogError, ResolvedModel, parse_quantization_config, resolve_model
 from glm_operator.planning.fit import (
@@ -535,19 +536,27 @@ def _replace_quantization(request: PlacementRequest, quantization: str) -> Place
     return replace(request, quantization=quantization)
 
 
-def _group_pools(pools: tuple[GpuPool, ...], details: list[str]) -> list[_Group]:
+def _group_pools(pools: tuple[GpuPool, ...], details: list[str], rejected: list[Rejection]) -> list[_Group]:
     buckets: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[GpuPool]] = {}
-    unknown: dict[str, list[str]] = {}
+    estimated: dict[str, GpuType] = {}
+    unknown: dict[tuple[str, str], list[str]] = {}
     for pool in pools:
         if not pool.gpu_product:
-            unknown.setdefault(pool.product_label or "(no GPU product label)", []).append(pool.node_name)
+            label = pool.product_label or "(no GPU product label)"
+            unknown.setdefault((label, pool.unknown_reason), []).append(pool.node_name)
             continue
+        if pool.estimated is not None:
+            estimated.setdefault(pool.gpu_product, pool.estimated)
         buckets.setdefault((pool.gpu_product, pool.resource_name, pool.node_selector), []).append(pool)
-    for label, names in sorted(unknown.items()):
+    for (label, why), names in sorted(unknown.items()):
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        details.append(f"GPU type {label!r} on {shown} is not in the catalog; those nodes are not used")
+        reason = why or f"GPU type {label!r} is not in the catalog"
+        details.append(f"{reason}; not used: {shown}")
+        rejected.append(Rejection(label, f"{reason} (nodes {shown})"))
+    for name, gpu in sorted(estimated.items()):
+        details.append(f"{name}: {gpu.memory_source}")
     return [
-        _Group(find_gpu(product), resource, selector, tuple(group))
+        _Group(estimated.get(product) or find_gpu(product), resource, selector, tuple(group))
         for (product, resource, selector), group in buckets.items()
     ]
 
@@ -583,8 +592,8 @@ def plan_placement(request: PlacementRequest) -> Plan:
         f"model {base.model_id}: {base.architecture.attention} attention, context {context} "
         f"(limit {base.max_context}), minConcurrency {request.min_concurrency:g}"
     ]
-    groups = _group_pools(request.pools, details)
     rejected: list[Rejection] = []
+    groups = _group_pools(request.pools, details, rejected)
     if allowed:
         order = {gpu.name: i for i, gpu in enumerate(allowed)}
         present = {g.gpu.name for g in groups}
@@ -760,6 +769,8 @@ def _variant_reason(
                             f"TP={cand.tp} was preferred (set quantization: {c.quantization} to force it)"
                         )
                         break
+    if gpu.memory_source.startswith(NOT_IN_CATALOG):
+        notes.append(f"{gpu.name} {gpu.memory_source}")
     fp8 = _fp8_note(gpu, fit.quantization)
     if fp8:
         notes.append(fp8)
