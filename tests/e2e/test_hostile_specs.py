@@ -61,6 +61,10 @@ def create(api: client.ApiClient, ns: str, obj: dict[str, Any], dry_run: bool = 
         return dict(client.AppsV1Api(api).create_namespaced_deployment(ns, obj, dry_run=dry).to_dict())
     if kind == "Service":
         return dict(client.CoreV1Api(api).create_namespaced_service(ns, obj, dry_run=dry).to_dict())
+    if kind == "PodDisruptionBudget":
+        return dict(
+            client.PolicyV1Api(api).create_namespaced_pod_disruption_budget(ns, obj, dry_run=dry).to_dict()
+        )
     raise AssertionError(f"unexpected child kind {kind}")
 
 
