@@ -21,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from glm_operator.api import spec_from_dict
+from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE
 from glm_operator.controller.desired import Observed, compute_desired
 from glm_operator.testing.hostile import HostileCase, hostile_cases
 
@@ -102,7 +103,7 @@ def test_every_hostile_spec_is_refused_naming_the_field_or_has_children_the_apis
                 gpus_used={},
                 children=[],
                 pods=[],
-                default_image="vllm/vllm-openai:v0.11.0",
+                default_image=DEFAULT_VLLM_IMAGE,
                 now=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             )
         )
