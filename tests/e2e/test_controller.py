@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from glm_operator.testing.cluster import repo_root
-from glm_operator.testing.samples import prerequisites, volume_selector
+from glm_operator.testing.samples import create_prerequisites, volume_selector
 
 from .conftest import NODES, E2ECluster, RunningOperator
 
@@ -119,7 +119,7 @@ def test_samples_run_on_the_planned_gpu_types_with_the_planned_args(
     cluster: E2ECluster, operator: RunningOperator, ns: str
 ) -> None:
     # The Secret and the bound model-cache claim that the GLM-5.2 sample names.
-    cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all(prerequisites(ns)))
+    create_prerequisites(cluster.local, ns)
     try:
         for sample in sorted(SAMPLES.glob("*.yaml")):
             apply(cluster, ns, sample)

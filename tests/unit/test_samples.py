@@ -57,4 +57,4 @@ def testplacement_rows_name_the_group_and_role() -> None:
     assert leader[1:3] == ("glm-5-1-h100/0", "leader") and worker[1:3] == ("glm-5-1-h100/0", "worker 1")
     assert leader[6:] == ("NVIDIA-H100-80GB-HBM3", "8xgpu", "8", "2")
     single = placement_row(pod({}, ["m", "--tensor-parallel-size", "4"], node="x"), products)
-    assert single[1:3] == ("p", "server") and single[6:] == ("-", "8xgpu", "4", "1")
+    assert single[1:3] == ("-", "server") and single[6:] == ("-", "8xgpu", "4", "1")

@@ -15,12 +15,10 @@ import sys
 import time
 from typing import Any
 
-import yaml
-
 from glm_operator.testing.cluster import LocalCluster, repo_root, stop_process_group
 from glm_operator.testing.lws import LeaderWorkerSetController
 from glm_operator.testing.operator import RunningOperator
-from glm_operator.testing.samples import prerequisites
+from glm_operator.testing.samples import create_prerequisites
 
 NAMESPACE = "llm"
 SETTLED = {"Ready", "Degraded", "Failed"}
@@ -50,9 +48,7 @@ def main() -> int:
         f"(log: {operator.log_path})",
     )
     local.kubectl("create", "namespace", NAMESPACE, check=False)
-    needed = prerequisites(NAMESPACE)
-    # create, not apply: a second `make demo` keeps the Secrets and bound claims it made before.
-    local.kubectl("create", "-f", "-", input=yaml.safe_dump_all(needed), check=False)
+    create_prerequisites(local, NAMESPACE)  # the Secret and bound volume claim GLM-5.2 names
     local.kubectl("apply", "-n", NAMESPACE, "-f", str(root / "manifests" / "samples"))
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
@@ -75,7 +71,7 @@ def main() -> int:
 
 
 def _placements(local: LocalCluster) -> str:
-    """One row per pod: its replica (a Deployment pod, or a LeaderWorkerSet group), role and node."""
+    """One row per pod: its LeaderWorkerSet group (or "-" for a one-pod replica), role and node."""
     pods = json.loads(
         local.kubectl(
             "get", "pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/managed-by=glm-operator", "-o", "json"
@@ -104,7 +100,7 @@ def placement_row(pod: dict[str, Any], product: dict[str, str]) -> tuple[str, ..
         index = labels.get("leaderworkerset.sigs.k8s.io/worker-index", "?")
         role = "leader" if index == "0" else f"worker {index}"
     else:
-        replica, role = pod["metadata"]["name"], "server"
+        replica, role = "-", "server"  # a Deployment pod is a whole replica by itself
     limits = container.get("resources", {}).get("limits", {})
     gpus = ",".join(f"{v}x{k.split('/')[-1]}" for k, v in limits.items() if k.startswith("nvidia.com/"))
     node = pod["spec"].get("nodeName") or "-"

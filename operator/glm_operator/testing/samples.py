@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from glm_operator.testing.cluster import repo_root
+from glm_operator.testing.cluster import LocalCluster, repo_root
 
 SAMPLES_DIR = repo_root() / "manifests" / "samples"
 VOLUME_LABEL = "glm-operator.testing/sample-namespace"
@@ -39,6 +39,26 @@ def prerequisites(namespace: str, files: Sequence[Path] | None = None) -> list[d
         if cache:
             objects += _bound_claim(namespace, cache["claimName"])
     return objects
+
+
+def create_prerequisites(cluster: LocalCluster, namespace: str, timeout: float = 60) -> None:
+    """Create what the samples need in ``namespace`` (kept if present) and wait for the claims to bind.
+
+    The PersistentVolume controller binds a claim a moment after it is created; a pod created
+    before that is reported Unschedulable ("unbound immediate PersistentVolumeClaims").
+    """
+    objects = prerequisites(namespace)
+    cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all(objects), check=False)
+    claims = [f"pvc/{o['metadata']['name']}" for o in objects if o["kind"] == "PersistentVolumeClaim"]
+    if claims:
+        cluster.kubectl(
+            "wait",
+            "-n",
+            namespace,
+            "--for=jsonpath={.status.phase}=Bound",
+            *claims,
+            f"--timeout={timeout:.0f}s",
+        )
 
 
 def volume_selector(namespace: str) -> str:
