@@ -8,6 +8,8 @@
 #   tools/etcd  etcd 3.6
 #   tools/kwok  kwok (simulated nodes and pods)
 #   tools/helm  helm v3
+#   tools/lws   lws-manager (the LeaderWorkerSet controller and webhooks, v0.9.0), plus its CRDs,
+#               webhook configuration and RBAC from the same module (lws-config/)
 #
 # Prints the bin directory on stdout (last line); progress goes to stderr.
 set -euo pipefail
@@ -31,10 +33,32 @@ build() { # build <module dir> <output name> <package>
   if [ -x "$tbin/$out" ]; then log "cached: $out"; return; fi
   mkdir -p "$tbin"
   [ "$dir" = k8s ] && ldflags=$(k8s_ldflags)
+  [ "$dir" = lws ] && ldflags=$(lws_ldflags)
   log "building $out from tools/$dir ..."
   (cd "$root/tools/$dir" && go build -trimpath -ldflags "$ldflags" -o "$tbin/.$out.tmp" "$pkg")
   mv "$tbin/.$out.tmp" "$tbin/$out"
   log "built $out in $((SECONDS - t0))s"
+}
+
+lws_ldflags() {
+  local v
+  v=$(awk '$1=="sigs.k8s.io/lws"{print $2}' "$root/tools/lws/go.mod")
+  echo "-s -w -X sigs.k8s.io/lws/pkg/version.GitVersion=$v"
+}
+
+lws_config() { # The manifests the local cluster installs beside lws-manager, from the same module.
+  local cfg ldir
+  cfg=$(tool_dir lws)/lws-config
+  [ -f "$cfg/webhooks.yaml" ] && return
+  ldir=$(cd "$root/tools/lws" && go list -m -f '{{.Dir}}' sigs.k8s.io/lws)
+  mkdir -p "$cfg.tmp"
+  cp "$ldir"/config/crd/bases/*.yaml "$cfg.tmp/"
+  cp "$ldir"/config/rbac/role.yaml "$cfg.tmp/rbac-role.yaml"
+  cp "$ldir"/config/rbac/leader_election_role.yaml "$cfg.tmp/rbac-leader-election-role.yaml"
+  cp "$ldir"/config/webhook/mutating-patch.yaml "$ldir"/config/webhook/validating-patch.yaml "$cfg.tmp/"
+  cp "$ldir"/config/webhook/manifests.yaml "$cfg.tmp/webhooks.yaml"
+  chmod u+w "$cfg.tmp"/*.yaml
+  rm -rf "$cfg" && mv "$cfg.tmp" "$cfg"
 }
 
 kwok_stages() { # KWOK does nothing without Stage configs: the "fast" node/pod stages of the same module.
@@ -58,6 +82,7 @@ helm helm helm.sh/helm/v3/cmd/helm
 k8s kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 k8s kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 k8s kubectl k8s.io/kubernetes/cmd/kubectl
+lws lws-manager sigs.k8s.io/lws/cmd
 T
 )
 
@@ -74,6 +99,7 @@ fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done
 [ "$fail" = 0 ] || { log "tool build failed"; exit 1; }
 kwok_stages
+lws_config
 
 bin=$(tools_bin_dir)
 mkdir -p "$bin"
@@ -81,4 +107,5 @@ while read -r d o _; do
   ln -sfn "$(tool_dir "$d")/bin/$o" "$bin/$o"
 done <<<"$targets"
 ln -sfn "$(tool_dir kwok)/kwok-stages" "$(dirname "$bin")/kwok-stages"
+ln -sfn "$(tool_dir lws)/lws-config" "$(dirname "$bin")/lws-config"
 echo "$bin"

@@ -1,5 +1,6 @@
 """Session fixture: a real local control plane (etcd, kube-apiserver, controller-manager,
-scheduler) with KWOK-simulated GPU nodes from tests/fixtures/gpu-cluster.yaml.
+scheduler) with KWOK-simulated GPU nodes from tests/fixtures/gpu-cluster.yaml, and the real
+LeaderWorkerSet controller (started before the operator, which looks for its API at start-up).
 
 The tests keep their cluster's state in ``.cluster-e2e/`` (``GLM_E2E_CLUSTER_DIR``), apart from
 the one ``make demo`` and ``make cluster`` run in ``.cluster/``: the demo's samples hold GPUs and its
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from glm_operator.testing.cluster import LocalCluster, repo_root
+from glm_operator.testing.lws import LeaderWorkerSetController
 from glm_operator.testing.operator import RunningOperator
 
 NODES = repo_root() / "tests" / "fixtures" / "gpu-cluster.yaml"
@@ -79,6 +81,7 @@ def cluster() -> Iterator[E2ECluster]:
     E2E_STATE_DIR.mkdir(parents=True, exist_ok=True)
     started = local.up(nodes=[NODES])
     local.stop_extra_processes()  # a reused cluster's extra processes would compete for the Lease
+    LeaderWorkerSetController(local).up()
     e2e = E2ECluster(local)
     try:
         yield e2e

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from glm_operator.testing.cluster import repo_root
+from glm_operator.testing.samples import create_prerequisites, volume_selector
 
 from .conftest import NODES, E2ECluster, RunningOperator
 
@@ -117,14 +118,29 @@ def node_products(cluster: E2ECluster) -> dict[str, str]:
 def test_samples_run_on_the_planned_gpu_types_with_the_planned_args(
     cluster: E2ECluster, operator: RunningOperator, ns: str
 ) -> None:
-    for sample in sorted(SAMPLES.glob("*.yaml")):
-        apply(cluster, ns, sample)
+    # The Secret and the bound model-cache claim that the GLM-5.2 sample names.
+    create_prerequisites(cluster.local, ns)
+    try:
+        for sample in sorted(SAMPLES.glob("*.yaml")):
+            apply(cluster, ns, sample)
+        check_samples(cluster, ns)
+    finally:
+        cluster.kubectl("delete", "pv", "-l", volume_selector(ns), "--wait=false", check=False)
+
+
+def check_samples(cluster: E2ECluster, ns: str) -> None:
     products = node_products(cluster)
-    single_node = {"glm-4-5-air", "glm-4-7-flash", "glm-5-3-flash"}
+    # GLM-5.2 and GLM-5.3 in FP8 fit one 8-GPU H200 / B200 node; GLM-5.1 (H100 only) runs as a
+    # LeaderWorkerSet group over two H100 nodes (tests/e2e/test_leaderworkerset.py goes further).
+    single_node = {"glm-4-5-air", "glm-4-7-flash", "glm-5-2", "glm-5-3", "glm-5-3-flash"}
+    expected_product = {"glm-5-2": "NVIDIA-H200", "glm-5-3": "NVIDIA-B200"}
     for name in sorted(single_node):
         obj = wait_for(phase_is(cluster, ns, name, "Ready"), 90, f"{name} Ready")
         variants = [v for v in obj["status"]["plan"]["variants"] if v["replicas"] > 0]
         assert variants, obj["status"]
+        if name in expected_product:
+            assert [v["gpuProduct"] for v in variants] == [expected_product[name]]
+            assert variants[0]["pipelineParallelSize"] == 1 and variants[0]["tensorParallelSize"] == 8
         deployments = {
             d["metadata"]["labels"]["inference.glm.dev/gpu-product"]: d for d in children(cluster, ns, name)
         }
@@ -151,17 +167,30 @@ def test_samples_run_on_the_planned_gpu_types_with_the_planned_args(
                 assert products[node] == v["gpuProduct"], f"{pod['metadata']['name']} on {node}"
                 limits = pod["spec"]["containers"][0]["resources"]["limits"]
                 assert limits["nvidia.com/gpu"] == str(v["gpusPerReplica"])
-    # GLM-5.2 FP8 needs two 8xH100 nodes per replica: a LeaderWorkerSet, whose API is not installed here.
-    obj = wait_for(phase_is(cluster, ns, "glm-5-2", "Degraded"), 60, "glm-5-2 Degraded")
-    assert condition(obj, "Degraded")["reason"] == "LeaderWorkerSetMissing"
-    assert obj["status"]["plan"]["variants"][0]["pipelineParallelSize"] == 2
-    assert not children(cluster, ns, "glm-5-2")
+    obj = wait_for(phase_is(cluster, ns, "glm-5-1", "Ready"), 120, "glm-5-1 Ready")
+    (variant,) = [v for v in obj["status"]["plan"]["variants"] if v["replicas"] > 0]
+    assert (variant["tensorParallelSize"], variant["pipelineParallelSize"], variant["nodesPerReplica"]) == (
+        8,
+        2,
+        2,
+    )
+    assert not children(cluster, ns, "glm-5-1")  # no Deployment: a LeaderWorkerSet
+    (lws,) = get(cluster, ns, "leaderworkersets", selector="inference.glm.dev/deployment=glm-5-1")["items"]
+    assert lws["spec"]["leaderWorkerTemplate"]["size"] == 2
+    pods = get(cluster, ns, "pods", selector="inference.glm.dev/deployment=glm-5-1")["items"]
+    assert len({p["spec"]["nodeName"] for p in pods}) == 2
+    assert {products[p["spec"]["nodeName"]] for p in pods} == {"NVIDIA-H100-80GB-HBM3"}
     # One Service per GLMDeployment over all its variants.
     services = get(cluster, ns, "services")["items"]
-    assert {s["metadata"]["name"] for s in services} == single_node
+    ours = {
+        s["metadata"]["name"]
+        for s in services
+        if s["metadata"].get("labels", {}).get("app.kubernetes.io/managed-by") == "glm-operator"
+    }
+    assert ours == single_node | {"glm-5-1"}
     # And one PodDisruptionBudget (maxUnavailable 1) over the same serving pods.
     pdbs = get(cluster, ns, "poddisruptionbudgets")["items"]
-    assert {p["metadata"]["name"] for p in pdbs} == single_node
+    assert {p["metadata"]["name"] for p in pdbs} == single_node | {"glm-5-1"}
     assert all(p["spec"]["maxUnavailable"] == 1 for p in pdbs)
 
 

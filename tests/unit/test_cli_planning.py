@@ -159,6 +159,7 @@ def test_plan_table(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
 
 def test_plan_no_fit_exits_1(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     text = GLMD.replace("zai-org/GLM-4.5-Air", "GLM-5.1").replace("bf16", "fp8")
+    text += "  gpu: {products: [H100, A100-80GB]}\n"  # one 8 x 80 GB node is too small
     code, out, _ = run(capsys, "plan", "-f", write(tmp_path, text), "--nodes", str(FIXTURE))
     assert code == 1 and "DOES NOT FIT" in out
 

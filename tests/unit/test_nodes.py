@@ -24,7 +24,8 @@ def node(name: str, labels: dict[str, str], allocatable: dict[str, str], **spec:
 def test_fixture_pools() -> None:
     pools = parse_gpu_pools(yaml.safe_load(FIXTURE.read_text()))
     by_node = {(p.node_name, p.resource_name): p for p in pools}
-    assert len(pools) == 9  # 2 H100 + 2 A100 + 3 L4 + 2 types on mixed-0; cpu-0 has none
+    # 1 H200 + 1 B200 + 4 H100 + 2 A100 + 3 L4 + 2 types on mixed-0; cpu-0 has none
+    assert len(pools) == 13
     h100 = by_node[("h100-sxm-0", "nvidia.com/gpu")]
     assert h100.gpu_product == "NVIDIA-H100-80GB-HBM3" and h100.gpu_count == 8
     assert dict(h100.node_selector) == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}

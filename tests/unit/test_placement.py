@@ -113,14 +113,21 @@ def test_auto_prefers_bf16_when_it_fits() -> None:
 
 
 def test_glm51_fp8_needs_two_h100_nodes() -> None:
+    # Any GPU type: one 8-GPU H200 or B200 node holds the FP8 weights (TP8, no PP).
     spec: dict[str, Any] = {"model": {"id": "GLM-5.1"}, "quantization": "fp8", "contextLength": 32768}
+    anywhere = plan(spec)
+    assert anywhere.fits
+    assert {v.gpu_product for v in anywhere.variants} == {"NVIDIA-B200", "NVIDIA-H200"}
+    assert all(v.pipeline_parallel_size == 1 and v.tensor_parallel_size == 8 for v in anywhere.variants)
+    # Only 80 GB types: no single node fits.
+    spec["gpu"] = {"products": [H100, A100]}
     p = plan(spec)
     assert not p.fits
     h100 = next(r for r in p.rejected if r.gpu_product == H100)
     assert "allowMultiNode: true would fit with TP=8 x PP=2" in h100.reason
     a100 = next(r for r in p.rejected if r.gpu_product == A100)
     assert "compute capability" in a100.reason
-    spec["gpu"] = {"allowMultiNode": True}
+    spec["gpu"] = {"products": [H100, A100], "allowMultiNode": True}
     multi = plan(spec)
     v = variant(multi, H100)
     assert (v.tensor_parallel_size, v.pipeline_parallel_size, v.nodes_per_replica, v.gpus_per_replica) == (
@@ -129,7 +136,7 @@ def test_glm51_fp8_needs_two_h100_nodes() -> None:
         2,
         16,
     )
-    assert v.model_id == "zai-org/GLM-5.1-FP8" and v.capacity_replicas == 1
+    assert v.model_id == "zai-org/GLM-5.1-FP8" and v.capacity_replicas == 2  # 4 H100 nodes
 
 
 def test_context_no_type_can_hold_is_rejected_with_the_number() -> None:
@@ -197,7 +204,7 @@ def test_shortfall_when_replicas_exceed_capacity() -> None:
 
 
 def test_used_gpus_reduce_capacity() -> None:
-    used = {f"h100-sxm-{i}": {"nvidia.com/gpu": 6} for i in range(2)}
+    used = {f"h100-sxm-{i}": {"nvidia.com/gpu": 6} for i in range(4)}
     pools = parse_gpu_pools(yaml.safe_load(FIXTURE.read_text()), gpus_used=used)
     p = plan({"model": {"id": "GLM-4.5-Air"}, "quantization": "bf16", "gpu": {"products": [H100]}}, pools)
     assert variant(p, H100).capacity_replicas == 0 and p.shortfall_replicas == 1

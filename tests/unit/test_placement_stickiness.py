@@ -11,7 +11,12 @@ from glm_operator.controller.desired import Desired, compute_desired, variant_sl
 from .test_desired import NODES, NOW, body, observe
 
 START = dt.datetime.fromisoformat(NOW.replace("Z", "+00:00"))
-H100_NODES = ("h100-sxm-0", "h100-sxm-1")
+# Every H100 node of the fixture: the outage takes the whole GPU type away.
+H100_NODES = tuple(
+    n["metadata"]["name"]
+    for n in NODES
+    if n["metadata"]["labels"].get("nvidia.com/gpu.product") == "NVIDIA-H100-80GB-HBM3"
+)
 
 
 def at(seconds: float) -> str:

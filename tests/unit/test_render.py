@@ -22,6 +22,7 @@ from glm_operator.render.context import (
 )
 from glm_operator.render.objects import (
     build_vllm_args,
+    multi_node_args,
     render_all,
     render_deployment,
     render_leaderworkerset,
@@ -314,9 +315,9 @@ def args_head(model: str = "zai-org/GLM-4.5-Air", port: str = "8000") -> list[st
             [
                 *args_head(),
                 *("--tensor-parallel-size", "8", "--pipeline-parallel-size", "2"),
-                *("--distributed-executor-backend", "ray", *BASE_ARGS_TAIL),
+                *("--distributed-executor-backend", "mp", *BASE_ARGS_TAIL),
             ],
-            id="multi-node-pp2-ray",
+            id="multi-node-pp2-mp",
         ),
     ],
 )
@@ -326,6 +327,7 @@ def test_vllm_args_exact(overrides: dict[str, Any], expected: list[str]) -> None
     workload = render_workload(ctx)
     if ctx.multi_node:
         container = workload["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
+        expected = [*expected, *multi_node_args(ctx, leader=True)]
     else:
         container = workload["spec"]["template"]["spec"]["containers"][0]
     assert container["args"] == expected
@@ -461,17 +463,20 @@ def test_leaderworkerset_multi_node() -> None:
     leader = template["leaderTemplate"]
     worker = template["workerTemplate"]
     assert leader["metadata"]["labels"]["app.kubernetes.io/component"] == "inference"
-    assert worker["metadata"]["labels"]["app.kubernetes.io/component"] == "ray-worker"
+    assert worker["metadata"]["labels"]["app.kubernetes.io/component"] == "worker"
     assert leader["metadata"]["labels"][names.LABEL_SPEC_HASH] == ctx.spec_hash
     assert worker["metadata"]["labels"][names.LABEL_SPEC_HASH] == ctx.spec_hash
 
+    # vLLM's own multi-node mode: same model arguments everywhere, rank 0 serves the API.
+    model_args = build_vllm_args(ctx)
+    assert model_args[model_args.index("--distributed-executor-backend") + 1] == "mp"
+    assert model_args[model_args.index("--pipeline-parallel-size") + 1] == "2"
     leader_container = leader["spec"]["containers"][0]
-    assert leader_container["command"][:2] == ["/bin/sh", "-c"]
-    script = leader_container["command"][2]
-    assert "ray start --head --port=6379" in script
-    assert script.rstrip().endswith('exec vllm serve "$@"')
-    assert "$LWS_GROUP_SIZE" in script
-    assert leader_container["args"] == build_vllm_args(ctx)
+    assert leader_container["command"] == ["vllm", "serve"]
+    assert leader_container["args"] == [
+        *model_args,
+        "--nnodes", "2", "--node-rank", "0", "--master-addr", "$(LWS_LEADER_ADDRESS)",
+    ]  # fmt: skip
     assert leader_container["resources"]["limits"] == {"nvidia.com/gpu": "8"}  # GPUs per node
     assert leader_container["env"][0]["name"] == "VLLM_API_KEY"
     assert "startupProbe" in leader_container and "readinessProbe" in leader_container
@@ -484,18 +489,27 @@ def test_leaderworkerset_multi_node() -> None:
     )
 
     worker_container = worker["spec"]["containers"][0]
-    assert worker_container["name"] == "ray-worker"
-    assert worker_container["command"] == [
-        "/bin/sh",
-        "-c",
-        "until ray start --address=$LWS_LEADER_ADDRESS:6379 --block;"
-        ' do echo "waiting for the Ray head"; sleep 5; done',
-    ]
-    assert "args" not in worker_container
+    assert worker_container["name"] == "vllm-worker"
+    assert worker_container["command"] == ["vllm", "serve"]
+    assert worker_container["args"] == [
+        *model_args,
+        "--nnodes", "2", "--node-rank", "$(LWS_WORKER_INDEX)", "--master-addr", "$(LWS_LEADER_ADDRESS)",
+        "--headless",
+    ]  # fmt: skip
     assert "env" not in worker_container  # the API key stays on the leader, which serves HTTP
     assert "ports" not in worker_container and "readinessProbe" not in worker_container
     assert worker_container["resources"]["requests"] == {"nvidia.com/gpu": "8"}
     assert worker["spec"]["volumes"] == leader["spec"]["volumes"]
+
+
+def test_multi_node_args_follow_the_group_size() -> None:
+    ctx = make_ctx(tensor_parallel_size=4, pipeline_parallel_size=4, gpus_per_replica=16, nodes_per_replica=4)
+    assert multi_node_args(ctx, leader=True)[:2] == ["--nnodes", "4"]
+    worker = multi_node_args(ctx, leader=False)
+    assert worker[:4] == ["--nnodes", "4", "--node-rank", "$(LWS_WORKER_INDEX)"]
+    assert worker[-1] == "--headless"
+    assert "--nnodes" not in build_vllm_args(make_ctx())  # single node: no multi-node flags
+    assert "--distributed-executor-backend" not in build_vllm_args(make_ctx())
 
 
 def test_workload_kind_follows_nodes_per_replica() -> None:

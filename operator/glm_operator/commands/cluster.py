@@ -25,6 +25,12 @@ def register(subparsers: Any) -> None:
         help="node list YAML to apply (repeatable; default tests/fixtures/gpu-cluster.yaml)",
     )
     parser.add_argument("--state-dir", type=Path, default=None, help="where state, logs and kubeconfig live")
+    parser.add_argument(
+        "--no-lws",
+        dest="lws",
+        action="store_false",
+        help="do not start the LeaderWorkerSet controller (multi-node replicas then stay unplaced)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -48,6 +54,13 @@ def run(args: argparse.Namespace) -> int:
         started = cluster.up(nodes=nodes)
         verb = "started" if started else "already running"
         print(f"cluster {verb} in {time.monotonic() - t0:.1f}s; export KUBECONFIG={cluster.kubeconfig}")
+        if args.lws:
+            from glm_operator.testing.lws import LeaderWorkerSetController
+
+            t0 = time.monotonic()
+            lws_started = LeaderWorkerSetController(cluster).up()
+            verb = "started" if lws_started else "already running"
+            print(f"LeaderWorkerSet controller {verb} in {time.monotonic() - t0:.1f}s")
         return 0
     except ClusterError as exc:
         raise UserError(str(exc)) from exc

@@ -39,9 +39,9 @@ APP_NAME = "vllm"
 PART_OF = "glm-operator"
 MANAGED_BY = "glm-operator"
 COMPONENT_INFERENCE = "inference"
-# LeaderWorkerSet workers run only a Ray worker and serve no HTTP: a different component keeps
-# them out of the Service and out of the scale subresource's selector.
-COMPONENT_RAY_WORKER = "ray-worker"
+# LeaderWorkerSet workers run headless vLLM (pipeline stages > 0) and serve no HTTP: a different
+# component keeps them out of the Service and out of the scale subresource's selector.
+COMPONENT_WORKER = "worker"
 
 MAX_NAME_LENGTH = 63
 MAX_LABEL_VALUE_LENGTH = 63

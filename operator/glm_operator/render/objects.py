@@ -9,8 +9,8 @@ server-side apply.
 Decisions (see DESIGN.md, "The vLLM workload"):
 - vLLM arguments are always explicit (``build_vllm_args``); the API key is never an argument:
   vLLM reads ``VLLM_API_KEY``, which comes from a ``secretKeyRef``;
-- ``/dev/shm`` is a memory emptyDir when TP > 1 (NCCL) and on every multi-node pod (Ray's object
-  store); Docker's 64 MiB default breaks both;
+- ``/dev/shm`` is a memory emptyDir when TP > 1 and on every multi-node pod (NCCL and vLLM's
+  shared-memory message queues); Docker's 64 MiB default breaks them;
 - startup probe on ``/health``: ``startup_timeout_seconds`` (20 minutes by default) before the
   kubelet gives up on a cold start; readiness and liveness on ``/health`` afterwards;
 - RollingUpdate with maxSurge 0 / maxUnavailable 1: a rollout never needs spare GPUs (a surge pod
@@ -45,8 +45,7 @@ from glm_operator.render.context import (
 
 GPU_TAINT_TOLERATION: dict[str, str] = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 VLLM_CONTAINER_NAME = "vllm"
-RAY_WORKER_CONTAINER_NAME = "ray-worker"
-RAY_HEAD_PORT = 6379
+WORKER_CONTAINER_NAME = "vllm-worker"
 STARTUP_PROBE_PERIOD_SECONDS = 10
 # uvicorn lets in-flight (streaming) requests finish on SIGTERM; give them two minutes.
 TERMINATION_GRACE_PERIOD_SECONDS = 120
@@ -56,25 +55,13 @@ PRE_STOP_SLEEP_SECONDS = 10
 # controller reports ProgressDeadlineExceeded.
 PROGRESS_DEADLINE_SLACK_SECONDS = 10 * 60
 
-# Leader: start the Ray head, wait until the whole group ($LWS_GROUP_SIZE nodes, injected by LWS)
-# has joined, then serve; "$@" are the vLLM arguments. Workers retry until the head answers (with
-# startupPolicy LeaderCreated they can start before it), then block in the Ray worker.
-_LEADER_SCRIPT = "\n".join(
-    [
-        "set -e",
-        f"ray start --head --port={RAY_HEAD_PORT}",
-        'until [ "$(python3 -c \'import ray; ray.init(address="auto", logging_level="ERROR");'
-        ' print(sum(1 for n in ray.nodes() if n["Alive"]))\' 2>/dev/null || echo 0)"'
-        ' -ge "$LWS_GROUP_SIZE" ]; do',
-        '  echo "waiting for the Ray workers of this group"; sleep 5',
-        "done",
-        'exec vllm serve "$@"',
-    ]
-)
-_WORKER_SCRIPT = (
-    f"until ray start --address=$LWS_LEADER_ADDRESS:{RAY_HEAD_PORT} --block; do"
-    ' echo "waiting for the Ray head"; sleep 5; done'
-)
+# Multi-node replicas use vLLM's own multi-node mode (no Ray): every pod of a LeaderWorkerSet
+# group runs `vllm serve` with the same model arguments plus --nnodes/--node-rank/--master-addr;
+# the leader (rank 0) serves the API, the workers run --headless. LWS's pod webhook injects
+# LWS_LEADER_ADDRESS (the leader's DNS name) and LWS_WORKER_INDEX (0 for the leader) into every
+# container; Kubernetes expands $(VAR) in args from the container's environment.
+LWS_LEADER_ADDRESS = "$(LWS_LEADER_ADDRESS)"
+LWS_WORKER_INDEX = "$(LWS_WORKER_INDEX)"
 
 
 @dataclass(frozen=True)
@@ -174,7 +161,7 @@ def build_vllm_args(ctx: WorkloadContext) -> list[str]:
     if ctx.pipeline_parallel_size > 1:
         args += ["--pipeline-parallel-size", str(ctx.pipeline_parallel_size)]
     if ctx.multi_node:
-        args += ["--distributed-executor-backend", "ray"]
+        args += ["--distributed-executor-backend", "mp"]
     args += [
         "--max-model-len",
         str(ctx.max_model_len),
@@ -196,6 +183,18 @@ def build_vllm_args(ctx: WorkloadContext) -> list[str]:
     if ctx.trust_remote_code and not sets_flag(ctx.extra_args, "--trust-remote-code"):
         args.append("--trust-remote-code")
     return args + _parser_defaults(ctx) + list(ctx.extra_args)
+
+
+def multi_node_args(ctx: WorkloadContext, *, leader: bool) -> list[str]:
+    """vLLM's multi-node arguments for one pod of a LeaderWorkerSet group (after the model args).
+
+    Pipeline stages are spread over the group's nodes (``--nnodes``); the leader is rank 0 and
+    serves the API, each worker takes its rank from LWS and runs without an API server.
+    """
+    args = ["--nnodes", str(ctx.nodes_per_replica)]
+    args += ["--node-rank", "0" if leader else LWS_WORKER_INDEX]
+    args += ["--master-addr", LWS_LEADER_ADDRESS]
+    return args if leader else [*args, "--headless"]
 
 
 def pod_resources(ctx: WorkloadContext) -> dict[str, dict[str, str]]:
@@ -327,18 +326,12 @@ def _pod_view(ctx: WorkloadContext, *, role: str) -> PodView:
     """``role`` is "server" (Deployment pod), "leader" or "worker" (LeaderWorkerSet pods)."""
     volumes, mounts = _volumes(ctx)
     serves_http = role != "worker"
-    if role == "server":
-        command = ["vllm", "serve"]
-        args = build_vllm_args(ctx)
-    elif role == "leader":
-        # `sh -c SCRIPT NAME ARGS...`: "$@" passes the arguments through without shell quoting.
-        command = ["/bin/sh", "-c", _LEADER_SCRIPT, "vllm"]
-        args = build_vllm_args(ctx)
-    else:
-        command = ["/bin/sh", "-c", _WORKER_SCRIPT]
-        args = []
+    command = ["vllm", "serve"]
+    args = build_vllm_args(ctx)
+    if role != "server":
+        args += multi_node_args(ctx, leader=role == "leader")
     return PodView(
-        container_name=VLLM_CONTAINER_NAME if serves_http else RAY_WORKER_CONTAINER_NAME,
+        container_name=VLLM_CONTAINER_NAME if serves_http else WORKER_CONTAINER_NAME,
         image=ctx.image,
         command=command,
         args=args,
@@ -424,7 +417,7 @@ def render_leaderworkerset(ctx: WorkloadContext) -> dict[str, Any]:
             **_metadata_values(ctx),
             "size": ctx.nodes_per_replica,
             "leader_labels": _pod_labels(ctx),
-            "worker_labels": _pod_labels(ctx, component=names.COMPONENT_RAY_WORKER),
+            "worker_labels": _pod_labels(ctx, component=names.COMPONENT_WORKER),
             "leader": _pod_view(ctx, role="leader"),
             "worker": _pod_view(ctx, role="worker"),
         },

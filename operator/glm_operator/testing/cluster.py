@@ -28,6 +28,7 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 SERVICE_CIDR = "10.96.0.0/16"
@@ -316,9 +317,57 @@ class LocalCluster:
         if state:
             self._write_state(state)
 
+    # -- optional components (e.g. glm_operator.testing.lws) -----------------------------------
+    def start_component(
+        self, name: str, argv: Sequence[str], env: dict[str, str], info: dict[str, object]
+    ) -> int:
+        """Start an optional component (own process group, log in logs/<name>.log) and record it.
+
+        ``info`` (ports and the like) is kept in the state beside the pid. ``down()`` stops it;
+        ``stop_extra_processes()`` does not (a reused cluster keeps its components).
+        """
+        log = open(self.state_dir / "logs" / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+        proc = subprocess.Popen(
+            list(argv),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **env},
+            start_new_session=True,
+        )
+        log.close()
+        state = self._read_state()
+        components = dict(state.get("components") or {})  # type: ignore[call-overload]
+        components[name] = {**info, "pid": proc.pid}
+        state["components"] = components
+        self._write_state(state)
+        return proc.pid
+
+    def component(self, name: str) -> dict[str, Any] | None:
+        """What ``start_component`` recorded for ``name`` (pid and info), if anything."""
+        components = self._read_state().get("components") or {}
+        entry = components.get(name) if isinstance(components, dict) else None
+        return dict(entry) if isinstance(entry, dict) else None
+
+    def component_alive(self, name: str) -> bool:
+        entry = self.component(name)
+        return entry is not None and _alive(int(entry["pid"]))
+
+    def stop_component(self, name: str) -> None:
+        state = self._read_state()
+        components = dict(state.get("components") or {})  # type: ignore[call-overload]
+        entry = components.pop(name, None)
+        if isinstance(entry, dict):
+            stop_process_group(int(entry["pid"]))
+        if state:
+            state["components"] = components
+            self._write_state(state)
+
     def down(self) -> None:
         """Stop every process this cluster started (whole process groups) and forget the state."""
         self.stop_extra_processes()
+        for name in list(self._read_state().get("components") or {}):  # type: ignore[call-overload]
+            self.stop_component(name)
         pids = self._pids()
         for pid in pids.values():
             _signal_group(pid, signal.SIGTERM)

@@ -1,9 +1,11 @@
 """``make demo``: the main job on a local default.
 
-Starts the local control plane with simulated GPU nodes, installs the CRD and the chart's RBAC,
-runs the operator under its own ServiceAccount (in the background, logs in .cluster/operator/),
-applies the samples, waits for them to settle and prints ``kubectl get glmd`` and where each
-replica landed. ``make cluster-down`` stops everything, the operator included.
+Starts the local control plane with simulated GPU nodes and the LeaderWorkerSet controller,
+installs the CRD and the chart's RBAC, runs the operator under its own ServiceAccount (in the
+background, logs in .cluster/operator/), applies the samples (with the Secrets and volume claims
+they name), waits for them to settle and prints ``kubectl get glmd`` and where each replica's
+pods landed, LeaderWorkerSet groups included. ``make cluster-down`` stops everything, the
+operator and the LeaderWorkerSet controller included.
 """
 
 from __future__ import annotations
@@ -11,9 +13,12 @@ from __future__ import annotations
 import json
 import sys
 import time
+from typing import Any
 
 from glm_operator.testing.cluster import LocalCluster, repo_root, stop_process_group
+from glm_operator.testing.lws import LeaderWorkerSetController
 from glm_operator.testing.operator import RunningOperator
+from glm_operator.testing.samples import create_prerequisites
 
 NAMESPACE = "llm"
 SETTLED = {"Ready", "Degraded", "Failed"}
@@ -25,6 +30,10 @@ def main() -> int:
     t0 = time.monotonic()
     local.up(nodes=[root / "tests" / "fixtures" / "gpu-cluster.yaml"])
     print(f"cluster up in {time.monotonic() - t0:.1f}s  (KUBECONFIG={local.kubeconfig})")
+    t0 = time.monotonic()
+    # Before the operator starts: it looks for the LeaderWorkerSet API when it starts.
+    LeaderWorkerSetController(local).up()
+    print(f"LeaderWorkerSet controller (lws-manager v0.9.0) ready in {time.monotonic() - t0:.1f}s")
     workdir = local.state_dir / "operator"
     workdir.mkdir(parents=True, exist_ok=True)
     operator = RunningOperator(local, workdir, namespaces="", resync_seconds=30)
@@ -39,8 +48,9 @@ def main() -> int:
         f"(log: {operator.log_path})",
     )
     local.kubectl("create", "namespace", NAMESPACE, check=False)
+    create_prerequisites(local, NAMESPACE)  # the Secret and bound volume claim GLM-5.2 names
     local.kubectl("apply", "-n", NAMESPACE, "-f", str(root / "manifests" / "samples"))
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         items = json.loads(local.kubectl("get", "glmd", "-n", NAMESPACE, "-o", "json").stdout)["items"]
         phases = [i.get("status", {}).get("phase") for i in items]
@@ -61,6 +71,7 @@ def main() -> int:
 
 
 def _placements(local: LocalCluster) -> str:
+    """One row per pod: its LeaderWorkerSet group (or "-" for a one-pod replica), role and node."""
     pods = json.loads(
         local.kubectl(
             "get", "pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/managed-by=glm-operator", "-o", "json"
@@ -70,28 +81,46 @@ def _placements(local: LocalCluster) -> str:
     product = {
         n["metadata"]["name"]: n["metadata"]["labels"].get("nvidia.com/gpu.product", "-") for n in nodes
     }
-    rows = [("GLMDEPLOYMENT", "POD", "PHASE", "NODE", "GPU PRODUCT", "GPUS", "TP")]
-    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
-        labels = pod["metadata"]["labels"]
-        container = pod["spec"]["containers"][0]
-        args = container.get("args", [])
-        tp = args[args.index("--tensor-parallel-size") + 1] if "--tensor-parallel-size" in args else "-"
-        limits = container.get("resources", {}).get("limits", {})
-        gpus = ",".join(f"{v}x{k.split('/')[-1]}" for k, v in limits.items() if k.startswith("nvidia.com/"))
-        node = pod["spec"].get("nodeName") or "-"
-        rows.append(
-            (
-                labels.get("inference.glm.dev/deployment", "?"),
-                pod["metadata"]["name"],
-                pod["status"].get("phase", "?"),
-                node,
-                product.get(node, "-"),
-                gpus,
-                tp,
-            )
-        )
+    header = ("GLMDEPLOYMENT", "REPLICA", "ROLE", "POD", "PHASE", "NODE", "GPU PRODUCT", "GPUS", "TP", "PP")
+    rows = sorted(placement_row(pod, product) for pod in pods)
+    return _table([header, *rows])
+
+
+def placement_row(pod: dict[str, Any], product: dict[str, str]) -> tuple[str, ...]:
+    labels = pod["metadata"]["labels"]
+    container = pod["spec"]["containers"][0]
+    args = container.get("args", [])
+
+    def arg(flag: str, default: str) -> str:
+        return args[args.index(flag) + 1] if flag in args else default
+
+    group = labels.get("leaderworkerset.sigs.k8s.io/group-index")
+    if group is not None:
+        replica = f"{labels.get('leaderworkerset.sigs.k8s.io/name', '?')}/{group}"
+        index = labels.get("leaderworkerset.sigs.k8s.io/worker-index", "?")
+        role = "leader" if index == "0" else f"worker {index}"
+    else:
+        replica, role = "-", "server"  # a Deployment pod is a whole replica by itself
+    limits = container.get("resources", {}).get("limits", {})
+    gpus = ",".join(f"{v}x{k.split('/')[-1]}" for k, v in limits.items() if k.startswith("nvidia.com/"))
+    node = pod["spec"].get("nodeName") or "-"
+    return (
+        labels.get("inference.glm.dev/deployment", "?"),
+        replica,
+        role,
+        pod["metadata"]["name"],
+        pod["status"].get("phase", "?"),
+        node,
+        product.get(node, "-"),
+        gpus,
+        arg("--tensor-parallel-size", "-"),
+        arg("--pipeline-parallel-size", "1"),
+    )
+
+
+def _table(rows: list[tuple[str, ...]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+    return "\n".join("   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
 def _stop_previous(local: LocalCluster) -> None:
