@@ -43,6 +43,7 @@ class GpuPool:
     node_selector: tuple[tuple[str, str], ...] = field(default=())
     gpus_used: int = 0
     held_gpus: int | None = None  # node in an outage grace period: only these (own pods') GPUs count
+    elastic_pool: str = ""  # a node a node autoscaler can add (planning.capacity), not one that exists
 
     @property
     def gpus_free(self) -> int:
