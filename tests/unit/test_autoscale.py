@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pytest
 
@@ -270,3 +271,36 @@ def test_planning_module_is_pure() -> None:
 def _reversals(counts: list[int]) -> int:
     directions = [b - a for a, b in itertools.pairwise(counts) if b != a]
     return sum(1 for a, b in itertools.pairwise(directions) if (a > 0) != (b > 0))
+
+
+def test_measured_cold_start_lengthens_the_scale_down_window() -> None:
+    policy = AutoscalePolicy(
+        min_replicas=1, max_replicas=8, target_queue_length=4, replica_concurrency=16, cold_start_seconds=400
+    )
+    assert policy.down_window_seconds == 6 * 400
+    state = ScalerState()
+    for now in (0.0, 15.0):  # a burst wants 4 replicas
+        decision = decide(QueueSample(100, 64, now), policy, state, now, ObservedReplicas(4, 4))
+        state = decision.state
+    # ten minutes later the queue is gone: the plain 300 s window would allow a scale-down
+    idle = decide(QueueSample(0, 0, 615.0), policy, state, 615.0, ObservedReplicas(4, 4))
+    assert idle.replicas == 4 and "2400s down-stabilization window" in idle.reason
+    unmeasured = replace(policy, cold_start_seconds=0.0)
+    assert decide(QueueSample(0, 0, 615.0), unmeasured, state, 615.0, ObservedReplicas(4, 4)).replicas == 3
+
+
+def test_cold_start_is_the_median_from_pod_creation_to_ready() -> None:
+    from glm_operator.planning.coldstart import measured_cold_start
+
+    def pod(created: str, ready: str | None) -> dict[str, Any]:
+        conditions = [{"type": "Ready", "status": "True", "lastTransitionTime": ready}] if ready else []
+        return {"metadata": {"creationTimestamp": created}, "status": {"conditions": conditions}}
+
+    pods = [
+        pod("2026-11-30T10:00:00Z", "2026-11-30T10:05:00Z"),
+        pod("2026-11-30T10:00:00Z", "2026-11-30T10:07:00Z"),
+        pod("2026-11-30T10:00:00Z", "2026-11-30T10:20:00Z"),
+        pod("2026-11-30T10:00:00Z", None),  # still starting: not a sample
+    ]
+    assert measured_cold_start(pods) == 420.0
+    assert measured_cold_start([]) == 0.0

@@ -192,7 +192,7 @@ def test_namespaced_mode(helm: Path) -> None:
     docs = documents(render(helm, "--set", "watchNamespaces={llm,llm-staging}").stdout)
     (cluster_role,) = by_kind(docs, "ClusterRole")
     cluster_resources = {resource for rule in cluster_role["rules"] for resource in rule["resources"]}
-    assert cluster_resources == {"nodes", "namespaces", "customresourcedefinitions"}
+    assert cluster_resources == {"nodes", "namespaces", "customresourcedefinitions", "nodepools"}
     roles = {
         (role["metadata"]["namespace"], role["metadata"]["name"]): role for role in by_kind(docs, "Role")
     }

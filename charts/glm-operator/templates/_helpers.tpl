@@ -131,6 +131,10 @@ each watched namespace's Role. No Secrets: the operator never reads them.
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["get", "list", "watch"]
+# Karpenter NodePools: GPU capacity the node autoscaler can still add (read only).
+- apiGroups: ["karpenter.sh"]
+  resources: ["nodepools"]
+  verbs: ["get", "list", "watch"]
 {{- end }}
 
 {{/* Name of the leader-election Role and RoleBinding: the full name, shortened to keep 63 characters. */}}

@@ -902,6 +902,16 @@ class PlanVariant(_APIModel):
     )
     max_num_seqs: int = Field(..., ge=1, description="vLLM --max-num-seqs of this variant.")
     replicas: int = Field(0, ge=0, description="Replicas placed on this GPU type.")
+    new_node_replicas: int = Field(
+        0,
+        ge=0,
+        description="Of replicas, those that wait for nodes a node autoscaler adds (Karpenter NodePool, "
+        "declared node group): their pods stay Pending until the node is up.",
+    )
+    node_pools: list[str] = Field(
+        default_factory=list,
+        description="Node autoscaler pools this variant can grow into, e.g. 'NodePool gpu-h100'.",
+    )
     reason: str | None = Field(None, description="Why this configuration was chosen.")
     checkpoint: str | None = Field(
         None,

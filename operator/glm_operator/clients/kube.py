@@ -47,6 +47,7 @@ KINDS: dict[tuple[str, str], KindInfo] = {
         "/apis/rbac.authorization.k8s.io/v1", "rolebindings"
     ),
     (f"{GROUP}/{VERSION}", "GLMGateway"): KindInfo(f"/apis/{GROUP}/{VERSION}", "glmgateways"),
+    ("karpenter.sh/v1", "NodePool"): KindInfo("/apis/karpenter.sh/v1", "nodepools", namespaced=False),
 }
 
 

@@ -62,6 +62,18 @@ def register(subparsers: Any) -> None:
         help="how long replicas keep their place on NotReady/Unknown GPU nodes before they are re-planned",
     )
     p.add_argument(
+        "--node-groups-file",
+        default=_env("NODE_GROUPS_FILE"),
+        help="YAML file declaring node groups of autoscalers other than Karpenter (cluster autoscaler, "
+        "GKE node auto-provisioning): nodeGroups: [{name, gpuProduct, gpusPerNode, maxNodes, nodeSelector}]",
+    )
+    p.add_argument(
+        "--node-provisioning-grace-seconds",
+        type=float,
+        default=600.0,
+        help="seconds a pod waiting for a node that an autoscaler launches keeps its place in the plan",
+    )
+    p.add_argument(
         "--leader-election",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -94,8 +106,29 @@ def config_from_args(args: argparse.Namespace) -> OperatorConfig:
         leader_election=args.leader_election,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
+        node_groups=load_node_groups(args.node_groups_file),
+        node_provisioning_grace_seconds=args.node_provisioning_grace_seconds,
         **extra,
     )
+
+
+def load_node_groups(path: str | None) -> dict[str, Any] | None:
+    """Read and check the node-groups file; a bad file stops the operator with the reason."""
+    if not path:
+        return None
+    import yaml
+
+    from glm_operator.planning.pools import NodeGroupsError, parse_node_groups
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = yaml.safe_load(f) or {}
+        if not isinstance(doc, dict):
+            raise NodeGroupsError("the file must be a mapping with a nodeGroups list")
+        parse_node_groups(doc)
+    except (OSError, yaml.YAMLError, NodeGroupsError) as exc:
+        raise SystemExit(f"--node-groups-file {path}: {exc}") from None
+    return doc
 
 
 def load_kube_config() -> None:
@@ -111,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
     import kopf
 
     import glm_operator.handlers.gateway
+    import glm_operator.handlers.nodepools
     import glm_operator.handlers.watches  # noqa: F401 - registers the kopf handlers
     from glm_operator.clients.kube import KubeClient
     from glm_operator.controller import metrics

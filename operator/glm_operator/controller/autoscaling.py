@@ -24,6 +24,8 @@ from glm_operator.controller.desired import served_model_name
 from glm_operator.controller.reconcile import now_rfc3339
 from glm_operator.controller.workqueue import Key
 from glm_operator.planning.autoscale import AutoscalePolicy, ObservedReplicas, ScalerState, decide
+from glm_operator.planning.capacity import ElasticCapacityInput, observed_capacity
+from glm_operator.planning.coldstart import measured_cold_start
 from glm_operator.planning.conditions import MetricsStatus
 from glm_operator.planning.nodes import parse_gpu_pools
 from glm_operator.planning.placement import plan_placement
@@ -87,12 +89,23 @@ class Autoscaler:
         max_replicas: int,
         nodes: list[dict[str, Any]],
         gpus_used: dict[str, dict[str, int]],
+        elastic: ElasticCapacityInput,
+        pods: list[dict[str, Any]],
     ) -> tuple[int, float]:
-        """Replicas the GPU pools can host (planner with replicas=max) and one replica's concurrency.
+        """Replicas the GPU pools and what node autoscalers can add host (planner with replicas=max)
+        and one replica's concurrency.
 
         CPU-heavy at 1,000 nodes: runs in a thread, on a snapshot of the caches."""
-        pools = parse_gpu_pools(nodes, gpus_used)
-        request = placement_request_from_spec({**spec, "replicas": max_replicas}, pools)
+        capacity = observed_capacity(
+            parse_gpu_pools(nodes, gpus_used),
+            nodes,
+            elastic,
+            pods,
+            now_rfc3339(),
+            max_replicas,
+            bool((spec.get("gpu") or {}).get("allowMultiNode")),
+        )
+        request = placement_request_from_spec({**spec, "replicas": max_replicas}, capacity.pools)
         plan = plan_placement(request)
         placed = [v for v in plan.variants if v.replicas > 0] or list(plan.variants)
         concurrency = max((float(v.max_num_seqs) for v in placed), default=1.0)
@@ -107,14 +120,22 @@ class Autoscaler:
         assert spec.autoscaling is not None
         spec_dict = spec.model_dump(by_alias=True, exclude_none=True)
         status = dict(body.get("status") or {})
+        # its pods: those waiting for a node being launched keep their GPUs in the capacity
+        pods = self.op.cache.owned.pods_of(key)
         capacity, concurrency = await asyncio.to_thread(
             self._capacity_and_concurrency,
             spec_dict,
             spec.autoscaling.max_replicas,
             list(self.op.cache.nodes.values()),
             self.op.cache.gpus_used(exclude_owner=key),
+            self.op.nodepools.elastic_input(self.op.config),
+            pods,
         )
-        policy = AutoscalePolicy.from_spec(spec_dict["autoscaling"], replica_concurrency=concurrency)
+        policy = AutoscalePolicy.from_spec(
+            spec_dict["autoscaling"],
+            replica_concurrency=concurrency,
+            cold_start_seconds=measured_cold_start(pods),
+        )
         auto_status = dict(status.get("autoscaler") or {})
         try:
             state = ScalerState.from_dict(json.loads(auto_status.get("state") or "{}"))

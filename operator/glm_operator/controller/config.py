@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE as DEFAULT_VLLM_IMAGE
 from glm_operator.planning.outages import DEFAULT_NODE_GRACE_SECONDS
@@ -36,3 +38,7 @@ class OperatorConfig:
     identity: str = field(default_factory=default_identity)
     metrics_port: int | None = None  # operator's own /metrics; None = off
     metrics_host: str = "0.0.0.0"
+    # Node groups of autoscalers other than Karpenter (--node-groups-file; planning.pools), and how
+    # long a pod waiting for a new node keeps its place in the plan (planning.capacity).
+    node_groups: Mapping[str, Any] | None = None
+    node_provisioning_grace_seconds: float = 600.0

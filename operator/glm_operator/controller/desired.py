@@ -38,6 +38,13 @@ from pydantic import ValidationError
 from glm_operator.api.v1alpha1 import GLMDeploymentSpec, spec_from_dict
 from glm_operator.catalog.vllm import ServingDefaults
 from glm_operator.planning.compatibility import check_request_image, request_model
+from glm_operator.planning.capacity import (
+    ElasticCapacityInput,
+    is_waiting_for_node,
+    largest_machines_note,
+    observed_capacity,
+    pool_limits_note,
+)
 from glm_operator.planning.conditions import PLANNED, MetricsStatus, get_condition, summarize
 from glm_operator.planning.diagnosis import Diagnosis, Reason, diagnose_pods
 from glm_operator.planning.fit import FitInputError
@@ -79,6 +86,7 @@ class Observed:
     metrics: MetricsStatus | None = None  # autoscaler's view of Prometheus, when autoscaling is on
     lws_available: bool = True  # LeaderWorkerSet CRD served (multi-node variants)
     node_grace_seconds: float = DEFAULT_NODE_GRACE_SECONDS  # outage a running replica waits out
+    elastic: ElasticCapacityInput = field(default_factory=ElasticCapacityInput)  # node autoscalers
 
 
 @dataclass(frozen=True)
@@ -219,6 +227,8 @@ def _variant_status(v: Variant) -> dict[str, Any]:
         "maxConcurrency": round(v.max_concurrency, 2),
         "maxNumSeqs": v.max_num_seqs,
         "replicas": v.replicas,
+        "newNodeReplicas": v.new_node_replicas,
+        "nodePools": list(v.node_pools),
         "reason": v.reason,
         "checkpoint": v.model_id + (f" --quantization {v.quantization_flag}" if v.quantization_flag else ""),
         "notes": list(v.notes),
@@ -236,6 +246,13 @@ def plan_summary(plan: Plan) -> str:
         if v.replicas > 0
     ]
     text = ", ".join(parts) or "0 replicas"
+    waiting = [
+        f"{v.new_node_replicas} on new nodes from {', '.join(v.node_pools)}"
+        for v in plan.variants
+        if v.new_node_replicas
+    ]
+    if waiting:
+        text += f" ({'; '.join(waiting)})"
     if plan.shortfall_replicas:
         text += f"; {plan.shortfall_replicas} replica(s) short of GPUs"
     return text
@@ -297,7 +314,11 @@ def compute_desired(observed: Observed) -> Desired:
     outages = node_outages(observed.nodes, now, observed.node_grace_seconds)
     spec_unchanged = prev_status.get("observedGeneration") == generation
     held = held_gpus(outages, observed.pods, now) if spec_unchanged else {}
-    pools = parse_gpu_pools(observed.nodes, observed.gpus_used, held)
+    capacity = observed_capacity(
+        parse_gpu_pools(observed.nodes, observed.gpus_used, held), observed.nodes, observed.elastic,
+        observed.pods, observed.now, replicas, spec.gpu.allow_multi_node,
+    )  # fmt: skip
+    pools = capacity.pools
     spec_dict = spec.model_dump(by_alias=True, exclude_none=True)
     spec_dict["replicas"] = replicas
     try:
@@ -314,6 +335,14 @@ def compute_desired(observed: Observed) -> Desired:
         message = plan_summary(plan)
         if plan.details:
             message += ". " + " ".join(plan.details[-2:])
+        machines = [largest_machines_note(capacity.elastic, r.gpu_product) for r in plan.rejected]
+        if any(machines):
+            message += (
+                " Node pools: " + "; ".join(m for m in machines if m) + ". fix: one replica must fit on one "
+                "machine: allow a GPU type with more memory per machine (gpu.products), a lower quantization "
+                "or a shorter contextLength, allowMultiNode, or give the NodePool larger instance types or "
+                "higher limits."
+            )
         desired = _failed(observed, reason, message, generation)
         status = {**desired.status, "plan": _plan_status(plan), "desiredReplicas": replicas}
         return Desired(plan=plan, objects=(), prune=(), status=status, events=desired.events)
@@ -355,7 +384,22 @@ def compute_desired(observed: Observed) -> Desired:
     if spec_unchanged and ready < planned:  # make before break: the replacement is not ready yet
         unwanted = [c for c in unwanted if _sum([c], "readyReplicas") == 0]
     prune = tuple(sorted(_child_key(c) for c in unwanted))
-    degraded: list[Diagnosis] = extra_findings + diagnose_pods(observed.pods)
+    waiting = _waiting_for_nodes(observed, placed, {w.name for w in capacity.waiting})
+    limits = pool_limits_note(capacity.elastic, [v.gpu_product for v in plan.variants])
+    if plan.shortfall_replicas and limits:
+        extra_findings.append(
+            Diagnosis(
+                reason="InsufficientGPU",
+                message=f"{plan.shortfall_replicas} of {replicas} replicas fit neither on free GPUs nor "
+                f"on the nodes the node pools can still add: {limits}.",
+                fix="raise the node pool's limits (NodePool spec.limits), allow more gpu.products, "
+                "or lower replicas / autoscaling.maxReplicas.",
+                pods=(),
+            )
+        )
+    degraded: list[Diagnosis] = extra_findings + diagnose_pods(
+        [p for p in observed.pods if str((p.get("metadata") or {}).get("name", "")) not in waiting]
+    )
     phase, conditions = summarize(
         True, "Planned", planned, ready, updated, degraded, generation,
         list(prev_status.get("conditions") or []), observed.now,
@@ -385,8 +429,22 @@ def compute_desired(observed: Observed) -> Desired:
                 Event(
                     "Warning",
                     "InsufficientGPU",
-                    f"{plan.shortfall_replicas} of {replicas} replicas cannot be placed on free GPUs; "
-                    "they are not created. Add GPU nodes, allow more gpu.products, or lower replicas.",
+                    f"{plan.shortfall_replicas} of {replicas} replicas cannot be placed on free GPUs"
+                    + (f" ({limits})" if limits else "")
+                    + "; their pods stay Pending. Add GPU nodes, allow more gpu.products, or lower replicas.",
+                )
+            )
+        new_nodes = [v for v in placed if v.new_node_replicas]
+        if new_nodes:
+            events.append(
+                Event(
+                    "Normal",
+                    "WaitingForNodes",
+                    "; ".join(
+                        f"{v.new_node_replicas} {v.gpu_product} replica(s) wait for new nodes from "
+                        f"{', '.join(v.node_pools)}"
+                        for v in new_nodes
+                    ),
                 )
             )
     previous_degraded = get_condition(prev_status.get("conditions") or [], "Degraded") or {}
@@ -421,6 +479,23 @@ def _outage_findings(held: Sequence[NodeOutage], grace: float) -> list[Diagnosis
             pods=(),
         )
     ]
+
+
+def _waiting_for_nodes(observed: Observed, placed: Sequence[Variant], waiting: set[str]) -> set[str]:
+    """Pods that wait for a node a node autoscaler launches (not a degradation, within the grace
+    period): those the capacity kept for a launching node, and per variant as many Pending pods
+    as it has replicas planned on new nodes."""
+    out = set(waiting)
+    for v in placed:
+        label = names.label_value(variant_slug(v.key))
+        pending = sorted(
+            str(p["metadata"]["name"])
+            for p in observed.pods
+            if (p.get("metadata", {}).get("labels") or {}).get(names.LABEL_VARIANT) == label
+            and is_waiting_for_node(p, observed.now, observed.elastic.grace_seconds)
+        )
+        out.update(pending[: v.new_node_replicas])
+    return out
 
 
 def _with_overflow(plan: Plan) -> list[Variant]:

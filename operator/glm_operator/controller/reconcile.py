@@ -87,6 +87,7 @@ def observe(op: Operator, namespace: str, name: str) -> tuple[Observed, list[dic
         metrics=metrics_status if body.get("spec", {}).get("autoscaling") else None,
         lws_available=op.lws_available,
         node_grace_seconds=op.config.node_grace_seconds,
+        elastic=op.nodepools.elastic_input(op.config),
     ), services
 
 

@@ -23,6 +23,7 @@ from glm_operator.controller import metrics
 from glm_operator.controller.cache import ClusterCache
 from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.leader import LeaderElector
+from glm_operator.controller.nodepools import NodePoolCache
 from glm_operator.controller.workqueue import Key, WorkQueue
 from glm_operator.render import names
 
@@ -76,6 +77,7 @@ class Operator:
         self.applied: dict[tuple[str, str, str], tuple[str, str]] = {}
         self.autoscaler: Any = None  # glm_operator.controller.autoscaling.Autoscaler when enabled
         self.lws_available = False  # LeaderWorkerSet CRD installed (multi-node variants)
+        self.nodepools = NodePoolCache()  # Karpenter NodePools: capacity node autoscalers can add
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -239,6 +241,7 @@ class Operator:
         self.lws_available = await asyncio.to_thread(self.api.api_available, "leaderworkerset.x-k8s.io/v1")
         nodes = await asyncio.to_thread(self.api.list, "v1", "Node")
         self.cache.replace_nodes(nodes)
+        await asyncio.to_thread(self.nodepools.refresh, self.api)
         for pod in await self._list("v1", "Pod"):
             self.on_pod("ADDED", pod)
         for obj in await self._list(API_VERSION, "GLMDeployment"):

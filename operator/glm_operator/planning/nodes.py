@@ -46,6 +46,7 @@ class GpuPool:
     held_gpus: int | None = None  # node in an outage grace period: only these (own pods') GPUs count
     estimated: GpuType | None = None  # not in the catalog: sized from the node's labels
     unknown_reason: str = ""  # not in the catalog and not estimable: why
+    elastic_pool: str = ""  # a node a node autoscaler can add (planning.capacity), not one that exists
 
     @property
     def gpus_free(self) -> int:

@@ -100,6 +100,8 @@ class Variant:
     reason: str
     notes: tuple[str, ...] = ()
     key: str = ""  # unique within the plan: gpu_product, + resource / labeller when one type has several
+    new_node_replicas: int = 0  # of ``replicas``, those that wait for nodes a node autoscaler adds
+    node_pools: tuple[str, ...] = ()  # the autoscaler pools (planning.pools) this variant can grow into
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -128,6 +130,8 @@ class Variant:
             "enable_expert_parallel": self.enable_expert_parallel,
             "reason": self.reason,
             "notes": list(self.notes),
+            "new_node_replicas": self.new_node_replicas,
+            "node_pools": list(self.node_pools),
         }
 
 
@@ -197,6 +201,19 @@ class _Group:
         if pp <= 1:
             return sum(f // tp for f in free)
         return sum(f // tp for f in free) // pp
+
+    def existing_capacity(self, tp: int, pp: int, when_available: bool = False) -> int:
+        """Replicas the nodes that exist now can host (without nodes an autoscaler would add)."""
+        free = [
+            p.gpus_free_when_available if when_available else p.gpus_free
+            for p in self.pools
+            if not p.elastic_pool
+        ]
+        return sum(f // tp for f in free) // max(1, pp)
+
+    @property
+    def elastic_pools(self) -> tuple[str, ...]:
+        return tuple(sorted({p.elastic_pool for p in self.pools if p.elastic_pool}))
 
     @functools.cached_property
     def _sorted_counts(self) -> tuple[int, ...]:
@@ -638,10 +655,21 @@ def plan_placement(request: PlacementRequest) -> Plan:
         g, ev, _ = item
         return g.capacity(ev.candidate.tp, ev.candidate.pp, when_available)
 
+    def existing_of(item: tuple[_Group, _Evaluated, list[_Evaluated]], when_available: bool = False) -> int:
+        g, ev, _ = item
+        return g.existing_capacity(ev.candidate.tp, ev.candidate.pp, when_available)
+
     if order:
         chosen.sort(key=lambda it: (order[it[0].gpu.name], -capacity_of(it, True)))
-    else:
-        chosen.sort(key=lambda it: (-capacity_of(it, True), -it[0].gpu.memory_gib, it[0].gpu.name))
+    else:  # nodes that exist first, then what autoscalers can add
+        chosen.sort(
+            key=lambda it: (
+                -existing_of(it, True),
+                -capacity_of(it, True),
+                -it[0].gpu.memory_gib,
+                it[0].gpu.name,
+            )
+        )
 
     variants: list[Variant] = []
     remaining = request.replicas
@@ -653,6 +681,7 @@ def plan_placement(request: PlacementRequest) -> Plan:
         capacity = capacity_of((group, ev, tried))
         take = min(remaining, capacity)
         remaining -= take
+        new_nodes = max(0, take - existing_of((group, ev, tried)))
         _, flag = _model_for(base, cand.quantization)
         reason, notes = _variant_reason(request, base, group, ev, tried, context)
         uncertain.extend(fit.uncertain)
@@ -682,9 +711,14 @@ def plan_placement(request: PlacementRequest) -> Plan:
                 enable_expert_parallel=any("expert-parallel" in n for n in fit.notes),
                 reason=reason,
                 notes=tuple(notes),
+                new_node_replicas=new_nodes,
+                node_pools=group.elastic_pools,
             )
         )
-        details.append(f"{reason} Replicas: {take} of capacity {capacity}.")
+        waiting = (
+            f" ({new_nodes} wait for new nodes from {', '.join(group.elastic_pools)})" if new_nodes else ""
+        )
+        details.append(f"{reason} Replicas: {take} of capacity {capacity}{waiting}.")
     variants = _with_unique_keys(variants)
     shortfall = max(0, remaining)
     if variants and shortfall:
