@@ -37,7 +37,6 @@ from pydantic import ValidationError
 
 from glm_operator.api.v1alpha1 import GLMDeploymentSpec, spec_from_dict
 from glm_operator.catalog.vllm import ServingDefaults
-from glm_operator.planning.compatibility import check_request_image, request_model
 from glm_operator.planning.capacity import (
     ElasticCapacityInput,
     is_waiting_for_node,
@@ -45,6 +44,7 @@ from glm_operator.planning.capacity import (
     observed_capacity,
     pool_limits_note,
 )
+from glm_operator.planning.compatibility import check_request_image, request_model
 from glm_operator.planning.conditions import PLANNED, MetricsStatus, get_condition, summarize
 from glm_operator.planning.diagnosis import Diagnosis, Reason, diagnose_pods
 from glm_operator.planning.fit import FitInputError
