@@ -34,7 +34,10 @@ vllm-flags: venv vllm ## Regenerate the extraArgs guard's flag list from vLLM's 
 contract: venv vllm ## The vLLM contract test: rendered argv, registry and engine config against real vLLM
 	$(BIN)/python -m pytest tests/contract -q
 
-deps: venv tools prometheus vllm
+# The Go builds are CPU-bound and the vLLM download is network-bound: on a cold machine they run
+# side by side (each is a no-op when cached).
+deps: venv
+	@$(MAKE) --no-print-directory -j3 tools prometheus vllm
 
 lint: venv ## ruff, mypy, import contracts
 	$(BIN)/ruff check operator tests benchmarks
@@ -58,7 +61,7 @@ cluster-down: venv ## stop the local cluster (and the e2e tests' one, if GLM_KEE
 	$(BIN)/glm-operator cluster down
 	@if [ -f .cluster-e2e/state.json ]; then $(BIN)/glm-operator cluster down --state-dir .cluster-e2e; fi
 
-demo: deps ## main job: local simulated GPU cluster, then show its GPU nodes
+demo: venv tools prometheus ## main job: local simulated GPU cluster, then show its GPU nodes
 	bash hack/demo.sh
 
 generate: venv ## regenerate committed artifacts (CRD, chart CRD copy, install.yaml)
