@@ -11,6 +11,7 @@ import yaml
 
 from glm_operator.api.v1alpha1 import spec_from_dict
 from glm_operator.controller.desired import Observed, compute_desired, total_replicas, variant_slug
+from glm_operator.controller.reconcile import own_status_fields
 from glm_operator.planning.conditions import MetricsStatus
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -216,3 +217,11 @@ def test_status_is_stable_when_nothing_changes() -> None:
 )
 def test_variant_slug(product: str, slug: str) -> None:
     assert variant_slug(product) == slug
+
+
+def test_reconcile_leaves_desired_replicas_to_a_running_autoscaler_only() -> None:
+    body = {"spec": {"autoscaling": {"minReplicas": 1, "maxReplicas": 4}}}
+    status = {"phase": "Ready", "desiredReplicas": 2, "autoscaler": {"state": {}}}
+    assert own_status_fields(body, status, autoscaler_running=True) == {"phase": "Ready"}
+    assert own_status_fields(body, status, autoscaler_running=False) == status
+    assert own_status_fields({"spec": {}}, status, autoscaler_running=True) == status

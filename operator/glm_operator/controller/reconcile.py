@@ -166,7 +166,7 @@ async def execute(
         )
         for av, kind, child in desired.prune:
             op.cache.owned.delete_child(key, av, kind, child)
-    status = own_status_fields(observed.body, desired.status)
+    status = own_status_fields(observed.body, desired.status, autoscaler_running=op.autoscaler is not None)
     if rejected:
         status = with_rejections(observed, status, rejected)
     old_status = dict(observed.body.get("status") or {})
@@ -196,11 +196,14 @@ async def execute(
     return rejected
 
 
-def own_status_fields(body: Mapping[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+def own_status_fields(
+    body: Mapping[str, Any], status: dict[str, Any], autoscaler_running: bool
+) -> dict[str, Any]:
     """The status fields reconcile writes: with ``spec.autoscaling`` the autoscaler is the only
     writer of ``desiredReplicas`` (and ``autoscaler``), so a reconcile working from an older read
-    can never revert its decision."""
-    if (body.get("spec") or {}).get("autoscaling"):
+    can never revert its decision. Without a running autoscaler (no Prometheus configured),
+    reconcile writes them itself, so ``desiredReplicas`` still shows the replica count in use."""
+    if autoscaler_running and (body.get("spec") or {}).get("autoscaling"):
         return {k: v for k, v in status.items() if k not in AUTOSCALER_FIELDS}
     return status
 
