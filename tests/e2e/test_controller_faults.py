@@ -193,6 +193,7 @@ async def reconcile_once(
     """One reconcile in this process (observe, compute, execute) against the real apiserver;
     ``between`` runs after the read and before the writes (a concurrent writer's window)."""
     op = Operator(OperatorConfig(leader_election=False, namespaces=(ns,)), api)
+    op.autoscaler = object()  # as with --prometheus-url: the autoscaler owns desiredReplicas (not started)
     try:
         await op.refresh_cluster_view()
         found = observe(op, ns, name)
