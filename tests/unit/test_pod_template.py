@@ -36,7 +36,7 @@ def test_defaults_requests_cache_and_startup_budget_follow_the_model() -> None:
     requests = container["resources"]["requests"]
     assert set(requests) == {"cpu", "memory", "ephemeral-storage", "nvidia.com/gpu"}
     gpus = int(requests["nvidia.com/gpu"])
-    assert requests["cpu"] == str(2 + 2 * gpus)
+    assert requests["cpu"] == str(1 + gpus)
     cache = next(v for v in pod["volumes"] if v["name"] == "model-cache")
     assert cache["emptyDir"]["sizeLimit"] == requests["ephemeral-storage"]
     size_gib = int(requests["ephemeral-storage"].removesuffix("Gi"))
@@ -120,7 +120,10 @@ def test_sizing_figures() -> None:
     assert sizing.default_startup_timeout_seconds(0) == 20 * 60
     assert sizing.default_startup_timeout_seconds(700) == 600 + 7000
     assert sizing.default_startup_timeout_seconds(10**6) == 24 * 3600
-    assert sizing.default_requests(10.0, 1, None) == {"cpu": "4", "memory": "19Gi"}
+    assert sizing.default_requests(10.0, 1, None) == {"cpu": "2", "memory": "7Gi"}
+    # A 1-GPU pod of GLM-4-9B (17.5 GiB of weights) fits a 4 vCPU / 16 GiB machine (g6.xlarge).
+    small = sizing.default_requests(17.5, 1, None)
+    assert int(small["cpu"]) < 4 and int(small["memory"].removesuffix("Gi")) <= 12
 
 
 def test_one_pod_disruption_budget_over_all_serving_pods() -> None:

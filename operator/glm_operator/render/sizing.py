@@ -2,10 +2,14 @@
 
 Pure arithmetic on the plan's weight figures, documented because users see the numbers:
 
-- **CPU request** ``2 + 2 x GPUs``: the API server and tokenizer, plus one worker process per GPU.
-- **memory request** ``16 GiB + 25 % of the weights the pod loads``: vLLM reads safetensors
-  through the page cache and copies shard by shard to the GPUs; the pod must not be BestEffort
-  (first to be evicted) while it does so. Users who know better set ``serving.resources``.
+- **CPU request** ``1 + 1 x GPUs``: the API server and tokenizer, plus one worker process per GPU.
+- **memory request** ``6 GiB + 10 % of the weights the pod loads``: vLLM reads safetensors
+  through the page cache (which is not the pod's request) and copies shard by shard to the GPUs;
+  the pod must not be BestEffort (first to be evicted) while it does so. Users who know better set
+  ``serving.resources``.
+- Both must fit the smallest common machine with that many GPUs, or a node autoscaler never finds
+  one: 1-GPU shapes have 4 vCPU and 16 GiB (AWS g6.xlarge/g5.xlarge, GCP g2-standard-4), of which
+  the kubelet keeps some (a 1-GPU pod of a 17.5 GiB model asks for 2 CPUs and 8 GiB).
 - **checkpoint on disk** = weights per GPU x GPUs of the replica (the whole checkpoint is downloaded
   by every pod of an hf:// source); the default cache emptyDir and its ephemeral-storage request
   are that plus 10 %.
@@ -35,8 +39,8 @@ def default_requests(
 ) -> dict[str, str]:
     """CPU/memory requests for one pod, and ephemeral storage when it downloads into an emptyDir."""
     requests = {
-        "cpu": str(2 + 2 * gpus_per_pod),
-        "memory": gib(16 + 0.25 * weights_gib_per_gpu * gpus_per_pod),
+        "cpu": str(1 + gpus_per_pod),
+        "memory": gib(6 + 0.10 * weights_gib_per_gpu * gpus_per_pod),
     }
     if cache_gib is not None:
         requests["ephemeral-storage"] = gib(cache_gib * 1.1)
