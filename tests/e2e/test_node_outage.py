@@ -5,7 +5,9 @@ A kubelet that stops posting status is simulated on KWOK nodes: the node is rele
 Unknown, as the node lifecycle controller does. Bringing it back hands it to KWOK again, which
 reports Ready. The operator runs with ``--node-grace-seconds`` from conftest (short, so the test
 can wait it out; the resync plays no part: the re-plan at the end of the grace is requeued by
-the reconcile itself).
+the reconcile itself). The test takes GPU nodes away, and needs every H100 and A100 GPU free: it
+runs on a cluster of its own, so what other tests leave behind (or an apiserver outage they
+caused) cannot decide its outcome.
 """
 
 from __future__ import annotations
@@ -13,17 +15,34 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from .conftest import NODE_GRACE_SECONDS, E2ECluster, RunningOperator
+from glm_operator.testing.cluster import LocalCluster
+
+from .conftest import NODE_GRACE_SECONDS, NODES, E2ECluster, RunningOperator, delete_namespace
 from .test_controller import apply, children, condition, get, glmd, manifest, phase_is, wait_for
 
 pytestmark = pytest.mark.e2e
 H100_NODES = ("h100-sxm-0", "h100-sxm-1", "h100-sxm-2", "h100-sxm-3")  # every H100 node of the fixture
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 BLIP_SECONDS = 60
+
+
+@pytest.fixture(scope="module")
+def outage_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[E2ECluster, RunningOperator]]:
+    local = LocalCluster(state_dir=tmp_path_factory.mktemp("outage-cluster"))
+    local.up(nodes=[NODES])
+    operator = RunningOperator(local, tmp_path_factory.mktemp("outage-operator"))
+    try:
+        operator.install()
+        operator.start("--node-grace-seconds", str(NODE_GRACE_SECONDS))
+        yield E2ECluster(local), operator
+    finally:
+        operator.stop()
+        local.down()
 
 
 def take_down(cluster: E2ECluster, nodes: tuple[str, ...]) -> None:
@@ -81,8 +100,17 @@ def sticky(name: str) -> dict[str, Any]:
 
 
 def test_a_60s_h100_blip_keeps_children_and_pods_and_past_the_grace_it_replans(
-    cluster: E2ECluster, operator: RunningOperator, ns: str
+    outage_cluster: tuple[E2ECluster, RunningOperator],
 ) -> None:
+    cluster, _ = outage_cluster
+    ns = cluster.namespace("ctl-outage")
+    try:
+        blip_then_outage(cluster, ns)
+    finally:
+        delete_namespace(cluster, ns)
+
+
+def blip_then_outage(cluster: E2ECluster, ns: str) -> None:
     apply(cluster, ns, sticky("sticky"))
     wait_for(phase_is(cluster, ns, "sticky", "Ready"), 120, "Ready")
     deployments = child_uids(cluster, ns, "sticky")

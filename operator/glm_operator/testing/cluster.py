@@ -321,14 +321,23 @@ class LocalCluster:
     def start_component(
         self, name: str, argv: Sequence[str], env: dict[str, str], info: dict[str, object]
     ) -> int:
-        """Start an optional component (own process group, log in logs/<name>.log) and record it.
+        """Start an optional component (own process group, log in logs/<name>.log, restarted when
+        it exits) and record it.
 
         ``info`` (ports and the like) is kept in the state beside the pid. ``down()`` stops it;
         ``stop_extra_processes()`` does not (a reused cluster keeps its components).
         """
         log = open(self.state_dir / "logs" / f"{name}.log", "ab")  # noqa: SIM115 - owned by the child
+        # Restarted when it exits, as a kubelet restarts a controller's pod: controller-runtime
+        # managers exit on purpose when they lose their leader election (e.g. an apiserver outage).
+        supervised = [
+            "bash",
+            "-c",
+            'while true; do "$@"; echo "exited $?, restarting" >&2; sleep 2; done',
+            name,
+        ]
         proc = subprocess.Popen(
-            list(argv),
+            [*supervised, *argv],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
