@@ -17,6 +17,7 @@ from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.desired import Desired, compute_desired
 from glm_operator.controller.reconcile import execute, observe
 from glm_operator.controller.runtime import Operator
+from glm_operator.planning.conditions import MetricsStatus
 from glm_operator.testing.faults import ApiserverOutage
 
 from .conftest import E2ECluster, RunningOperator, delete_namespace
@@ -187,13 +188,20 @@ def test_a_child_the_apiserver_rejects_makes_the_glmdeployment_degraded_with_its
     wait_for(created, 60, "child created and ChildRejected cleared once the policy is gone")
 
 
+class AutoscalerRunning:
+    """Stands for the autoscaler loop of an operator run with Prometheus (not started here)."""
+
+    def metrics_status(self, key: tuple[str, str]) -> MetricsStatus:
+        return MetricsStatus(True, "QueueMetricsAvailable", "the queue metrics were read")
+
+
 async def reconcile_once(
     api: KubeClient, ns: str, name: str, between: Callable[[Desired], None] | None = None
 ) -> None:
     """One reconcile in this process (observe, compute, execute) against the real apiserver;
     ``between`` runs after the read and before the writes (a concurrent writer's window)."""
     op = Operator(OperatorConfig(leader_election=False, namespaces=(ns,)), api)
-    op.autoscaler = object()  # as with --prometheus-url: the autoscaler owns desiredReplicas (not started)
+    op.autoscaler = AutoscalerRunning()  # as with --prometheus-url: the autoscaler owns desiredReplicas
     try:
         await op.refresh_cluster_view()
         found = observe(op, ns, name)
