@@ -32,7 +32,7 @@ def install_crd(cluster: E2ECluster) -> None:
     cluster.kubectl(
         "apply", "--server-side", "--force-conflicts", "--field-manager=glm-e2e-crd", "-f", str(CRD_FILE)
     )
-    cluster.kubectl("wait", "--for=condition=Established", f"crd/{CRD_NAME}", "--timeout=60s")
+    cluster.local.wait_crds_established(CRD_NAME)
 
 
 @pytest.fixture(scope="module")

@@ -410,6 +410,21 @@ class LocalCluster:
     ) -> subprocess.CompletedProcess[str]:
         return self.run_tool("kubectl", *args, input=input, check=check, timeout=timeout)
 
+    def wait_crds_established(self, *names: str, timeout: float = 60) -> None:
+        """Poll until every named CRD is Established. (``kubectl wait --for=condition=Established``
+        fails at once on a CRD created a moment ago, whose status has no conditions yet.)"""
+        deadline = time.monotonic() + timeout
+        pending = list(names)
+        while pending:
+            query = '{.status.conditions[?(@.type=="Established")].status}'
+            res = self.kubectl("get", f"crd/{pending[0]}", "-o", f"jsonpath={query}", check=False)
+            if res.returncode == 0 and res.stdout.strip() == "True":
+                pending.pop(0)
+                continue
+            if time.monotonic() > deadline:
+                raise ClusterError(f"CRD {pending[0]} not Established within {timeout:.0f}s")
+            time.sleep(0.2)
+
     def helm(
         self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:

@@ -54,9 +54,7 @@ class KarpenterProvider:
             )
         for crd in sorted(self.crd_dir.glob("*.yaml")):
             self.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd))
-        self.cluster.kubectl(
-            "wait", "--for=condition=Established", *(f"crd/{c}" for c in CRDS), "--timeout=60s"
-        )
+        self.cluster.wait_crds_established(*CRDS)
         self.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(self.nodepools))
 
     def start(self, timeout: float = 90.0) -> None:

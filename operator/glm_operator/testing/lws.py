@@ -117,9 +117,7 @@ class LeaderWorkerSetController:
     def _install_crds_and_rbac(self) -> None:
         files = [f"--filename={self.config_dir / crd}" for crd in CRD_FILES]
         self.cluster.kubectl("apply", "--server-side", "--force-conflicts", *files)
-        self.cluster.kubectl(
-            "wait", "--for=condition=Established", *(f"crd/{n}" for n in CRD_NAMES), "--timeout=60s"
-        )
+        self.cluster.wait_crds_established(*CRD_NAMES)
         self.cluster.kubectl(
             "apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(self._rbac())
         )

@@ -75,9 +75,7 @@ class RunningOperator:
         self.cluster.kubectl(
             "apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(wanted)
         )
-        self.cluster.kubectl(
-            "wait", "--for=condition=Established", "crd/glmdeployments.inference.glm.dev", "--timeout=60s"
-        )
+        self.cluster.wait_crds_established("glmdeployments.inference.glm.dev")
         token = self.cluster.kubectl(
             "create", "token", service_account, "-n", namespace, "--duration=6h"
         ).stdout.strip()
