@@ -81,9 +81,9 @@ def cluster() -> Iterator[E2ECluster]:
     E2E_STATE_DIR.mkdir(parents=True, exist_ok=True)
     started = local.up(nodes=[NODES])
     local.stop_extra_processes()  # a reused cluster's extra processes would compete for the Lease
-    LeaderWorkerSetController(local).up()
     e2e = E2ECluster(local)
     try:
+        LeaderWorkerSetController(local).up()
         yield e2e
     finally:
         if started and not os.environ.get("GLM_KEEP_CLUSTER"):
