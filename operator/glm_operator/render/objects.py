@@ -117,9 +117,14 @@ def template_environment() -> jinja2.Environment:
     return env
 
 
+# libyaml's safe loader parses the rendered objects ~10x faster than the pure-Python one (it was
+# two thirds of a reconcile's CPU); both build the same plain dicts.
+_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _render(template_name: str, values: Mapping[str, Any]) -> dict[str, Any]:
     text = template_environment().get_template(template_name).render(**values)
-    obj = yaml.safe_load(text)
+    obj = yaml.load(text, Loader=_SAFE_LOADER)
     if not isinstance(obj, dict):
         raise ValueError(f"{template_name} did not render to a mapping")
     return obj
