@@ -53,8 +53,16 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--running-query", default=DEFAULT_RUNNING_QUERY, help="PromQL template for running requests"
     )
-    p.add_argument("--resync-seconds", type=float, default=60.0, help="full re-list and re-plan period")
-    p.add_argument("--workers", type=int, default=8, help="concurrent reconciles")
+    p.add_argument(
+        "--resync-seconds",
+        type=float,
+        default=OperatorConfig.resync_seconds,
+        help="every GLMDeployment is reconciled again from the cache and its children re-applied "
+        "this often (repairs drift no watch event shows; watches drive everything else)",
+    )
+    p.add_argument(
+        "--workers", type=int, default=OperatorConfig.workers, help="concurrent reconciles (I/O-bound: cheap)"
+    )
     p.add_argument(
         "--node-grace-seconds",
         type=float,

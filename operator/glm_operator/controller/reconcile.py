@@ -178,17 +178,7 @@ async def execute(
     events = list(desired.events)
     if rejected and _status_changed(old_status, status):
         events += [Event("Warning", "ChildRejected", _rejection_message(r)) for r in rejected]
-    for event in events:
-        try:
-            await asyncio.to_thread(
-                op.api.create_event,
-                observed.body,
-                reason=event.reason,
-                message=event.message,
-                type_=event.type,
-            )
-        except Exception as exc:  # an Event is best effort; never fail the reconcile for it
-            log.info("event %s on %s/%s not posted: %s", event.reason, namespace, name, exc)
+    op.post_events(observed.body, events)
     if desired.plan is not None:
         metrics.PLAN_FITS.labels(namespace, name).set(1 if desired.plan.fits else 0)
         for v in desired.plan.variants:

@@ -29,6 +29,8 @@ from glm_operator.render import names
 
 log = logging.getLogger(__name__)
 
+EVENT_SENDERS = 4  # Event posts in flight at once
+
 
 def owner_key(obj: dict[str, Any]) -> Key | None:
     """The GLMDeployment a child object or pod belongs to, from our labels."""
@@ -78,6 +80,10 @@ class Operator:
         self.autoscaler: Any = None  # glm_operator.controller.autoscaling.Autoscaler when enabled
         self.lws_available = False  # LeaderWorkerSet CRD installed (multi-node variants)
         self.nodepools = NodePoolCache()  # Karpenter NodePools: capacity node autoscalers can add
+        # Events are posted in the background (as client-go's event recorder does): a reconcile
+        # does not wait for them, at most EVENT_SENDERS are in flight.
+        self._event_slots = asyncio.Semaphore(EVENT_SENDERS)
+        self._event_tasks: set[asyncio.Task[None]] = set()
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -209,6 +215,37 @@ class Operator:
     @property
     def is_leader(self) -> bool:
         return self.elector is None or self.elector.may_write()
+
+    # -- Events ------------------------------------------------------------------------------
+    def post_events(self, body: dict[str, Any] | Any, events: list[Any]) -> None:
+        """Post ``events`` (``desired.Event``) about ``body`` in order, without waiting; best
+        effort: a failure is logged at info and never fails the reconcile."""
+        if not events:
+            return
+        task = asyncio.create_task(self._post_events(body, list(events)))
+        self._event_tasks.add(task)
+        task.add_done_callback(self._event_tasks.discard)
+
+    async def _post_events(self, body: Any, events: list[Any]) -> None:
+        meta = body.get("metadata") or {}
+        async with self._event_slots:
+            for event in events:
+                try:
+                    await asyncio.to_thread(
+                        self.api.create_event,
+                        body,
+                        reason=event.reason,
+                        message=event.message,
+                        type_=event.type,
+                    )
+                except Exception as exc:
+                    log.info(
+                        "event %s on %s/%s not posted: %s",
+                        event.reason,
+                        meta.get("namespace"),
+                        meta.get("name"),
+                        summarize_api_error(exc).line(),
+                    )
 
     # -- cluster view ------------------------------------------------------------------------
     def _plain_namespaces(self) -> list[str] | None:
