@@ -25,7 +25,7 @@ import ssl
 import subprocess
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,8 @@ def default_state_dir() -> Path:
 class LocalCluster:
     state_dir: Path = field(default_factory=default_state_dir)
     bin_dir: Path = field(default_factory=default_bin_dir)
+    # component -> flags appended to its command line (e.g. a benchmark's node-monitor grace)
+    extra_args: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     @property
     def kubeconfig(self) -> Path:
@@ -150,7 +152,7 @@ class LocalCluster:
         def start(name: str, args: list[str]) -> None:
             log = open(sd / "logs" / f"{name}.log", "wb")  # noqa: SIM115 - owned by the child
             proc = subprocess.Popen(
-                [str(self.bin_dir / name), *args],
+                [str(self.bin_dir / name), *args, *self.extra_args.get(name, ())],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
