@@ -28,7 +28,7 @@ class OperatorConfig:
     waiting_query: str = DEFAULT_WAITING_QUERY
     running_query: str = DEFAULT_RUNNING_QUERY
     resync_seconds: float = 600.0
-    workers: int = 16
+    workers: int = 32
     # Replicas on NotReady/Unknown GPU nodes keep their place this long (glm_operator.planning.outages).
     node_grace_seconds: float = DEFAULT_NODE_GRACE_SECONDS
     planning_timeout_seconds: float = 30.0  # one GLMDeployment's plan; past it: retried with backoff

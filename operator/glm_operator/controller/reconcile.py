@@ -121,6 +121,7 @@ class Rejection:
 
 
 REJECTED_STATUSES = frozenset({400, 413, 422, 500})
+SLOW_APPLY_SECONDS = 0.5  # an apply still running after this finishes in the background
 
 
 async def execute(
@@ -136,16 +137,29 @@ async def execute(
     to_apply = []
     for obj in desired.objects:
         memo_key = (namespace, obj["kind"], obj["metadata"]["name"])
+        if memo_key in op.pending_applies:
+            continue  # its apply is still on the wire; when it returns the key is reconciled again
         digest = object_digest(obj)
         current = existing.get((obj["kind"], obj["metadata"]["name"]))
         if current is None or op.applied.get(memo_key) != (digest, current):
             to_apply.append((memo_key, digest, obj))
-    results = await asyncio.gather(
-        *(asyncio.to_thread(op.api.apply, obj) for _, _, obj in to_apply), return_exceptions=True
-    )
+    tasks = [asyncio.ensure_future(asyncio.to_thread(op.api.apply, obj)) for _, _, obj in to_apply]
+    # A slow apply (a Service waits for its ClusterIP allocation, seconds on a busy apiserver)
+    # does not hold the worker: after SLOW_APPLY_SECONDS it finishes in the background and its
+    # completion re-queues the key. At most ``max_pending_applies`` do so; beyond that a reconcile
+    # waits, so a slow apiserver slows the operator down instead of piling up requests.
+    wait_for = None if len(op.pending_applies) >= op.max_pending_applies else SLOW_APPLY_SECONDS
+    if tasks:
+        await asyncio.wait(tasks, timeout=wait_for)
     rejected: list[Rejection] = []
     failure: BaseException | None = None
-    for (memo_key, digest, obj), result in zip(to_apply, results, strict=True):
+    pending = False
+    for (memo_key, digest, obj), task in zip(to_apply, tasks, strict=True):
+        if not task.done():
+            pending = True
+            op.track_pending_apply(key, memo_key, digest, task)
+            continue
+        result = task.exception() or task.result()
         if isinstance(result, BaseException):
             summary = summarize_api_error(result)
             if summary.status in REJECTED_STATUSES:
@@ -157,7 +171,7 @@ async def execute(
         op.cache.owned.set_child(key, result)  # the next reconcile sees what was just written
     if failure is not None:
         raise failure
-    if not rejected:  # never prune while the replacement was refused
+    if not rejected and not pending:  # never prune while a replacement was refused or is on its way
         await asyncio.gather(
             *(
                 asyncio.to_thread(op.api.delete, av, kind, namespace, child)

@@ -77,6 +77,9 @@ class Operator:
         # (namespace, kind, name) -> (digest of the object last applied, the version the apply
         # returned); see reconcile
         self.applied: dict[tuple[str, str, str], tuple[str, str]] = {}
+        # applies that outlived their reconcile (see reconcile.execute): memo key -> the request
+        self.pending_applies: dict[tuple[str, str, str], asyncio.Future[Any]] = {}
+        self.max_pending_applies = config.workers
         self.autoscaler: Any = None  # glm_operator.controller.autoscaling.Autoscaler when enabled
         self.lws_available = False  # LeaderWorkerSet CRD installed (multi-node variants)
         self.nodepools = NodePoolCache()  # Karpenter NodePools: capacity node autoscalers can add
@@ -90,7 +93,9 @@ class Operator:
         # Blocking apiserver calls run in threads (asyncio.to_thread): size the pool to the
         # workers, or reconciles queue for a thread (the default pool is cores + 4).
         asyncio.get_running_loop().set_default_executor(
-            concurrent.futures.ThreadPoolExecutor(max_workers=max(8, 3 * self.config.workers))
+            concurrent.futures.ThreadPoolExecutor(
+                max_workers=max(8, 3 * self.config.workers) + self.max_pending_applies
+            )
         )
         while True:  # the apiserver may be away while this replica (re)starts
             try:
@@ -215,6 +220,40 @@ class Operator:
     @property
     def is_leader(self) -> bool:
         return self.elector is None or self.elector.may_write()
+
+    # -- applies that finish in the background -------------------------------------------------
+    def track_pending_apply(
+        self, key: Key, memo_key: tuple[str, str, str], digest: str, task: asyncio.Future[Any]
+    ) -> None:
+        """Record the result of an apply that outlived its reconcile, then reconcile ``key`` again
+        (a failure with backoff: the next reconcile sends it again and reports a rejection)."""
+        from glm_operator.controller.reconcile import child_version
+
+        self.pending_applies[memo_key] = task
+
+        def done(task: asyncio.Future[Any]) -> None:
+            self.pending_applies.pop(memo_key, None)
+            if task.cancelled():
+                return
+            exc = task.exception()
+            if exc is not None:
+                summary = summarize_api_error(exc)
+                delay = self.queue.add_rate_limited(key, summary.retry_after)
+                log.warning(
+                    "apply %s %s/%s failed: %s; retry in %.2f s",
+                    memo_key[1],
+                    memo_key[0],
+                    memo_key[2],
+                    summary.line(),
+                    delay,
+                )
+                return
+            result = task.result()
+            self.applied[memo_key] = (digest, child_version(result))
+            self.cache.owned.set_child(key, result)
+            self.queue.add(key)
+
+        task.add_done_callback(done)
 
     # -- Events ------------------------------------------------------------------------------
     def post_events(self, body: dict[str, Any] | Any, events: list[Any]) -> None:

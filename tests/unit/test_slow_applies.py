@@ -1,0 +1,97 @@
+"""A slow child apply does not hold a reconcile worker (reconcile.execute, in-process).
+
+The apiserver is a stand-in here so the test can hold one apply on purpose; every e2e test runs
+the same path against the real kube-apiserver (Service applies there often outlive 0.5 s on a
+busy machine).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import threading
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from glm_operator.controller.config import OperatorConfig
+from glm_operator.controller.reconcile import reconcile
+from glm_operator.controller.runtime import Operator
+
+ROOT = Path(__file__).resolve().parents[2]
+NODES = yaml.safe_load((ROOT / "tests" / "fixtures" / "gpu-cluster.yaml").read_text())["items"]
+
+
+class SlowServiceApi:
+    """Applies succeed at once, except Services, which wait until ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.applied: list[str] = []
+        self.status_writes = 0
+        self.on_request = None
+        self.may_write = None
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        if obj["kind"] == "Service":
+            assert self.release.wait(10)
+        self.applied.append(obj["kind"])
+        out = copy.deepcopy(obj)
+        out["metadata"].update(resourceVersion="7", generation=1, uid=f"uid-{obj['kind']}")
+        return out
+
+    def patch_status(
+        self, namespace: str, name: str, status: dict[str, Any], rv: str | None
+    ) -> dict[str, Any]:
+        self.status_writes += 1
+        return {**BODY, "status": status, "metadata": {**BODY["metadata"], "resourceVersion": "8"}}
+
+    def create_event(self, *_: Any, **__: Any) -> None:
+        pass
+
+    def delete(self, *_: Any) -> bool:
+        return True
+
+
+BODY: dict[str, Any] = {
+    "apiVersion": "inference.glm.dev/v1alpha1",
+    "kind": "GLMDeployment",
+    "metadata": {"name": "g", "namespace": "llm", "uid": "uid-1", "generation": 1, "resourceVersion": "5"},
+    "spec": {"model": {"id": "zai-org/GLM-4.5-Air"}, "contextLength": 32768},
+}
+
+
+def test_a_slow_service_apply_finishes_in_the_background_and_requeues_the_key() -> None:
+    async def scenario() -> None:
+        api = SlowServiceApi()
+        op = Operator(OperatorConfig(leader_election=False, workers=2), api=api)  # type: ignore[arg-type]
+        op.cache.replace_nodes(NODES)
+        op.cache.owned.set_glmdeployment(copy.deepcopy(BODY))
+        key = ("llm", "g")
+
+        rejected = await asyncio.wait_for(reconcile(op, *key), 5)
+
+        # The reconcile returned with the Service still on the wire: the workload was applied,
+        # the status written, and the Service is tracked, not sent twice.
+        assert rejected == []
+        assert "Deployment" in api.applied and "Service" not in api.applied
+        assert api.status_writes == 1
+        service_key = ("llm", "Service", "g")
+        assert service_key in op.pending_applies
+        assert len(op.queue) == 0
+
+        await asyncio.wait_for(reconcile(op, *key), 5)  # e.g. a pod event meanwhile
+        assert api.applied.count("Service") == 0 and len(op.pending_applies) == 1
+
+        api.release.set()
+        for _ in range(100):
+            if not op.pending_applies:
+                break
+            await asyncio.sleep(0.05)
+        assert not op.pending_applies
+        assert api.applied.count("Service") == 1
+        assert op.applied[service_key][1] == "7"  # its resourceVersion, from the apply's answer
+        assert len(op.queue) == 1  # reconciled again now that the Service exists
+
+    asyncio.run(scenario())
