@@ -172,7 +172,9 @@ def run(args: argparse.Namespace) -> int:
     # One HTTP connection per reconcile thread (see Operator.start); the default pool of
     # cores x 5 made concurrent reconciles discard connections and redo TLS handshakes.
     api_config = kube_client.Configuration.get_default_copy()
-    api_config.connection_pool_maxsize = max(8, 3 * config.workers) + config.workers + 4  # + pending applies
+    api_config.connection_pool_maxsize = (
+        max(8, 3 * config.workers) + config.workers + 8
+    )  # + background applies
     api_config.retries = 0  # no hidden retries: failures go back to the work queue's backoff
     # The Lease gets its own connection pool and timeouts below the renew deadline.
     election_config = kube_client.Configuration.get_default_copy()

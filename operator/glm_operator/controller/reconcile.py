@@ -143,12 +143,13 @@ async def execute(
         current = existing.get((obj["kind"], obj["metadata"]["name"]))
         if current is None or op.applied.get(memo_key) != (digest, current):
             to_apply.append((memo_key, digest, obj))
-    tasks = [asyncio.ensure_future(asyncio.to_thread(op.api.apply, obj)) for _, _, obj in to_apply]
-    # A slow apply (a Service waits for its ClusterIP allocation, seconds on a busy apiserver)
+    tasks = [op.submit_apply(obj) for _, _, obj in to_apply]
+    # A slow apply (a Service waits for its ClusterIP allocation: seconds on a busy apiserver)
     # does not hold the worker: after SLOW_APPLY_SECONDS it finishes in the background and its
-    # completion re-queues the key. At most ``max_pending_applies`` do so; beyond that a reconcile
-    # waits, so a slow apiserver slows the operator down instead of piling up requests.
-    wait_for = None if len(op.pending_applies) >= op.max_pending_applies else SLOW_APPLY_SECONDS
+    # completion re-queues the key. Services go through a lane of their own with a few threads
+    # (queued ones hold no connection); of the other kinds at most ``max_pending_applies`` do so,
+    # beyond that a reconcile waits: a slow apiserver slows the operator instead of piling up.
+    wait_for = None if op.pending_workload_applies() >= op.max_pending_applies else SLOW_APPLY_SECONDS
     if tasks:
         await asyncio.wait(tasks, timeout=wait_for)
     rejected: list[Rejection] = []

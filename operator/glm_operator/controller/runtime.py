@@ -30,6 +30,7 @@ from glm_operator.render import names
 log = logging.getLogger(__name__)
 
 EVENT_SENDERS = 4  # Event posts in flight at once
+SERVICE_LANE_THREADS = 4  # Service applies in flight at once (the apiserver allocates ClusterIPs)
 
 
 def owner_key(obj: dict[str, Any]) -> Key | None:
@@ -80,6 +81,9 @@ class Operator:
         # applies that outlived their reconcile (see reconcile.execute): memo key -> the request
         self.pending_applies: dict[tuple[str, str, str], asyncio.Future[Any]] = {}
         self.max_pending_applies = config.workers
+        self.service_lane = concurrent.futures.ThreadPoolExecutor(
+            max_workers=SERVICE_LANE_THREADS, thread_name_prefix="service-apply"
+        )
         self.autoscaler: Any = None  # glm_operator.controller.autoscaling.Autoscaler when enabled
         self.lws_available = False  # LeaderWorkerSet CRD installed (multi-node variants)
         self.nodepools = NodePoolCache()  # Karpenter NodePools: capacity node autoscalers can add
@@ -222,6 +226,16 @@ class Operator:
         return self.elector is None or self.elector.may_write()
 
     # -- applies that finish in the background -------------------------------------------------
+    def submit_apply(self, obj: dict[str, Any]) -> asyncio.Future[Any]:
+        """Start a server-side apply; Services in their own lane (see reconcile.execute)."""
+        loop = asyncio.get_running_loop()
+        pool = self.service_lane if obj.get("kind") == "Service" else None
+        return loop.run_in_executor(pool, self.api.apply, obj)
+
+    def pending_workload_applies(self) -> int:
+        """Background applies that hold a thread of the shared pool (all but Services)."""
+        return sum(1 for (_, kind, _) in self.pending_applies if kind != "Service")
+
     def track_pending_apply(
         self, key: Key, memo_key: tuple[str, str, str], digest: str, task: asyncio.Future[Any]
     ) -> None:
