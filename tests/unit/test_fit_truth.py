@@ -16,7 +16,14 @@ from glm_operator.planning.budget import (
     cudagraph_capture_sizes,
     sampler_peak_bytes,
 )
-from tests.fit_truth import FREE, Startup, load_startups, row_error, used_startups
+from tests.fit_truth import (
+    FREE,
+    Startup,
+    load_startups,
+    newer_engine_startups,
+    row_error,
+    used_startups,
+)
 
 DEFAULT_TOLERANCE = 0.02
 WIDER: dict[str, tuple[float, str]] = {
@@ -32,6 +39,15 @@ WIDER: dict[str, tuple[float, str]] = {
 SMALL_BUDGET_GIB = 0.3
 
 ROWS = used_startups()
+NEWER = newer_engine_startups()
+# vLLM >= 0.21 rows (not fitted): the error each shows today, so a change that moves them is noticed.
+# Known misses, reported by benchmarks/fit_errors.py: on 0.27.1 TP=2 keeps ~1.8 GiB more for the KV
+# cache than we predict (its sampler / profiling run needs less than the 0.10-0.12 fit says), and PP=2
+# keeps ~0.5 GiB less on its first stage (not modelled: no PP row on the fitted engines).
+NEWER_ERRORS: dict[str, tuple[float, float]] = {
+    "sp-qwen3-32b-rtxpro6000-tp2": (-0.25, -0.18),
+    "sp-qwen3-32b-rtxpro6000-pp2": (0.04, 0.09),
+}
 
 
 def test_every_row_is_attributed_and_complete() -> None:
@@ -40,7 +56,8 @@ def test_every_row_is_attributed_and_complete() -> None:
     ids = [r.id for r in rows]
     assert len(ids) == len(set(ids))
     for r in rows:
-        assert r.source.startswith("https://"), r.id
+        # a URL, or a public file named by title, author and date where no URL was recorded
+        assert r.source.startswith(("https://", "public file (")), r.id
         assert r.use or r.why_not.startswith("no: "), r.id
         # a row must pin the budget: either the logged KV memory or a token / concurrency figure
         assert r.logged_available_gib is not None or r.logged_concurrency is not None, r.id
@@ -61,10 +78,42 @@ def test_small_budget_rows_within_gib(row: Startup) -> None:
     assert abs(err.budget_error_gib) <= SMALL_BUDGET_GIB
 
 
-def test_negative_budget_is_reported_as_not_fitting() -> None:
-    row = next(r for r in ROWS if r.id == "llmd-llama33-70b-fp8-tp1")
+@pytest.mark.parametrize("row_id", ["llmd-llama33-70b-fp8-tp1", "sp-qwen3-32b-rtxpro6000-tp1"])
+def test_negative_budget_is_reported_as_not_fitting(row_id: str) -> None:
+    row = next(r for r in ROWS + NEWER if r.id == row_id)
     fit = row.fit()
     assert fit.available_kv_cache_gib_per_gpu < 0 and not fit.fits
+    assert row.logged_available_gib is not None
+    assert abs(fit.available_kv_cache_gib_per_gpu - row.logged_available_gib) <= 1.0
+
+
+def test_newer_engine_rows_are_apart_and_subtract_the_graph_estimate() -> None:
+    assert {r.id for r in NEWER} >= set(NEWER_ERRORS)
+    assert not {r.id for r in NEWER} & {r.id for r in ROWS}
+    for row in NEWER:
+        fit = row.fit()
+        assert fit.cudagraph_gib > 0 and fit.cudagraph_gib == fit.cudagraph_capture_gib, row.id
+
+
+@pytest.mark.parametrize("row_id", sorted(NEWER_ERRORS))
+def test_newer_engine_known_errors(row_id: str) -> None:
+    row = next(r for r in NEWER if r.id == row_id)
+    lo, hi = NEWER_ERRORS[row_id]
+    err = row_error(row)
+    assert err.figure == "tokens"
+    assert lo <= err.relative <= hi, err.relative
+
+
+def test_pipeline_parallel_halves_the_kv_bytes_per_token_like_tp() -> None:
+    """Qwen3-32B: 128 KiB per token per GPU at TP=2 and at PP=2, as vLLM's logs imply (8.22 GiB -> 67,296
+    tokens, 6.92 GiB -> 56,640)."""
+    by_id = {r.id: r for r in NEWER}
+    for row_id, logged in (("sp-qwen3-32b-rtxpro6000-tp2", 67_296), ("sp-qwen3-32b-rtxpro6000-pp2", 56_640)):
+        fit = by_id[row_id].fit()
+        assert fit.kv_cache_bytes_per_token_per_gpu == 131_072
+        avail = by_id[row_id].logged_available_gib
+        assert avail is not None
+        assert abs(avail * 2**30 / 131_072 - logged) / logged < 0.002
 
 
 def test_logged_components_are_reproduced() -> None:
