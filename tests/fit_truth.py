@@ -120,6 +120,22 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "torch_dtype": "bfloat16",
         "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]},
     },
+    "Qwen/Qwen3-Coder-30B-A3B-Instruct": {
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "model_type": "qwen3_moe",
+        "hidden_size": 2048,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "head_dim": 128,
+        "intermediate_size": 6144,
+        "moe_intermediate_size": 768,
+        "num_experts": 128,
+        "num_experts_per_tok": 8,
+        "vocab_size": 151936,
+        "max_position_embeddings": 262144,
+        "torch_dtype": "bfloat16",
+    },
     # MXFP4 experts and a vision tower are not modelled: these rows use the logged weights.
     "openai/gpt-oss-20b": {
         "architectures": ["GptOssForCausalLM"],
@@ -165,6 +181,16 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "torch_dtype": "bfloat16",
     },
 }
+# Leave-one-model-out holds out whole architectures: re-releases with the same shapes go together.
+SAME_ARCHITECTURE = {
+    "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": "Qwen/Qwen3-235B-A22B-FP8",
+    "zai-org/GLM-4.7-FP8": "zai-org/GLM-4.6",  # glm4_moe, the same 92 layers and shapes
+}
+# the 2507 re-release: same architecture and FP8 layout, 256K context
+CONFIGS["Qwen/Qwen3-235B-A22B-Instruct-2507-FP8"] = {
+    **CONFIGS["Qwen/Qwen3-235B-A22B-FP8"],
+    "max_position_embeddings": 262144,
+}
 LOGGED_WEIGHTS = {
     "openai/gpt-oss-20b",
     "openai/gpt-oss-120b",
@@ -172,7 +198,7 @@ LOGGED_WEIGHTS = {
 }
 # sliding-window layers (gpt-oss) make vLLM's token figure a hybrid-group quantity we do not model
 BUDGET_ONLY_FAMILIES = {"moe-gqa-swa"}
-COMPUTE_CAPABILITY = {"A100": 8.0, "H100": 9.0, "H200": 9.0, "RTX PRO 6000 Blackwell": 12.0}
+COMPUTE_CAPABILITY = {"A100": 8.0, "L40S": 8.9, "H100": 9.0, "H200": 9.0, "RTX PRO 6000 Blackwell": 12.0}
 # vLLM >= 0.21 subtracts its CUDA-graph estimate from the budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
 # defaults to "1" from 0.21.0, vllm/envs.py); rows from such engines are fitted apart (see newer_engine).
 CUDAGRAPH_ESTIMATE_FROM = (0, 21)
@@ -233,6 +259,11 @@ class Startup:
     def resolved(self) -> ResolvedModel:
         config = CONFIGS.get(self.model_id)
         return resolve_model(config, self.model_id) if config else resolve_model(self.model_id)
+
+    @property
+    def model_group(self) -> str:
+        """The architecture leave-one-model-out holds out with this row."""
+        return SAME_ARCHITECTURE.get(self.model_id, self.model_id)
 
     @property
     def newer_engine(self) -> bool:
@@ -413,10 +444,10 @@ def leave_one_model_out(
 ) -> list[RowError]:
     """Refit without each model in turn and predict that model's rows."""
     out = []
-    for model in sorted({s.model_id for s in rows}):
-        train = [s for s in rows if s.model_id != model]
+    for model in sorted({s.model_group for s in rows}):
+        train = [s for s in rows if s.model_group != model]
         constants = fitter(train)
-        out.extend(row_error(s, constants) for s in rows if s.model_id == model)
+        out.extend(row_error(s, constants) for s in rows if s.model_group == model)
     return out
 
 
