@@ -57,6 +57,19 @@ def startups(refit: bool, lomo: bool) -> None:
     for s in rows:
         by_family[s.family] = by_family.get(s.family, 0) + 1
     print("rows by family:", ", ".join(f"{k} {v}" for k, v in sorted(by_family.items())))
+    everything = rows + truth.newer_engine_startups()
+    for label, key in (
+        ("GPU", lambda s: s.gpu),
+        ("GPUs per instance", lambda s: str(s.tp * s.pp)),
+        ("vLLM", lambda s: ".".join(map(str, s.vllm_version or ())) or "?"),
+    ):
+        counts: dict[str, int] = {}
+        for s in everything:
+            counts[key(s)] = counts.get(key(s), 0) + 1
+        print(
+            f"all {len(everything)} rows by {label}:",
+            ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
+        )
     in_sample = [truth.row_error(s) for s in rows]
     held_out = {e.startup.id: e for e in truth.leave_one_model_out(rows)} if lomo else {}
     lines = [("row", "family", "figure", "ours", "logged", "error %", "LOMO %", "budget err GiB")]

@@ -12,8 +12,11 @@ vLLM V1 sizes the KV cache in ``Worker.determine_available_memory``
 This module models the three middle terms. Its constants were fitted on public start-up logs (the
 rows of ``tests/fixtures/vllm-startups.csv``: llm-d/llm-d-benchmark ``config_explorer/
 empirical-vllm-memory-results.md`` on H100, dennislee22/vLLM-benchmarking ``log/*.log`` on A100,
-hawkoli1987/mech-util ``experiment_plan.md`` on H200, vllm-project/vllm#21348); refit and print the
-errors with ``benchmarks/fit_errors.py``.
+hawkoli1987/mech-util ``experiment_plan.md`` on H200, vllm-project/vllm#21348 and #32105, a vLLM
+0.10.2 log of Qwen3-235B-FP8 on 8x L40S), all from vLLM < 0.21; refit and print the errors with
+``benchmarks/fit_errors.py``. Rows from vLLM >= 0.21 (RTX PRO 6000 Blackwell, L40S, H200 with
+GLM-5.2) are predicted with the same constants and reported apart: their profiling run differs
+(CUDA-graph estimate subtracted, FlashInfer sampler on by default) and they are too few to fit yet.
 
 Activation peak (``profile_run``: one dummy forward of ``max_num_batched_tokens`` tokens, then one
 dummy sampler step over ``min(max_num_seqs, max_num_batched_tokens)`` requests)::
