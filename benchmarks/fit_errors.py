@@ -5,8 +5,10 @@ Usage: .venv/bin/python benchmarks/fit_errors.py [--refit] [--no-lomo]
 Part 1, tests/fixtures/vllm-startups.csv (tests/fit_truth.py): end-to-end KV-token error per row with the
 shipped budget constants, then median / p90 / worst by model family, in sample and leave-one-model-out
 (the free constants refitted without each model in turn, that model's rows predicted). Rows whose KV
-budget is under 5 % of the GPU are reported apart (there any budget error dominates). --refit prints
-the constants fitted on all rows (what planning/budget.py ships).
+budget is under 5 % of the GPU are reported apart (there any budget error dominates). Rows from vLLM
+>= 0.21 (CUDA-graph estimate subtracted, a different profiling run) are predicted with the same constants
+and printed apart, not fitted. --refit prints the constants fitted on all rows (what planning/budget.py
+ships).
 
 Part 2, tests/fixtures/fit-examples.csv (one line per figure):
 
@@ -55,6 +57,19 @@ def startups(refit: bool, lomo: bool) -> None:
     for s in rows:
         by_family[s.family] = by_family.get(s.family, 0) + 1
     print("rows by family:", ", ".join(f"{k} {v}" for k, v in sorted(by_family.items())))
+    everything = rows + truth.newer_engine_startups()
+    for label, key in (
+        ("GPU", lambda s: s.gpu),
+        ("GPUs per instance", lambda s: str(s.tp * s.pp)),
+        ("vLLM", lambda s: ".".join(map(str, s.vllm_version or ())) or "?"),
+    ):
+        counts: dict[str, int] = {}
+        for s in everything:
+            counts[key(s)] = counts.get(key(s), 0) + 1
+        print(
+            f"all {len(everything)} rows by {label}:",
+            ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
+        )
     in_sample = [truth.row_error(s) for s in rows]
     held_out = {e.startup.id: e for e in truth.leave_one_model_out(rows)} if lomo else {}
     lines = [("row", "family", "figure", "ours", "logged", "error %", "LOMO %", "budget err GiB")]
@@ -91,6 +106,26 @@ def startups(refit: bool, lomo: bool) -> None:
                 f"  KV budget < 5 % of the GPU: {e.startup.id}: ours {e.ours:.2f} vs logged {e.logged:.2f} "
                 f"GiB ({e.budget_error_gib:+.2f} GiB)"
             )
+        print()
+    newer = truth.newer_engine_startups()
+    if newer:
+        print(f"== {len(newer)} start-ups on vLLM >= 0.21 (graph estimate subtracted; not fitted) ==")
+        lines = [("row", "vLLM", "TP/PP", "figure", "ours", "logged", "error %", "budget err GiB")]
+        for s in newer:
+            e = truth.row_error(s)
+            lines.append(
+                (
+                    s.id,
+                    ".".join(map(str, s.vllm_version or ())),
+                    f"{s.tp}/{s.pp}",
+                    e.figure,
+                    f"{e.ours:,.2f}",
+                    f"{e.logged:,.2f}",
+                    f"{100 * e.relative:+.2f}",
+                    f"{e.budget_error_gib:+.2f}" if e.budget_error_gib is not None else "-",
+                )
+            )
+        _table(lines)
         print()
     if refit:
         print("constants fitted on all rows:", truth.fit_constants(rows))

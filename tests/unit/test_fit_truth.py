@@ -10,13 +10,25 @@ from __future__ import annotations
 
 import pytest
 
+from glm_operator.catalog.models import resolve_model
 from glm_operator.planning.budget import (
     DEFAULT_CONSTANTS,
+    GIB,
     BudgetSettings,
     cudagraph_capture_sizes,
+    dsa_workspace_bytes,
+    moe_workspace_bytes,
     sampler_peak_bytes,
 )
-from tests.fit_truth import FREE, Startup, load_startups, row_error, used_startups
+from glm_operator.planning.fit import FitInput, estimate_fit, max_context_for
+from tests.fit_truth import (
+    FREE,
+    Startup,
+    load_startups,
+    newer_engine_startups,
+    row_error,
+    used_startups,
+)
 
 DEFAULT_TOLERANCE = 0.02
 WIDER: dict[str, tuple[float, str]] = {
@@ -32,6 +44,18 @@ WIDER: dict[str, tuple[float, str]] = {
 SMALL_BUDGET_GIB = 0.3
 
 ROWS = used_startups()
+NEWER = newer_engine_startups()
+# vLLM >= 0.21 rows (not fitted): the error each shows today, so a change that moves them is noticed.
+# Known misses, reported by benchmarks/fit_errors.py: on 0.27.1 TP=2 keeps ~1.9 GiB more for the KV
+# cache than we predict (its sampler / profiling run needs less than the 0.10-0.12 fit says), PP=2
+# keeps ~0.3 GiB less on its first stage (a PP stage's own overhead is not modelled), and GLM-5.2 at
+# a 1M-token max_model_len keeps ~1.5 GiB less than we predict even with the DSA workspace term.
+NEWER_ERRORS: dict[str, tuple[float, float]] = {
+    "sp-qwen3-32b-rtxpro6000-tp2": (-0.26, -0.19),
+    "sp-qwen3-32b-rtxpro6000-pp2": (0.02, 0.07),
+    "aws-qwen3-coder-30b-l40s-tp4": (-0.04, 0.0),
+    "aws-glm52-fp8-h200-tp8": (0.02, 0.08),
+}
 
 
 def test_every_row_is_attributed_and_complete() -> None:
@@ -40,7 +64,8 @@ def test_every_row_is_attributed_and_complete() -> None:
     ids = [r.id for r in rows]
     assert len(ids) == len(set(ids))
     for r in rows:
-        assert r.source.startswith("https://"), r.id
+        # a URL, or a public file named by title, author and date where no URL was recorded
+        assert r.source.startswith(("https://", "public file (")), r.id
         assert r.use or r.why_not.startswith("no: "), r.id
         # a row must pin the budget: either the logged KV memory or a token / concurrency figure
         assert r.logged_available_gib is not None or r.logged_concurrency is not None, r.id
@@ -61,10 +86,42 @@ def test_small_budget_rows_within_gib(row: Startup) -> None:
     assert abs(err.budget_error_gib) <= SMALL_BUDGET_GIB
 
 
-def test_negative_budget_is_reported_as_not_fitting() -> None:
-    row = next(r for r in ROWS if r.id == "llmd-llama33-70b-fp8-tp1")
+@pytest.mark.parametrize("row_id", ["llmd-llama33-70b-fp8-tp1", "sp-qwen3-32b-rtxpro6000-tp1"])
+def test_negative_budget_is_reported_as_not_fitting(row_id: str) -> None:
+    row = next(r for r in ROWS + NEWER if r.id == row_id)
     fit = row.fit()
     assert fit.available_kv_cache_gib_per_gpu < 0 and not fit.fits
+    assert row.logged_available_gib is not None
+    assert abs(fit.available_kv_cache_gib_per_gpu - row.logged_available_gib) <= 1.0
+
+
+def test_newer_engine_rows_are_apart_and_subtract_the_graph_estimate() -> None:
+    assert {r.id for r in NEWER} >= set(NEWER_ERRORS)
+    assert not {r.id for r in NEWER} & {r.id for r in ROWS}
+    for row in NEWER:
+        fit = row.fit()
+        assert fit.cudagraph_gib > 0 and fit.cudagraph_gib == fit.cudagraph_capture_gib, row.id
+
+
+@pytest.mark.parametrize("row_id", sorted(NEWER_ERRORS))
+def test_newer_engine_known_errors(row_id: str) -> None:
+    row = next(r for r in NEWER if r.id == row_id)
+    lo, hi = NEWER_ERRORS[row_id]
+    err = row_error(row)
+    assert err.figure == "tokens"
+    assert lo <= err.relative <= hi, err.relative
+
+
+def test_pipeline_parallel_halves_the_kv_bytes_per_token_like_tp() -> None:
+    """Qwen3-32B: 128 KiB per token per GPU at TP=2 and at PP=2, as vLLM's logs imply (8.22 GiB -> 67,296
+    tokens, 6.92 GiB -> 56,640)."""
+    by_id = {r.id: r for r in NEWER}
+    for row_id, logged in (("sp-qwen3-32b-rtxpro6000-tp2", 67_296), ("sp-qwen3-32b-rtxpro6000-pp2", 56_640)):
+        fit = by_id[row_id].fit()
+        assert fit.kv_cache_bytes_per_token_per_gpu == 131_072
+        avail = by_id[row_id].logged_available_gib
+        assert avail is not None
+        assert abs(avail * 2**30 / 131_072 - logged) / logged < 0.002
 
 
 def test_logged_components_are_reproduced() -> None:
@@ -99,3 +156,46 @@ def test_capture_sizes_match_vllm_defaults() -> None:
 def test_fitted_constants_are_inside_their_search_bounds() -> None:
     for name, (lo, hi) in FREE.items():
         assert lo <= getattr(DEFAULT_CONSTANTS, name) <= hi, name
+
+
+def test_moe_workspace_only_on_hopper_or_newer() -> None:
+    """The L40S (Ada) TP8 log shows no fused-MoE workspace: peak activation 1.40 GiB = the sampler."""
+    row = next(r for r in ROWS if r.id == "l40s-qwen3-235b-2507-fp8-tp8")
+    arch = row.resolved().architecture
+    assert moe_workspace_bytes(arch, 8, compute_capability=8.9) == 0
+    assert moe_workspace_bytes(arch, 8, compute_capability=9.0) == DEFAULT_CONSTANTS.moe_workspace_gib * GIB
+    assert moe_workspace_bytes(arch, 1, compute_capability=9.0) == 0
+    assert row.logged_activation_gib is not None
+    assert abs(row.fit().activation_gib - row.logged_activation_gib) <= 0.05
+
+
+def test_dsa_workspace_grows_with_the_context() -> None:
+    """vLLM 0.33 sizes the DSA indexer and FlashMLA-sparse prefill workspaces by max_model_len."""
+    glm52 = resolve_model("zai-org/GLM-5.2").architecture
+    glm46 = resolve_model("zai-org/GLM-4.6").architecture
+    at = lambda n, cc=9.0, dcp=1: BudgetSettings(  # noqa: E731
+        max_num_batched_tokens=8192,
+        max_num_seqs=256,
+        max_model_len=n,
+        compute_capability=cc,
+        decode_context_parallel_size=dcp,
+    )
+    assert dsa_workspace_bytes(glm46, at(1_000_000)) == 0
+    # 5 x (8 x 132 + 1152) B per token of context + 512 MiB of indexer logits
+    assert dsa_workspace_bytes(glm52, at(1_000_000)) == 5 * (8 * 132 + 1152) * 1_000_000 + 512 * 2**20
+    # FlashMLA-sparse (SM90/SM100) only; its prefill rows are split by decode context parallel
+    assert dsa_workspace_bytes(glm52, at(200_000, cc=12.0)) == 5 * 8 * 132 * 200_000 + 512 * 2**20
+    assert dsa_workspace_bytes(glm52, at(200_000, dcp=8)) < dsa_workspace_bytes(glm52, at(200_000))
+
+
+def test_max_context_accounts_for_the_dsa_workspace() -> None:
+    """For a DSA model the pool shrinks as max_model_len grows: the answer must hold at itself."""
+    model = resolve_model("zai-org/GLM-5.2-FP8")
+    common = dict(model=model, gpu_memory_gib=139.8, tensor_parallel_size=8, gpu_memory_utilization=0.95)
+    first = estimate_fit(FitInput(max_model_len=1_000_000, **common))  # type: ignore[arg-type]
+    longest = max_context_for(first, 1.0)
+    assert longest > first.kv_cache_tokens  # a shorter context frees workspace for KV
+    again = estimate_fit(FitInput(max_model_len=longest, **common))  # type: ignore[arg-type]
+    assert again.max_concurrency >= 1.0
+    beyond = estimate_fit(FitInput(max_model_len=longest + 2 * again.block_size, **common))  # type: ignore[arg-type]
+    assert beyond.max_concurrency < 1.0

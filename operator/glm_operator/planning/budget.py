@@ -12,8 +12,11 @@ vLLM V1 sizes the KV cache in ``Worker.determine_available_memory``
 This module models the three middle terms. Its constants were fitted on public start-up logs (the
 rows of ``tests/fixtures/vllm-startups.csv``: llm-d/llm-d-benchmark ``config_explorer/
 empirical-vllm-memory-results.md`` on H100, dennislee22/vLLM-benchmarking ``log/*.log`` on A100,
-hawkoli1987/mech-util ``experiment_plan.md`` on H200, vllm-project/vllm#21348); refit and print the
-errors with ``benchmarks/fit_errors.py``.
+hawkoli1987/mech-util ``experiment_plan.md`` on H200, vllm-project/vllm#21348 and #32105, a vLLM
+0.10.2 log of Qwen3-235B-FP8 on 8x L40S), all from vLLM < 0.21; refit and print the errors with
+``benchmarks/fit_errors.py``. Rows from vLLM >= 0.21 (RTX PRO 6000 Blackwell, L40S, H200 with
+GLM-5.2) are predicted with the same constants and reported apart: their profiling run differs
+(CUDA-graph estimate subtracted, FlashInfer sampler on by default) and they are too few to fit yet.
 
 Activation peak (``profile_run``: one dummy forward of ``max_num_batched_tokens`` tokens, then one
 dummy sampler step over ``min(max_num_seqs, max_num_batched_tokens)`` requests)::
@@ -34,8 +37,28 @@ and 2: logits are gathered in full on every rank) and 7.38 GiB for gpt-oss-20b (
 
 ``activation_bytes_per_token`` is a structural estimate of one layer's live tensors per token
 (residual stream, attention projections, MLP or routed-expert intermediates on this rank);
-``FORWARD_SCALE`` calibrates it. MoE models with several ranks add a fixed expert-parallel /
-fused-MoE workspace (``MOE_WORKSPACE_GIB``, fitted on GLM-4.6 TP8 with expert parallel on H200).
+``FORWARD_SCALE`` calibrates it. MoE models with several ranks on Hopper or newer (compute
+capability >= 9.0) add a fixed fused-MoE workspace (``MOE_WORKSPACE_GIB``, fitted on GLM-4.6 TP8
+with expert parallel on H200 and Qwen3-235B-FP8 TP4 on H100). On Ada/Ampere it is not added: the
+vLLM 0.10.2 DEBUG log of Qwen3-235B-A22B-2507-FP8 TP8 with expert parallel on 8x L40S reports
+1.40 GiB peak activation, the sampler term alone (1.41 GiB), where the log says
+"CutlassBlockScaledGroupedGemm not supported on the current platform" (Triton MoE path) [inferred:
+the workspace belongs to the SM90+ grouped-GEMM paths].
+
+DSA models (GLM-5.x, DeepSeek-V3.2: a sparse-attention indexer) reserve prefill workspaces sized
+by ``max_model_len`` during the profiling run, so their activation grows with the context (vLLM
+0.33.0 ``vllm/model_executor/layers/sparse_attn_indexer.py`` L483-505, ``vllm/v1/attention/
+backends/mla/indexer.py`` ``get_max_prefill_buffer_size`` L916-927, ``flashmla_sparse.py``
+``get_prefill_workspace_size`` L337-344)::
+
+    dsa_workspace = max_model_len x factor x 8 x 132          indexer K-gather rows (any backend)
+                  + 512 MiB                                   VLLM_SPARSE_INDEXER_MAX_LOGITS_MB
+                  + max_model_len x factor x 576 x 2 / DCP    FlashMLA-sparse prefill rows (SM90/SM100)
+
+0.33.0 takes ``factor`` = 5 up to 256K tokens and 2 above (``vllm/config/vllm.py`` L1866-1874);
+we keep 5 at every length: a GLM-5.2-FP8 TP8 start at max_model_len 1M on H200 (July 2026) left
+26.5 GiB for the KV cache, which factor 5 explains within ~6 % and factor 2 does not (+27 %), and
+over-reserving is the safe side.
 
 Non-torch memory is what grew outside PyTorch's allocator *after* the worker's first memory snapshot,
 which vLLM takes after NCCL is initialised, so NCCL's own buffers do not count: ~0.13 GiB on one GPU
@@ -66,21 +89,31 @@ from glm_operator.catalog.models import ModelArchitecture
 GIB = 1024**3
 VOCAB_PADDING = 64
 MAX_CAPTURE_SIZE = 512
+# DSA prefill workspaces (vLLM 0.33.0, sources in the module docstring)
+DSA_WORKSPACE_FACTOR = 5
+DSA_INDEXER_ROWS_PER_FACTOR = 576 * 2 // 132  # 8
+DSA_INDEXER_ROW_BYTES = 132  # fp8 key 128 + fp32 scale
+DSA_PREFILL_ROW_BYTES = 576 * 2  # bf16 MLA latent + rope
+DSA_MAX_LOGITS_BYTES = 512 * 2**20  # VLLM_SPARSE_INDEXER_MAX_LOGITS_MB default
+FLASHMLA_SPARSE_CAPABILITIES = (9, 10)  # FlashMLA's sparse kernels: Hopper and datacenter Blackwell
+# fused-MoE grouped-GEMM workspace only on these GPUs (see the module docstring)
+MOE_WORKSPACE_MIN_COMPUTE_CAPABILITY = 9.0
 
 
 @dataclass(frozen=True)
 class BudgetConstants:
     """The free constants of the budget model (fitted by ``benchmarks/fit_errors.py``)."""
 
-    # free constants: fitted on the 21 used rows of tests/fixtures/vllm-startups.csv
+    # free constants: fitted on the 23 used rows of tests/fixtures/vllm-startups.csv from vLLM < 0.21
     # (benchmarks/fit_errors.py --refit prints the fit)
     sampler_bytes_native: float = 38.79
-    sampler_bytes_flashinfer: float = 12.95
-    forward_scale: float = 0.358
-    moe_workspace_gib: float = 1.89
+    sampler_bytes_flashinfer: float = 13.51
+    forward_scale: float = 0.344
+    moe_workspace_gib: float = 1.945
     non_torch_gib: float = 0.13  # measured (llm-d logs), not fitted
     non_torch_custom_all_reduce_gib: float = 0.41  # measured (llm-d logs), not fitted
-    non_torch_multi_gpu_gib: float = 0.0
+    # NCCL without vLLM's custom all-reduce (PCIe, multi-node) or PP: fitted; the L40S TP8 log says 0.21
+    non_torch_multi_gpu_gib: float = 0.071
     # not fitted: 0.50 GiB / (28 layers x 67 sizes), Qwen2-7B on an A100 (dennislee22 logs)
     cudagraph_bytes_per_piece: float = 0.27 * 2**20
 
@@ -97,6 +130,9 @@ class BudgetSettings:
     flashinfer_sampler: bool = False
     custom_all_reduce: bool = True
     enforce_eager: bool = False
+    max_model_len: int = 0
+    compute_capability: float = 9.0
+    decode_context_parallel_size: int = 1
 
 
 @functools.lru_cache(maxsize=4096)
@@ -147,8 +183,33 @@ def sampler_peak_bytes(
     return per * rows * padded_vocab(arch)
 
 
-def moe_workspace_bytes(arch: ModelArchitecture, tp: int, c: BudgetConstants = DEFAULT_CONSTANTS) -> float:
-    return c.moe_workspace_gib * GIB if arch.is_moe and tp > 1 else 0.0
+def moe_workspace_bytes(
+    arch: ModelArchitecture,
+    tp: int,
+    c: BudgetConstants = DEFAULT_CONSTANTS,
+    compute_capability: float = 9.0,
+) -> float:
+    if not arch.is_moe or tp <= 1 or compute_capability < MOE_WORKSPACE_MIN_COMPUTE_CAPABILITY:
+        return 0.0
+    return c.moe_workspace_gib * GIB
+
+
+def dsa_workspace_bytes_per_context_token(arch: ModelArchitecture, settings: BudgetSettings) -> float:
+    """How much the DSA prefill workspaces grow per token of max_model_len (0 for other models)."""
+    if not arch.index_head_dim:
+        return 0.0
+    per_row = float(DSA_INDEXER_ROWS_PER_FACTOR * DSA_INDEXER_ROW_BYTES)
+    if int(settings.compute_capability) in FLASHMLA_SPARSE_CAPABILITIES:
+        per_row += DSA_PREFILL_ROW_BYTES / max(1, settings.decode_context_parallel_size)
+    return DSA_WORKSPACE_FACTOR * per_row
+
+
+def dsa_workspace_bytes(arch: ModelArchitecture, settings: BudgetSettings) -> float:
+    """Sparse-attention (DSA) prefill workspaces reserved by the profiling run, on every rank."""
+    if not arch.index_head_dim or settings.max_model_len <= 0:
+        return 0.0
+    per_token = dsa_workspace_bytes_per_context_token(arch, settings)
+    return per_token * settings.max_model_len + DSA_MAX_LOGITS_BYTES
 
 
 def activation_peak_bytes(
@@ -156,7 +217,8 @@ def activation_peak_bytes(
 ) -> float:
     """torch peak increase of vLLM's profiling run on one rank (the last PP stage samples)."""
     peak = max(forward_peak_bytes(arch, tp, settings, c), sampler_peak_bytes(arch, settings, c))
-    return peak + moe_workspace_bytes(arch, tp, c)
+    workspaces = moe_workspace_bytes(arch, tp, c, settings.compute_capability)
+    return peak + workspaces + dsa_workspace_bytes(arch, settings)
 
 
 def non_torch_bytes(

@@ -78,6 +78,7 @@ from glm_operator.planning.budget import (
     BudgetSettings,
     activation_peak_bytes,
     cudagraph_bytes,
+    dsa_workspace_bytes_per_context_token,
     non_torch_bytes,
 )
 
@@ -161,6 +162,7 @@ class FitResult:
     uncertain: tuple[str, ...] = field(default=())
     notes: tuple[str, ...] = field(default=())
     cudagraph_capture_gib: float = 0.0
+    dsa_workspace_bytes_per_context_token: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -539,6 +541,9 @@ def estimate_fit(inp: FitInput) -> FitResult:
         flashinfer_sampler=inp.flashinfer_sampler,
         custom_all_reduce=inp.custom_all_reduce,
         enforce_eager=inp.enforce_eager,
+        max_model_len=inp.max_model_len,
+        compute_capability=inp.compute_capability,
+        decode_context_parallel_size=dcp,
     )
     act = activation_peak_bytes(arch, tp, settings, inp.constants)
     non_torch = non_torch_bytes(tp, pp, settings, inp.constants)
@@ -674,18 +679,29 @@ def estimate_fit(inp: FitInput) -> FitResult:
         uncertain=tuple(dict.fromkeys(uncertain)),
         notes=tuple(notes),
         cudagraph_capture_gib=graphs / gib,
+        dsa_workspace_bytes_per_context_token=dsa_workspace_bytes_per_context_token(arch, settings),
     )
 
 
 def max_context_for(result: FitResult, concurrency: float = 1.0) -> int:
-    """Largest max_model_len that still gives ``concurrency`` sequences with the same KV pool.
+    """Largest max_model_len that still gives ``concurrency`` sequences.
 
     Activation and weights do not depend on max_model_len in the V1 engine (chunked prefill), so the
-    pool is fixed; the answer is rounded down to whole blocks.
+    pool is fixed, except for DSA models, whose profiling run reserves prefill workspaces that grow by
+    ``dsa_workspace_bytes_per_context_token`` per token of max_model_len (planning/budget.py): there the
+    pool at context L is ``available + k x (max_model_len - L)``, solved for L. The answer is rounded
+    down to whole blocks.
     """
     if result.kv_cache_tokens <= 0 or concurrency <= 0:
         return 0
     block = result.block_size * result.decode_context_parallel_size
+    k = result.dsa_workspace_bytes_per_context_token
+    if k and not result.per_request_state_bytes_per_gpu:
+        # L x concurrency x bpt / DCP = available + k x (max_model_len - L)
+        per_token = result.kv_cache_bytes_per_token_per_gpu / result.decode_context_parallel_size
+        pool = result.available_kv_cache_gib_per_gpu * GIB + k * result.max_model_len
+        tokens = pool / (concurrency * per_token + k)
+        return max(0, int(tokens // block) * block)
     if result.per_request_state_bytes_per_gpu:
         avail = result.available_kv_cache_gib_per_gpu * GIB
         per_seq_budget = avail / concurrency - result.per_request_state_bytes_per_gpu
