@@ -173,10 +173,12 @@ def extra_argvs() -> list[RenderedArgv]:
 
 
 def catalog_config(model_id: str, checkpoint: str) -> dict[str, Any]:
-    """The catalog's config.json for ``checkpoint`` (the model's base repo or its FP8 sibling).
+    """The catalog's config.json for ``checkpoint`` (the model's base repo, its FP8 sibling or one of
+    its pre-quantized int4/int8 checkpoints).
 
     ``x_*`` keys are catalog extensions, not config.json keys, and are dropped. The official FP8
-    checkpoints carry a block-wise ``quantization_config`` like the real repositories.
+    checkpoints carry a block-wise ``quantization_config`` like the real repositories; the int4/int8
+    ones the ``quantization_config`` and ``torch_dtype`` the catalog records for them.
     """
     raw = yaml.safe_load(
         (ROOT / "operator" / "glm_operator" / "catalog" / "data" / "models.yaml").read_text()
@@ -191,4 +193,8 @@ def catalog_config(model_id: str, checkpoint: str) -> dict[str, Any]:
             "fmt": "e4m3",
             "weight_block_size": [128, 128],
         }
+    for quantized in next(m for m in load_models() if m.id == model_id).quantized_checkpoints:
+        if checkpoint == quantized.id:
+            config["quantization_config"] = quantized.quantization_config
+            config["torch_dtype"] = quantized.torch_dtype
     return config

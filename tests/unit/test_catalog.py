@@ -191,3 +191,42 @@ def test_inline_config_with_chatglm_keys() -> None:
 def test_inline_config_missing_field_names_it() -> None:
     with pytest.raises(CatalogError, match="hidden_size"):
         resolve_model({"num_hidden_layers": 2, "num_attention_heads": 2, "vocab_size": 10})
+
+
+def test_int4_checkpoint_ids_resolve_to_their_published_layout() -> None:
+    m = resolve_model("QuantTrio/GLM-4.7-AWQ")
+    assert m.model_id == "QuantTrio/GLM-4.7-AWQ" and m.base_id == "zai-org/GLM-4.7"
+    q = m.checkpoint_quantization
+    assert q is not None and (q.method, q.precision, q.group_size, q.zero_point_bits) == (
+        "awq",
+        "int4",
+        128,
+        4,
+    )
+    assert q.unquantized == ("shared_experts",)  # modules_to_not_convert of its config.json
+
+
+def test_every_quantized_checkpoint_has_a_hugging_face_source_and_matching_precision() -> None:
+    checkpoints = [c for m in load_models() for c in m.quantized_checkpoints]
+    assert len(checkpoints) >= 4
+    for c in checkpoints:
+        assert c.url == f"https://huggingface.co/{c.id}" or c.url.startswith(
+            f"https://huggingface.co/{c.id}/"
+        )
+        assert c.layout.precision == c.precision
+        assert resolve_model(c.id).checkpoint_quantization == c.layout
+
+
+def test_compressed_tensors_ignore_list_and_awq_skip_list_mark_16_bit_modules() -> None:
+    ct = parse_quantization_config(
+        {
+            "quant_method": "compressed-tensors",
+            "config_groups": {
+                "g": {"weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 32}}
+            },
+            "ignore": ["lm_head", "re:.*self_attn.*", "re:.*mlp.gate$"],
+        }
+    )
+    assert (ct.precision, ct.group_size, ct.unquantized) == ("int4", 32, ("self_attn",))
+    awq = parse_quantization_config({"quant_method": "awq", "bits": 4, "group_size": 128})
+    assert awq.unquantized == ()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -244,3 +245,24 @@ def test_concurrency_within_model_error_is_flagged_or_refused_when_guaranteed() 
         guarantee_min_concurrency=True,
     )
     assert roomy.fits and not any("KV-token error" in u for u in roomy.uncertain)
+
+
+def test_int4_checkpoint_keeps_its_unconverted_shared_experts_16_bit() -> None:
+    awq = resolve_model("QuantTrio/GLM-4.7-AWQ")
+    layout = awq.checkpoint_quantization
+    assert layout is not None and layout.unquantized == ("shared_experts",)
+    arch = awq.architecture
+    kept = weights_bytes_per_stage(arch, 1, 1, "int4", layout)[0]
+    all_int4 = weights_bytes_per_stage(arch, 1, 1, "int4", replace(layout, unquantized=()))[0]
+    shared = (
+        (arch.num_layers - arch.first_k_dense_replace) * 3 * arch.hidden_size * arch.moe_intermediate_size
+    )
+    assert kept - all_int4 == pytest.approx(shared * (2.0 - layout.bytes_per_weight))
+
+
+def test_int4_checkpoint_size_matches_the_published_one() -> None:
+    # cyankiwi/GLM-4.5-Air-AWQ-4bit is 59.1 GB on disk (with the MTP layer, which is not counted here)
+    m = resolve_model("cyankiwi/GLM-4.5-Air-AWQ-4bit")
+    assert m.checkpoint_quantization is not None
+    weights = weights_bytes_per_stage(m.architecture, 1, 1, "int4", m.checkpoint_quantization)[0]
+    assert 0.93 * 59.1e9 < weights < 59.1e9

@@ -87,17 +87,30 @@ def test_glm47_flash_on_l4_needs_tp4_because_on_the_fly_fp8_loads_bf16_first() -
 
 
 def test_int4_without_a_checkpoint_is_not_a_candidate_and_pinned_is_an_input_error() -> None:
-    p = plan(
-        {
-            "model": {"id": "GLM-4.5-Air"},
-            "contextLength": 32768,
-            "minConcurrency": 2,
-            "gpu": {"products": ["L4"]},
-        }
+    p = plan({"model": {"id": "GLM-4-32B-0414"}, "gpu": {"products": ["L4"]}})
+    assert p.variants and all(v.quantization in ("bf16", "fp8") for v in p.variants)
+    with pytest.raises(PlanningInputError, match=r"no int4 checkpoint of GLM-4-32B-0414"):
+        plan({"model": {"id": "GLM-4-32B-0414"}, "quantization": "int4", "gpu": {"products": ["L4"]}})
+
+
+def test_auto_plans_the_catalogs_int4_checkpoint_where_only_int4_fits() -> None:
+    p = plan({"model": {"id": "GLM-4.5-Air"}, "contextLength": 32768, "gpu": {"products": ["L4"]}})
+    v = variant(p, L4)
+    assert (v.quantization, v.model_id, v.tensor_parallel_size) == (
+        "int4",
+        "cyankiwi/GLM-4.5-Air-AWQ-4bit",
+        4,
     )
-    assert all(v.quantization in ("bf16", "fp8") for v in p.variants)
-    with pytest.raises(PlanningInputError, match=r"no int4 checkpoint of GLM-4\.5-Air"):
-        plan({"model": {"id": "GLM-4.5-Air"}, "quantization": "int4", "gpu": {"products": ["L4"]}})
+    assert v.quantization_flag is None  # vLLM reads compressed-tensors from the checkpoint
+    assert any("cyankiwi/GLM-4.5-Air-AWQ-4bit" in n and "huggingface.co" in n for n in v.notes)
+    assert "higher precision does not fit" in v.reason
+
+
+def test_pinned_int4_loads_the_awq_checkpoint_without_a_quantization_flag() -> None:
+    p = plan({"model": {"id": "GLM-4.7"}, "quantization": "int4", "gpu": {"products": [H100]}})
+    v = variant(p, H100)
+    assert (v.quantization, v.model_id, v.quantization_flag) == ("int4", "QuantTrio/GLM-4.7-AWQ", None)
+    assert any("shared_experts kept 16-bit" in n for n in v.notes)
 
 
 def test_fp8_on_ampere_says_marlin() -> None:

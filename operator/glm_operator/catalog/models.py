@@ -6,8 +6,10 @@ model in :mod:`glm_operator.planning.fit` understands, plus the checkpoint's qua
 (``quantization_config``: fp8, awq, gptq, compressed-tensors), which decides the weights' precision.
 
 Lookups are case-insensitive over the HF repo id, the display name and the aliases; the official
-``-FP8`` checkpoint ids resolve to their base model with FP8 checkpoint quantization. Loading is done
-once per process (``functools.cache``).
+``-FP8`` checkpoint ids resolve to their base model with FP8 checkpoint quantization, and the
+catalog's pre-quantized int4/int8 checkpoints (AWQ, GPTQ, compressed-tensors) to their base model
+with the layout their ``quantization_config`` states. Loading is done once per process
+(``functools.cache``).
 """
 
 from __future__ import annotations
@@ -37,7 +39,10 @@ class CheckpointQuantization:
 
     ``precision`` is one of fp8 / int8 / int4 / nvfp4; ``group_size`` is the number of weights that
     share one scale (fp8 128x128 blocks = 16384, 0 = per output channel). Embeddings, lm_head, the MoE
-    router and norms are never quantized by these schemes (they stay bf16/fp16).
+    router and norms are never quantized by these schemes (they stay bf16/fp16). ``unquantized`` lists
+    the further linear modules the checkpoint keeps in 16 bits (``modules_to_not_convert`` of AWQ/GPTQ,
+    ``ignore`` of compressed-tensors), by the module names the weight model knows:
+    :data:`UNQUANTIZED_MODULES`.
     """
 
     method: str
@@ -45,6 +50,7 @@ class CheckpointQuantization:
     group_size: int = 128
     scale_bytes: float = 2.0
     zero_point_bits: int = 0
+    unquantized: tuple[str, ...] = ()
 
     @property
     def bytes_per_weight(self) -> float:
@@ -61,8 +67,36 @@ def fp8_block_quantization() -> CheckpointQuantization:
     return CheckpointQuantization(method="fp8", precision="fp8", group_size=128 * 128, scale_bytes=4.0)
 
 
+#: Linear modules a checkpoint may keep in 16 bits that change the weights' size: the shared experts
+#: of MoE layers and the attention projections. (Embeddings, lm_head, router, norms and the MTP head
+#: are 16-bit in every scheme or not counted.)
+UNQUANTIZED_MODULES = ("shared_experts", "self_attn")
+
+
+def _unquantized_modules(names: Any) -> tuple[str, ...]:
+    """Which of :data:`UNQUANTIZED_MODULES` a ``modules_to_not_convert`` / ``ignore`` list names
+    (substring match like vLLM's; ``re:`` patterns of compressed-tensors are matched as text)."""
+    if not isinstance(names, list):
+        return ()
+    text = [str(n) for n in names]
+    out = []
+    if any("shared_expert" in n for n in text):
+        out.append("shared_experts")
+    if any("self_attn" in n for n in text):
+        out.append("self_attn")
+    return tuple(out)
+
+
 def parse_quantization_config(qc: Mapping[str, Any]) -> CheckpointQuantization:
     """Map a HF ``quantization_config`` to a :class:`CheckpointQuantization`."""
+    from dataclasses import replace
+
+    layout = _parse_quantization_layout(qc)
+    kept = _unquantized_modules(qc.get("modules_to_not_convert") or qc.get("ignore"))
+    return replace(layout, unquantized=kept) if kept else layout
+
+
+def _parse_quantization_layout(qc: Mapping[str, Any]) -> CheckpointQuantization:
     method = str(qc.get("quant_method", "")).lower()
     if method == "fp8":
         block = qc.get("weight_block_size")
@@ -312,8 +346,39 @@ class ModelArchitecture:
 
 
 @dataclass(frozen=True)
+class QuantizedCheckpoint:
+    """A pre-quantized checkpoint of a catalog model published by its own repository.
+
+    ``quantization_config`` is the checkpoint's config.json ``quantization_config`` as published (kept
+    as JSON text so the entry stays hashable); ``torch_dtype`` the config's dtype (AWQ checkpoints are
+    float16); ``source`` where the facts were read.
+    """
+
+    id: str
+    precision: str
+    quantization_config_json: str
+    torch_dtype: str
+    source: str
+
+    @property
+    def quantization_config(self) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self.quantization_config_json)
+        return value
+
+    @property
+    def url(self) -> str:
+        """The checkpoint's Hugging Face page (the first word of ``source``)."""
+        return self.source.split()[0]
+
+    @property
+    def layout(self) -> CheckpointQuantization:
+        return parse_quantization_config(self.quantization_config)
+
+
+@dataclass(frozen=True)
 class ModelEntry:
-    """One catalog model (a base checkpoint id, optionally with an official FP8 sibling)."""
+    """One catalog model (a base checkpoint id, optionally with an official FP8 sibling and
+    pre-quantized int4/int8 checkpoints)."""
 
     id: str
     name: str
@@ -323,6 +388,7 @@ class ModelEntry:
     params: str
     architecture: ModelArchitecture
     fp8_checkpoint: str | None = None
+    quantized_checkpoints: tuple[QuantizedCheckpoint, ...] = ()
     min_compute_capability: float = 8.0
     sources: tuple[tuple[str, str], ...] = ()
     uncertain: tuple[str, ...] = ()
@@ -344,6 +410,12 @@ class ResolvedModel:
     @property
     def fp8_checkpoint(self) -> str | None:
         return self.entry.fp8_checkpoint if self.entry else None
+
+    def quantized_checkpoint(self, precision: str) -> QuantizedCheckpoint | None:
+        """The catalog's pre-quantized checkpoint of this model in ``precision`` (int4/int8), if any."""
+        if self.entry is None:
+            return None
+        return next((c for c in self.entry.quantized_checkpoints if c.precision == precision), None)
 
     @property
     def min_compute_capability(self) -> float:
@@ -381,6 +453,11 @@ def load_models() -> tuple[ModelEntry, ...]:
                 params=str(item.get("params", "")),
                 architecture=ModelArchitecture.from_hf_config(item["config"]),
                 fp8_checkpoint=str(ckpts["fp8"]) if ckpts.get("fp8") else None,
+                quantized_checkpoints=tuple(
+                    _quantized_checkpoint(precision, ckpts[precision])
+                    for precision in ("int8", "int4")
+                    if ckpts.get(precision)
+                ),
                 min_compute_capability=float(item.get("min_compute_capability", 8.0)),
                 sources=tuple((str(k), str(v)) for k, v in (item.get("sources") or {}).items()),
                 uncertain=tuple(str(u) for u in item.get("uncertain") or []),
@@ -390,17 +467,35 @@ def load_models() -> tuple[ModelEntry, ...]:
     return tuple(entries)
 
 
+def _quantized_checkpoint(precision: str, item: Mapping[str, Any]) -> QuantizedCheckpoint:
+    qc = item["quantization_config"]
+    ckpt = QuantizedCheckpoint(
+        id=str(item["id"]),
+        precision=precision,
+        quantization_config_json=json.dumps(qc, sort_keys=True),
+        torch_dtype=str(item.get("torch_dtype", "bfloat16")),
+        source=str(item["source"]),
+    )
+    if ckpt.layout.precision != precision:
+        raise CatalogError(
+            f"catalog: checkpoints.{precision} {ckpt.id} has a {ckpt.layout.precision} quantization_config"
+        )
+    return ckpt
+
+
 @functools.cache
-def _model_index() -> dict[str, tuple[ModelEntry, bool]]:
-    """lower-cased name -> (entry, is_fp8_checkpoint)."""
-    index: dict[str, tuple[ModelEntry, bool]] = {}
+def _model_index() -> dict[str, tuple[ModelEntry, str | None]]:
+    """lower-cased name -> (entry, precision of the quantized checkpoint it names or None)."""
+    index: dict[str, tuple[ModelEntry, str | None]] = {}
     for entry in load_models():
         for key in (entry.id, entry.name, *entry.aliases, entry.id.split("/")[-1]):
-            index.setdefault(key.lower(), (entry, False))
+            index.setdefault(key.lower(), (entry, None))
         if entry.fp8_checkpoint:
             short = entry.fp8_checkpoint.split("/")[-1]
             for key in (entry.fp8_checkpoint, short, f"{entry.name}-FP8"):
-                index.setdefault(key.lower(), (entry, True))
+                index.setdefault(key.lower(), (entry, "fp8"))
+        for ckpt in entry.quantized_checkpoints:
+            index.setdefault(ckpt.id.lower(), (entry, ckpt.precision))
     return index
 
 
@@ -408,8 +503,9 @@ def model_names() -> list[str]:
     return [e.id for e in load_models()]
 
 
-def find_model(name: str) -> tuple[ModelEntry, bool]:
-    """Catalog entry for an id/alias (case-insensitive) and whether it names the FP8 checkpoint."""
+def find_model(name: str) -> tuple[ModelEntry, str | None]:
+    """Catalog entry for an id/alias (case-insensitive) and the precision of the pre-quantized
+    checkpoint it names (``fp8`` for the official -FP8 sibling, ``int4``/``int8``), None for the base."""
     key = name.strip().lower()
     if key.startswith("hf://"):
         key = key[len("hf://") :]
@@ -437,7 +533,19 @@ def resolve_model(model: str | Mapping[str, Any], model_id: str | None = None) -
         return _resolve_config(
             config, model_id or str(config.get("_name_or_path", path.parent.name or path.name))
         )
-    entry, is_fp8 = find_model(model)
+    entry, precision = find_model(model)
+    if precision in ("int4", "int8"):
+        ckpt = next(c for c in entry.quantized_checkpoints if c.precision == precision)
+        return ResolvedModel(
+            model_id=ckpt.id,
+            name=ckpt.id.split("/")[-1],
+            architecture=entry.architecture,
+            max_context=entry.max_context,
+            checkpoint_quantization=ckpt.layout,
+            entry=entry,
+            notes=entry.uncertain + entry.architecture.notes,
+        )
+    is_fp8 = precision == "fp8"
     return ResolvedModel(
         model_id=entry.fp8_checkpoint if is_fp8 and entry.fp8_checkpoint else entry.id,
         name=f"{entry.name}-FP8" if is_fp8 else entry.name,

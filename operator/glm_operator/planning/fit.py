@@ -397,12 +397,31 @@ def weights_bytes_per_stage(
     else:
         layout = layout or CheckpointQuantization("dynamic", precision, 0, 4.0)
         linear_bytes = layout.bytes_per_weight
+    kept = layout.unquantized if layout is not None and precision not in ("bf16", "fp16") else ()
     out = []
     ranges = pp_layer_ranges(arch.num_layers, pp)
     for stage, (start, end) in enumerate(ranges):
         el = _stage_elements(arch, tp, start, end, first=stage == 0, last=stage == pp - 1)
-        out.append(el.linear * linear_bytes + el.other * other_bytes)
+        k = _unquantized_linear(arch, tp, start, end, kept) if kept else 0.0
+        out.append((el.linear - k) * linear_bytes + el.other * other_bytes + k * 2.0)
     return tuple(out)
+
+
+def _unquantized_linear(
+    arch: ModelArchitecture, tp: int, start: int, end: int, kept: tuple[str, ...]
+) -> float:
+    """Linear elements of layers [start, end) a quantized checkpoint keeps in 16 bits
+    (``CheckpointQuantization.unquantized``: shared experts, attention projections)."""
+    total = 0.0
+    kinds = _layer_kinds(arch)
+    for layer in range(start, end):
+        if "shared_experts" in kept and arch.is_moe and layer >= arch.first_k_dense_replace:
+            total += 3.0 * arch.hidden_size * arch.shared_expert_intermediate_size / tp
+        if "self_attn" in kept:
+            is_linear, has_idx = kinds[layer]
+            el = _linear_attention_elements(arch, tp) if is_linear else _attention_elements(arch, tp, has_idx)
+            total += el.linear
+    return total
 
 
 # --------------------------------------------------------------------------------------------

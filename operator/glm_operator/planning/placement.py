@@ -297,16 +297,21 @@ def _model_for(base: ResolvedModel, quantization: str) -> tuple[ResolvedModel, s
         return resolve_model(base.fp8_checkpoint), None
     if quantization == "fp8":
         return base, "fp8"
+    quantized = base.quantized_checkpoint(quantization)
+    if quantized is not None:
+        # vLLM reads the method from the checkpoint's quantization_config (AWQ/GPTQ pick their Marlin
+        # kernels themselves): no --quantization flag
+        return resolve_model(quantized.id), None
     return base, None
 
 
 def _has_checkpoint(model: ResolvedModel, precision: str) -> bool:
-    """Whether vLLM can serve ``precision`` for this model: a checkpoint stored in it, or fp8, which
-    vLLM quantizes a 16-bit checkpoint to at load time. int8/int4 need a pre-quantized (AWQ/GPTQ/
-    compressed-tensors) checkpoint; vLLM has no load-time int8/int4 quantization."""
+    """Whether vLLM can serve ``precision`` for this model: a checkpoint stored in it, the catalog's
+    pre-quantized int4/int8 checkpoint of it, or fp8, which vLLM quantizes a 16-bit checkpoint to at
+    load time. vLLM has no load-time int8/int4 quantization."""
     if model.checkpoint_quantization is not None:
         return model.checkpoint_quantization.precision == precision
-    return precision in ("bf16", "fp16", "fp8")
+    return precision in ("bf16", "fp16", "fp8") or model.quantized_checkpoint(precision) is not None
 
 
 def _precisions(request: PlacementRequest, model: ResolvedModel, gpu: GpuType) -> list[str]:
@@ -814,7 +819,15 @@ def _variant_reason(
             f"{fit.quantization} needs a pre-quantized (AWQ/GPTQ) checkpoint of {base.name}: "
             "point model.source at one"
         )
-    if ev.model.model_id != base.model_id:
+    quantized = base.quantized_checkpoint(fit.quantization)
+    if quantized is not None and ev.model.model_id == quantized.id:
+        layout = quantized.layout
+        kept = f", {'/'.join(layout.unquantized)} kept 16-bit" if layout.unquantized else ""
+        notes.append(
+            f"serves the {layout.method} {layout.precision} checkpoint {quantized.id} "
+            f"(group {layout.group_size}{kept}; {quantized.url})"
+        )
+    elif ev.model.model_id != base.model_id:
         notes.append(f"serves the official FP8 checkpoint {ev.model.model_id}")
     return reason + ".", notes
 
