@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from glm_operator.catalog.estimated_gpus import NOT_IN_CATALOG, estimate_gpu
 from glm_operator.catalog.gpus import find_gpu
 from glm_operator.planning.nodes import parse_gpu_pools
 from glm_operator.planning.placement import plan_placement
-from glm_operator.planning.request import placement_request_from_spec
+from glm_operator.planning.request import PlanningInputError, placement_request_from_spec
 
 
 def node(name: str, labels: dict[str, str], gpus: int = 8) -> dict[str, Any]:
@@ -63,3 +65,39 @@ def test_new_catalog_gpus() -> None:
     for name in ("A800", "H800", "H20", "L20", "L40S", "RTX-6000-Ada", "B200", "GB200"):
         gpu = find_gpu(name)
         assert gpu.memory_gib > 20 and gpu.memory_source, name
+
+
+def _plan(spec: dict[str, Any], nodes: list[dict[str, Any]]) -> Any:
+    return plan_placement(placement_request_from_spec(spec, parse_gpu_pools(nodes)))
+
+
+MIXED = [node("l20x-0", L20X), node("l4-0", {"nvidia.com/gpu.product": "NVIDIA-L4"})]
+
+
+def test_gpu_products_can_name_an_estimated_gpu_by_its_product_label() -> None:
+    spec = {"model": {"id": "zai-org/GLM-4-9B-0414"}, "gpu": {"products": ["nvidia-l20x"]}}
+    plan = _plan(spec, MIXED)
+    assert [v.gpu_product for v in plan.variants] == ["NVIDIA-L20X"]
+    assert any("not in gpu.products, not used: NVIDIA-L4" in d for d in plan.details)
+    # preference order holds across catalog and estimated products
+    both = _plan({**spec, "gpu": {"products": ["L4", "NVIDIA-L20X"]}, "replicas": 2}, MIXED)
+    assert [v.gpu_product for v in both.variants] == ["NVIDIA-L4", "NVIDIA-L20X"]
+
+
+def test_gpu_products_naming_neither_a_catalog_gpu_nor_a_cluster_label_is_an_input_error() -> None:
+    spec = {"model": {"id": "zai-org/GLM-4-9B-0414"}, "gpu": {"products": ["NVIDIA-L20Y"]}}
+    with pytest.raises(PlanningInputError, match=r"spec\.gpu\.products: GPU 'NVIDIA-L20Y' is neither") as exc:
+        _plan(spec, MIXED)
+    assert "in the cluster now: NVIDIA-L20X" in str(exc.value) and "NVIDIA-H100-80GB-HBM3" in str(exc.value)
+
+
+def test_gpu_products_naming_a_label_whose_nodes_cannot_be_estimated_says_what_they_lack() -> None:
+    spec = {"model": {"id": "zai-org/GLM-4-9B-0414"}, "gpu": {"products": ["NVIDIA-Mystery"]}}
+    with pytest.raises(PlanningInputError, match=r"spec\.gpu\.products: .*nvidia\.com/gpu\.memory"):
+        _plan(spec, [node("m-0", {"nvidia.com/gpu.product": "NVIDIA-Mystery"})])
+
+
+def test_a_catalog_gpu_absent_from_the_cluster_stays_allowed() -> None:
+    plan = _plan({"model": {"id": "zai-org/GLM-4-9B-0414"}, "gpu": {"products": ["H100"]}}, MIXED)
+    assert not plan.fits
+    assert any("no schedulable node has NVIDIA-H100-80GB-HBM3" in r.reason for r in plan.rejected)

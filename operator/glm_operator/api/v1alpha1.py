@@ -199,7 +199,10 @@ class GPUSpec(_APIModel):
         description=(
             "Allowed GPU types in order of preference: GPU Feature Discovery product names as in the "
             "catalog (NVIDIA-H100-80GB-HBM3, NVIDIA-A100-SXM4-80GB, NVIDIA-L4) or their catalog aliases "
-            "(H100, A100-80GB, L4). Empty: any GPU type in the cluster."
+            "(H100, A100-80GB, L4), or the nvidia.com/gpu.product label of GPU nodes the catalog does not "
+            "know (planned from their memory and compute-capability labels; such a name must be on a node "
+            "in the cluster). A name that is neither gives Planned=False naming this field. Empty: any GPU "
+            "type in the cluster."
         ),
     )
     memory_utilization: float = Field(

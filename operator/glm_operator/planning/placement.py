@@ -60,6 +60,7 @@ from glm_operator.planning.fit import (
     parallelism_error,
 )
 from glm_operator.planning.nodes import GpuPool
+from glm_operator.planning.product_filter import allowed_products
 from glm_operator.planning.request import DEFAULT_CONTEXT_LENGTH, PlacementRequest, PlanningInputError
 
 PRECISION_RANK = {"bf16": 0, "fp16": 0, "fp8": 1, "int8": 2, "int4": 3, "nvfp4": 3}
@@ -603,12 +604,15 @@ def plan_placement(request: PlacementRequest) -> Plan:
         err = parallelism_error(base.architecture, request.tensor_parallel_size)
         if err:
             raise PlanningInputError(f"spec.gpu.tensorParallelSize: {err}; use 0 to let the planner choose")
-    allowed: list[GpuType] = []
-    for name in request.gpu_products:
-        try:
-            allowed.append(find_gpu(name))
-        except CatalogError as exc:
-            raise PlanningInputError(f"spec.gpu.products: {exc}") from None
+    allowed = allowed_products(
+        request.gpu_products,
+        {p.gpu_product for p in request.pools if p.estimated is not None},
+        {
+            p.product_label: p.unknown_reason or f"GPU type {p.product_label!r} is not in the catalog"
+            for p in request.pools
+            if not p.gpu_product and p.product_label
+        },
+    )
 
     details: list[str] = [
         f"model {base.model_id}: {base.architecture.attention} attention, context {context} "
@@ -617,11 +621,11 @@ def plan_placement(request: PlacementRequest) -> Plan:
     rejected: list[Rejection] = []
     groups = _group_pools(request.pools, details, rejected)
     if allowed:
-        order = {gpu.name: i for i, gpu in enumerate(allowed)}
+        order = {name: i for i, name in enumerate(allowed)}
         present = {g.gpu.name for g in groups}
-        for gpu in allowed:
-            if gpu.name not in present:
-                rejected.append(Rejection(gpu.name, f"no schedulable node has {gpu.name} GPUs"))
+        for name in allowed:
+            if name not in present:
+                rejected.append(Rejection(name, f"no schedulable node has {name} GPUs"))
         skipped = sorted({g.gpu.name for g in groups if g.gpu.name not in order})
         if skipped:
             details.append(f"not in gpu.products, not used: {', '.join(skipped)}")
