@@ -104,6 +104,10 @@ class Operator:
                 max_workers=max(8, 3 * self.config.workers) + self.max_pending_applies
             )
         )
+        from glm_operator.controller.reconcile import warm_up_planner
+
+        # While the caches fill: the first reconciles then plan in milliseconds, not seconds.
+        self.planning_pool.submit(warm_up_planner, self.config.default_image)
         while True:  # the apiserver may be away while this replica (re)starts
             try:
                 await self.refresh_cluster_view()
