@@ -441,5 +441,8 @@ def retry_failed(queue: WorkQueue, key: Key, what: str, exc: Exception) -> None:
     summary = summarize_api_error(exc)
     delay = queue.add_rate_limited(key, summary.retry_after)
     level = logging.INFO if summary.status == 409 else logging.WARNING
-    log.log(level, "%s %s/%s failed: %s; retry in %.2f s", what, key[0], key[1], summary.line(), delay)
+    asked = f" (Retry-After {summary.retry_after:g} s)" if summary.retry_after is not None else ""
+    log.log(
+        level, "%s %s/%s failed: %s; retry in %.2f s%s", what, key[0], key[1], summary.line(), delay, asked
+    )
     log.debug("%s %s/%s failed", what, key[0], key[1], exc_info=True)
