@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from glm_operator.api.v1alpha1 import spec_from_dict
 from glm_operator.controller.desired import compute_desired
-from glm_operator.testing.hostile import HostileCase, hostile_cases
+from glm_operator.testing.hostile import HostileCase, hostile_cases, largest_inline_specs
 
 from .test_desired import body, observe
 
@@ -65,3 +65,11 @@ def test_inline_configs_are_bounded() -> None:
         case = {"model": {"id": "x/y", "config": {"num_hidden_layers": layers}}}
         with pytest.raises(ValidationError, match="num_hidden_layers"):
             spec_from_dict(case)
+
+
+def test_the_largest_inline_configs_validation_allows_are_planned_to_a_condition() -> None:
+    for case in largest_inline_specs():
+        assert refusal(case) is None, case.id  # at the bounds, not past them
+        desired = compute_desired(observe(body(generation=1, **case.spec), lws_available=True))
+        planned = next(c for c in desired.status["conditions"] if c["type"] == "Planned")
+        assert planned["reason"] in PLAN_REASONS - {"InvalidSpec"}, (case.id, planned)

@@ -105,3 +105,18 @@ def test_a_rate_limited_key_comes_back_after_its_backoff() -> None:
         return await _drain(q, 1)
 
     assert asyncio.run(scenario()) == [("ns", "a")]
+
+
+def test_events_of_a_key_in_backoff_wait_for_its_retry_a_spec_change_not_unless_told() -> None:
+    async def scenario(retry_after: float | None) -> tuple[int, int]:
+        q = WorkQueue()
+        key = ("ns", "a")
+        q.known.add(key)
+        q.add_rate_limited(key, retry_after=retry_after)
+        q.add(key)  # a pod or child event during the backoff
+        routine = len(q)
+        q.add(key, urgent=True)  # a spec change
+        return routine, len(q)
+
+    assert asyncio.run(scenario(None)) == (0, 1)
+    assert asyncio.run(scenario(5.0)) == (0, 0)  # the apiserver asked: not before Retry-After

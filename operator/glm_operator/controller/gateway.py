@@ -1,4 +1,5 @@
-"""Apply the objects of one GLMGateway (a separate, small step next to the GLMDeployment reconcile).
+"""Apply the objects of one GLMGateway (a separate, small step next to the GLMDeployment reconcile),
+from a work queue of its own (``GatewayController``).
 
 Rendering is pure (``glm_operator.gateway.objects``); this applies the result with server-side
 apply and records ``status.observedGeneration`` and the Service name. An invalid spec (which the
@@ -16,6 +17,7 @@ from pydantic import ValidationError
 
 from glm_operator.api.gateway import GATEWAY_KIND, GLMGatewaySpec
 from glm_operator.clients.kube import API_VERSION, KubeClient, object_path
+from glm_operator.controller.workqueue import Key, WorkQueue
 from glm_operator.gateway.objects import gateway_name, render_gateway
 
 log = logging.getLogger(__name__)
@@ -46,3 +48,52 @@ def apply_gateway(api: KubeClient, body: Mapping[str, Any], image: str) -> bool:
     api.request("PATCH", path, body={"status": status}, content_type="application/merge-patch+json")
     log.info("GLMGateway %s/%s applied", meta["namespace"], meta["name"])
     return True
+
+
+class GatewayController:
+    """GLMGateways on a work queue of their own, with the GLMDeployment reconciler's backoff.
+
+    Watch events only update the cache of GLMGateway bodies and enqueue keys; the operator's
+    workers (on the leader only) apply one key at a time. A failed apply is retried after the
+    per-key exponential backoff (honouring a 429's ``Retry-After``), logged in one line; a new
+    leader re-applies every cached GLMGateway. A hand edit of a gateway's Deployment (a new
+    ``metadata.generation``) or its deletion re-queues the GLMGateway it belongs to.
+    """
+
+    def __init__(self) -> None:
+        self.queue = WorkQueue()
+        self.bodies: dict[Key, dict[str, Any]] = {}  # last seen GLMGateway bodies
+        self._deployment_generations: dict[Key, int] = {}
+
+    def on_gateway(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace")), str(meta.get("name")))
+        if event_type == "DELETED":  # owner references: the garbage collector removes the children
+            self.bodies.pop(key, None)
+            self._deployment_generations.pop(key, None)
+            self.queue.forget(key)
+            return
+        if not meta.get("uid"):
+            return
+        self.bodies[key] = dict(obj)
+        self.queue.add(key)
+
+    def on_gateway_deployment(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        owners = [o for o in meta.get("ownerReferences") or [] if o.get("kind") == GATEWAY_KIND]
+        if not owners:
+            return
+        key = (str(meta.get("namespace")), str(owners[0]["name"]))
+        generation = int(meta.get("generation") or 0)
+        if event_type != "DELETED" and self._deployment_generations.get(key) == generation:
+            return  # a status update
+        self._deployment_generations[key] = generation
+        if key in self.bodies:
+            self.queue.add(key)
+
+    def apply(self, api: KubeClient, key: Key) -> bool | None:
+        """Apply one GLMGateway from the cache (blocking: run it in a thread); None when gone."""
+        body = self.bodies.get(key)
+        if body is None:
+            return None
+        return apply_gateway(api, body, sync_image())

@@ -22,12 +22,14 @@ from glm_operator.clients.kube import API_VERSION, KubeClient, NotLeader, summar
 from glm_operator.controller import metrics
 from glm_operator.controller.cache import ClusterCache
 from glm_operator.controller.config import OperatorConfig
+from glm_operator.controller.gateway import GatewayController
 from glm_operator.controller.leader import LeaderElector
 from glm_operator.controller.nodepools import NodePoolCache
 from glm_operator.controller.workqueue import Key, WorkQueue
 from glm_operator.render import names
 
 log = logging.getLogger(__name__)
+GATEWAY_WORKERS = 2
 
 EVENT_SENDERS = 4  # Event posts in flight at once
 SERVICE_LANE_THREADS = 4  # Service applies in flight at once (the apiserver allocates ClusterIPs)
@@ -91,6 +93,7 @@ class Operator:
         # does not wait for them, at most EVENT_SENDERS are in flight.
         self._event_slots = asyncio.Semaphore(EVENT_SENDERS)
         self._event_tasks: set[asyncio.Task[None]] = set()
+        self.gateways = GatewayController()  # GLMGateways: their own queue, the same backoff
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -101,6 +104,10 @@ class Operator:
                 max_workers=max(8, 3 * self.config.workers) + self.max_pending_applies
             )
         )
+        from glm_operator.controller.reconcile import warm_up_planner
+
+        # While the caches fill: the first reconciles then plan in milliseconds, not seconds.
+        self.planning_pool.submit(warm_up_planner, self.config.default_image)
         while True:  # the apiserver may be away while this replica (re)starts
             try:
                 await self.refresh_cluster_view()
@@ -126,6 +133,13 @@ class Operator:
                     self.queue.run_worker(self.reconcile_key, self.wait_for_leadership), name=f"worker-{i}"
                 )
             )
+        for i in range(GATEWAY_WORKERS):
+            self._tasks.append(
+                asyncio.create_task(
+                    self.gateways.queue.run_worker(self.reconcile_gateway_key, self.wait_for_leadership),
+                    name=f"gateway-worker-{i}",
+                )
+            )
         self._tasks.append(asyncio.create_task(self._resync_loop(), name="resync"))
         if self.autoscaler is not None:
             self._tasks.append(asyncio.create_task(self.autoscaler.run(), name="autoscaler"))
@@ -146,6 +160,7 @@ class Operator:
         self.applied.clear()
         self._leading.set()
         self.queue.add_all()
+        self.gateways.queue.add_all()
 
     def _stopped_leading(self) -> None:
         """Lost the Lease: cancel every in-flight reconcile, then exit non-zero (as client-go's
@@ -377,18 +392,10 @@ class Operator:
         started = time.perf_counter()
         try:
             rejected = await reconcile(self, namespace, name)
-        except NotLeader:
-            self.queue.add_rate_limited(key)  # waits at the leadership gate (or the process exits)
-            return
         except Exception as exc:
-            metrics.RECONCILES.labels(result="error").inc()
-            summary = summarize_api_error(exc)
-            delay = self.queue.add_rate_limited(key, summary.retry_after)
-            level = logging.INFO if summary.status == 409 else logging.WARNING
-            log.log(
-                level, "reconcile %s/%s failed: %s; retry in %.2f s", namespace, name, summary.line(), delay
-            )
-            log.debug("reconcile %s/%s failed", namespace, name, exc_info=True)
+            if not isinstance(exc, NotLeader):
+                metrics.RECONCILES.labels(result="error").inc()
+            retry_failed(self.queue, key, "reconcile", exc)
             return
         finally:
             metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
@@ -411,3 +418,31 @@ class Operator:
         else:
             self.queue.forget_failures(key)
             metrics.RECONCILES.labels(result="ok").inc()
+
+    async def reconcile_gateway_key(self, key: Key) -> None:
+        """Apply one GLMGateway; a failure is retried like a GLMDeployment's (backoff, one line)."""
+        try:
+            applied = await asyncio.to_thread(self.gateways.apply, self.api, key)
+        except Exception as exc:
+            retry_failed(self.gateways.queue, key, "GLMGateway", exc)
+            return
+        if applied is None:
+            self.gateways.queue.forget(key)
+        else:
+            self.gateways.queue.forget_failures(key)
+
+
+def retry_failed(queue: WorkQueue, key: Key, what: str, exc: Exception) -> None:
+    """Re-add a failed key after its backoff (no earlier than a 429's ``Retry-After``); one log
+    line per failure, the traceback at debug level."""
+    if isinstance(exc, NotLeader):
+        queue.add_rate_limited(key)  # waits at the leadership gate (or the process exits)
+        return
+    summary = summarize_api_error(exc)
+    delay = queue.add_rate_limited(key, summary.retry_after)
+    level = logging.INFO if summary.status == 409 else logging.WARNING
+    asked = f" (Retry-After {summary.retry_after:g} s)" if summary.retry_after is not None else ""
+    log.log(
+        level, "%s %s/%s failed: %s; retry in %.2f s%s", what, key[0], key[1], summary.line(), delay, asked
+    )
+    log.debug("%s %s/%s failed", what, key[0], key[1], exc_info=True)

@@ -11,7 +11,10 @@ burst of 200 new GLMDeployments, planning them is not stuck behind refreshes of 
 
 A failed reconcile is re-added with ``add_rate_limited``: after a per-key exponential backoff
 with jitter, bounded overall by a token bucket (``ratelimit.RateLimiter``); ``forget_failures``
-after a success resets the key's backoff.
+after a success resets the key's backoff. While a key waits out its backoff, routine events
+(pods, children, nodes) do not run it earlier: the retry is level-based and sees what they
+changed. A spec change (urgent) still runs at once, unless the apiserver answered the last try
+with a ``Retry-After`` (429): then nothing runs the key before that time.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class WorkQueue:
         self.known: set[Key] = set()
         self.limiter = RateLimiter()
         self._waiting: dict[Key, asyncio.TimerHandle] = {}  # rate-limited re-adds not due yet
+        self._told_to_wait: set[Key] = set()  # waiting keys the apiserver gave a Retry-After
 
     def add_rate_limited(self, key: Key, retry_after: float | None = None) -> float:
         """Re-add ``key`` after its backoff (and no earlier than ``retry_after``); the delay."""
@@ -45,9 +49,14 @@ class WorkQueue:
         previous = self._waiting.pop(key, None)
         if previous is not None:
             previous.cancel()
+        if retry_after is not None:
+            self._told_to_wait.add(key)
+        else:
+            self._told_to_wait.discard(key)
 
         def due() -> None:
             self._waiting.pop(key, None)
+            self._told_to_wait.discard(key)
             if key in self.known:
                 self.add(key)
 
@@ -59,6 +68,8 @@ class WorkQueue:
 
     def add(self, key: Key, urgent: bool = False) -> None:
         self.known.add(key)
+        if key in self._waiting and (not urgent or key in self._told_to_wait):
+            return  # backing off: its retry reads the caches then, this event included
         if key in self._active:
             self._dirty[key] = self._dirty.get(key, False) or urgent
             return
@@ -79,6 +90,7 @@ class WorkQueue:
     def forget(self, key: Key) -> None:
         self.known.discard(key)
         self.limiter.forget(key)
+        self._told_to_wait.discard(key)
         waiting = self._waiting.pop(key, None)
         if waiting is not None:
             waiting.cancel()

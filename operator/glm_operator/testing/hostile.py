@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from glm_operator.api.inline_config import MAX_LAYERS as MAX_INLINE_LAYERS
+
 BASE_SPEC: dict[str, Any] = {
     "model": {"id": "zai-org/glm-4-9b-chat"},
     "contextLength": 8192,
@@ -309,3 +311,76 @@ def _cases() -> Iterator[HostileCase]:
             config = {**INLINE_CONFIG, key: value}
             spec = _set(BASE_SPEC, "model", {"id": "example/inline-glm", "config": config})
             yield HostileCase(f"model.config.{key}-{i}", spec, f"model.config.{key}")
+
+
+def largest_inline_specs() -> list[HostileCase]:
+    """The largest inline configs validation allows (256 layers, 1024 heads, 4096 experts, ...),
+    shaped to be the planner's worst cases: every GPU type and pipeline split is tried
+    (``allowMultiNode``, no ``gpu.products``), and one per attention family (GQA at the maximum
+    sizes, which fits nowhere; small enough sizes to fit and plan children; linear attention with
+    a per-layer type list; MLA with a sparse-attention indexer on every layer). About 0.2 to 0.7 s
+    of CPU each on a loaded 2-core machine."""
+    layers = MAX_INLINE_LAYERS
+    largest: dict[str, Any] = {
+        "architectures": ["Glm4MoeForCausalLM"],
+        "model_type": "glm4_moe",
+        "hidden_size": 131072,
+        "num_hidden_layers": layers,
+        "num_attention_heads": 1024,
+        "num_key_value_heads": 1024,
+        "head_dim": 128,
+        "intermediate_size": 1 << 20,
+        "vocab_size": 1 << 22,
+        "max_position_embeddings": 1 << 27,
+        "torch_dtype": "bfloat16",
+        "n_routed_experts": 4096,
+        "num_experts_per_tok": 4096,
+        "moe_intermediate_size": 1 << 20,
+        "n_shared_experts": 64,
+        "first_k_dense_replace": 0,
+    }
+    fits = {
+        **largest,
+        "hidden_size": 4096,
+        "num_key_value_heads": 8,
+        "intermediate_size": 1024,
+        "vocab_size": 1000,
+        "moe_intermediate_size": 64,
+        "n_routed_experts": 8,
+        "num_experts_per_tok": 2,
+    }
+    configs = {
+        "gqa-largest": largest,
+        "gqa-fits": fits,
+        "linear-attention": {
+            **fits,
+            "layer_types": ["linear_attention", "full_attention"] * (layers // 2),
+            "linear_num_heads": 1024,
+            "linear_head_dim": 128,
+        },
+        "mla-indexer": {
+            **fits,
+            "architectures": ["GlmMoeDsaForCausalLM"],
+            "model_type": "glm_moe_dsa",
+            "kv_lora_rank": 512,
+            "q_lora_rank": 1536,
+            "qk_rope_head_dim": 64,
+            "qk_nope_head_dim": 128,
+            "v_head_dim": 128,
+            "index_n_heads": 64,
+            "index_head_dim": 128,
+            "indexer_types": ["full"] * layers,
+        },
+    }
+    return [
+        HostileCase(
+            f"largest-{name}",
+            {
+                "model": {"id": "example/largest", "config": config},
+                "contextLength": 131072,
+                "gpu": {"allowMultiNode": True},
+            },
+            "model.config",
+        )
+        for name, config in configs.items()
+    ]
