@@ -185,3 +185,7 @@ def test_removing_the_crd_under_a_running_operator_breaks_nothing(setup: Setup) 
     wait_for(phase_is(setup.cluster, setup.ns, NAME, "Ready"), 90, "Ready after the change")
     assert condition(glmd(setup.cluster, setup.ns, NAME), "Degraded").get("reason") != "ChildRejected"
     assert "Traceback" not in setup.op.log_tail(500_000)
+    # Not even for a moment: the PodMonitor's deletion with its CRD wakes a reconcile while the
+    # CRD is terminating, which must not count as a rejected child.
+    events = json.loads(setup.cluster.kubectl("get", "events", "-n", setup.ns, "-o", "json").stdout)["items"]
+    assert not [e["message"] for e in events if e.get("reason") == "ChildRejected"]

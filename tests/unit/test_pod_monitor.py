@@ -203,3 +203,17 @@ def test_a_refused_pod_monitor_says_how_to_fix_it() -> None:
     (degraded,) = [c for c in status["conditions"] if c["type"] == "Degraded"]
     assert degraded["reason"] == "ChildRejected"
     assert "--pod-monitor=auto or off" in degraded["message"] and "spec.serving" not in degraded["message"]
+
+
+def test_crd_serves_reads_established_and_served_versions() -> None:
+    from glm_operator.controller.runtime import crd_serves
+
+    crd: dict[str, Any] = {
+        "spec": {"group": "monitoring.coreos.com", "versions": [{"name": "v1", "served": True}]},
+        "status": {"conditions": [{"type": "Established", "status": "True"}]},
+    }
+    assert crd_serves(crd, POD_MONITOR_API_VERSION)
+    assert not crd_serves({**crd, "status": {}}, POD_MONITOR_API_VERSION)  # just created
+    not_served = {**crd, "spec": {**crd["spec"], "versions": [{"name": "v1", "served": False}]}}
+    assert not crd_serves(not_served, POD_MONITOR_API_VERSION)
+    assert not crd_serves(crd, "monitoring.coreos.com/v1alpha1")

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from glm_operator.clients.kube import ApiErrorSummary, summarize_api_error
 from glm_operator.controller import metrics
 from glm_operator.controller.desired import WORKLOAD_KINDS, Desired, Event, Observed, compute_desired
+from glm_operator.controller.pod_monitors import PodMonitorMode
 from glm_operator.planning.conditions import MetricsStatus, set_condition
 from glm_operator.render.monitoring import POD_MONITOR_KIND
 
@@ -129,8 +130,11 @@ SLOW_APPLY_SECONDS = 0.5  # an apply still running after this finishes in the ba
 
 
 def _pod_monitor_api_missing(obj: Mapping[str, Any], summary: ApiErrorSummary) -> bool:
-    """A PodMonitor applied with --pod-monitor=on where the apiserver does not serve the API."""
-    return obj.get("kind") == POD_MONITOR_KIND and summary.status == 404
+    """A PodMonitor refused because the apiserver does not serve the API (any more): 404, or 403
+    while its CRD is being deleted."""
+    if obj.get("kind") != POD_MONITOR_KIND:
+        return False
+    return summary.status == 404 or (summary.status == 403 and "terminating" in summary.message)
 
 
 async def execute(
@@ -172,7 +176,11 @@ async def execute(
         result = task.exception() or task.result()
         if isinstance(result, BaseException):
             summary = summarize_api_error(result)
-            if summary.status in REJECTED_STATUSES or _pod_monitor_api_missing(obj, summary):
+            if _pod_monitor_api_missing(obj, summary) and op.config.pod_monitor is PodMonitorMode.AUTO:
+                # The CRD went away since discovery was asked: not the GLMDeployment's fault.
+                log.info("%s/%s: PodMonitor not applied (%s)", namespace, name, summary.line())
+                op.pod_monitor_api_missing()
+            elif summary.status in REJECTED_STATUSES or _pod_monitor_api_missing(obj, summary):
                 rejected.append(Rejection(obj["kind"], obj["metadata"]["name"], summary))
             else:
                 failure = failure or result

@@ -231,7 +231,22 @@ class Operator:
         discovery again (the answer is cached until the next event or resync)."""
         if str((obj.get("metadata") or {}).get("name")) != POD_MONITOR_CRD:
             return
-        expected = event_type != "DELETED" and crd_serves(obj, POD_MONITOR_API_VERSION)
+        if (obj.get("metadata") or {}).get("deletionTimestamp"):
+            # Being deleted: discovery still lists it until it is gone, but the apiserver refuses
+            # new objects and deletes the existing ones. Stop applying now; DELETED follows.
+            self.pod_monitor_api_missing()
+            return
+        self._recheck_pod_monitor_api_soon(
+            event_type != "DELETED" and crd_serves(obj, POD_MONITOR_API_VERSION)
+        )
+
+    def pod_monitor_api_missing(self) -> None:
+        """The PodMonitor API is going or gone (its CRD is being deleted, or an apply was refused
+        for that reason): stop applying PodMonitors until a CRD event or the resync finds it again."""
+        if self.pod_monitors_served:
+            self._set_pod_monitors_served(False)
+
+    def _recheck_pod_monitor_api_soon(self, expected: bool) -> None:
         previous = self._pod_monitor_check
 
         async def check() -> None:
@@ -267,21 +282,24 @@ class Operator:
         )
         if served == self.pod_monitors_served:
             return served
+        if served:
+            selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY}"
+            for obj in await self._list(POD_MONITOR_API_VERSION, POD_MONITOR_KIND, selector):
+                self.on_child("ADDED", obj, POD_MONITOR_API_VERSION, POD_MONITOR_KIND)
+        self._set_pod_monitors_served(served)
+        return served
+
+    def _set_pod_monitors_served(self, served: bool) -> None:
         log.info(
             "PodMonitor API %s %s (--pod-monitor=%s)",
             POD_MONITOR_API_VERSION,
             "found" if served else "gone",
             self.config.pod_monitor,
         )
-        if served:
-            selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY}"
-            for obj in await self._list(POD_MONITOR_API_VERSION, POD_MONITOR_KIND, selector):
-                self.on_child("ADDED", obj, POD_MONITOR_API_VERSION, POD_MONITOR_KIND)
-        else:
+        if not served:
             self.cache.owned.delete_children_of_kind(POD_MONITOR_KIND)  # deleted with their CRD
         self.pod_monitors_served = served
         self.queue.add_all(self.cache.owned.glmdeployments)
-        return served
 
     @property
     def pod_monitor_wanted(self) -> bool:
