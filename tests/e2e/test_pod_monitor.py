@@ -6,7 +6,7 @@ test durations: everything here is driven by watch events) serves one small GLMD
 the CRD comes and goes. The steps run in file order and share that state:
 without the CRD nothing is attempted; installing it makes the operator create the PodMonitor
 (the apiserver checks it against the real schema); ``--pod-monitor=off`` prunes it; removing the
-CRD under a running operator breaks nothing.
+CRD under a running operator breaks nothing; ``--pod-monitor=on`` without the CRD says what to fix.
 """
 
 from __future__ import annotations
@@ -60,6 +60,10 @@ class Setup:
             "get", f"{POD_MONITOR_CRD_NAME}", NAME, "-n", self.ns, "-o", "json", "--ignore-not-found"
         ).stdout.strip()
         return json.loads(out) if out else None
+
+    def pod_monitor_crd_absent(self) -> bool:
+        out = self.cluster.kubectl("get", "crd", POD_MONITOR_CRD_NAME, "--ignore-not-found", "-o", "name")
+        return not out.stdout.strip()
 
     def pod_monitor_log_lines(self) -> list[str]:
         """Log lines about PodMonitors, less kopf's start-up notice that it watches no resource
@@ -189,3 +193,23 @@ def test_removing_the_crd_under_a_running_operator_breaks_nothing(setup: Setup) 
     # CRD is terminating, which must not count as a rejected child.
     events = json.loads(setup.cluster.kubectl("get", "events", "-n", setup.ns, "-o", "json").stdout)["items"]
     assert not [e["message"] for e in events if e.get("reason") == "ChildRejected"]
+
+
+def test_on_without_the_crd_reports_the_fix(setup: Setup) -> None:
+    """--pod-monitor=on forces the PodMonitor: where the API is missing, the GLMDeployment says so
+    (Degraded/ChildRejected naming the CRD and the flag) while its workload keeps running."""
+    assert setup.pod_monitor_crd_absent()
+    setup.restart("on")
+
+    def rejected() -> dict[str, Any] | None:
+        degraded = condition(glmd(setup.cluster, setup.ns, NAME), "Degraded")
+        return degraded if degraded.get("reason") == "ChildRejected" else None
+
+    degraded = wait_for(rejected, 60, "Degraded/ChildRejected with --pod-monitor=on and no CRD")
+    assert "PodMonitor" in degraded["message"] and "--pod-monitor=auto or off" in degraded["message"], (
+        degraded
+    )
+    deployments = json.loads(
+        setup.cluster.kubectl("get", "deployments", "-n", setup.ns, "-o", "json").stdout
+    )["items"]
+    assert len(deployments) == 1  # the workload is untouched
