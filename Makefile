@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help deps venv tools prometheus vllm vllm-flags contract lint unit e2e test cluster cluster-down demo generate verify bench image image-save
+.PHONY: help deps venv tools prometheus prometheus-operator-crds vllm vllm-flags contract lint unit e2e test cluster cluster-down demo generate verify bench image image-save
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -24,6 +24,9 @@ tools: ## Build the Kubernetes/etcd/KWOK/Helm/simulator binaries into the cache 
 prometheus: ## Install Prometheus from Debian's packages into the cache (no-op when cached)
 	@if [ -f hack/prometheus.sh ]; then bash hack/prometheus.sh >/dev/null; fi
 
+prometheus-operator-crds: ## Copy the PodMonitor CRD out of the pinned prometheus-operator Go module into the cache (~3 s cold)
+	@bash hack/prometheus-operator-crds.sh >/dev/null
+
 vllm: ## Install the default image's vLLM release from PyPI into the cache (~10 GB; no-op when cached)
 	nice -n 10 bash hack/vllm.sh >/dev/null
 
@@ -37,7 +40,7 @@ contract: venv vllm ## The vLLM contract test: rendered argv, registry and engin
 # The Go builds are CPU-bound and the vLLM download is network-bound: on a cold machine they run
 # side by side (each is a no-op when cached).
 deps: venv
-	@$(MAKE) --no-print-directory -j3 tools prometheus vllm
+	@$(MAKE) --no-print-directory -j3 tools prometheus prometheus-operator-crds vllm
 
 lint: venv ## ruff, mypy, import contracts
 	$(BIN)/ruff check operator tests benchmarks

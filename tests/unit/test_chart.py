@@ -134,6 +134,7 @@ def test_deployment_is_hardened(helm: Path) -> None:
         "--liveness=http://0.0.0.0:8080/healthz",
         "--leader-election-namespace=glm-operator-system",
         "--node-grace-seconds=300",
+        "--pod-monitor=auto",
         "--metrics-port=8081",
     ]
     for probe in ("livenessProbe", "readinessProbe"):

@@ -108,6 +108,15 @@ each watched namespace's Role. No Secrets: the operator never reads them.
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+# PodMonitors per GLMDeployment (prometheus.podMonitor); with "off", only what deleting the ones an
+# earlier setting created needs.
+- apiGroups: ["monitoring.coreos.com"]
+  resources: ["podmonitors"]
+  {{- if eq (.Values.prometheus.podMonitor | default "auto") "off" }}
+  verbs: ["get", "list", "watch", "delete"]
+  {{- else }}
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+  {{- end }}
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch"]

@@ -48,6 +48,7 @@ KINDS: dict[tuple[str, str], KindInfo] = {
     ),
     (f"{GROUP}/{VERSION}", "GLMGateway"): KindInfo(f"/apis/{GROUP}/{VERSION}", "glmgateways"),
     ("karpenter.sh/v1", "NodePool"): KindInfo("/apis/karpenter.sh/v1", "nodepools", namespaced=False),
+    ("monitoring.coreos.com/v1", "PodMonitor"): KindInfo("/apis/monitoring.coreos.com/v1", "podmonitors"),
 }
 
 
@@ -155,6 +156,18 @@ class KubeClient:
                 return False
             raise
         return True
+
+    def serves_resource(self, api_version: str, plural: str) -> bool:
+        """Whether API discovery lists ``plural`` in ``api_version`` (a group may be served with
+        only some of its CRDs installed)."""
+        try:
+            data = self.request("GET", f"/apis/{api_version}")
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        resources = data.get("resources") if isinstance(data, dict) else None
+        return any(isinstance(r, dict) and r.get("name") == plural for r in resources or [])
 
     # -- writes --------------------------------------------------------------------------------
     def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:

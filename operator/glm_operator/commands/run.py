@@ -14,6 +14,7 @@ from glm_operator.controller.config import (
     DEFAULT_WAITING_QUERY,
     OperatorConfig,
 )
+from glm_operator.controller.pod_monitors import PodMonitorMode
 from glm_operator.planning.outages import DEFAULT_NODE_GRACE_SECONDS
 
 
@@ -52,6 +53,14 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--running-query", default=DEFAULT_RUNNING_QUERY, help="PromQL template for running requests"
+    )
+    p.add_argument(
+        "--pod-monitor",
+        choices=[m.value for m in PodMonitorMode],
+        default=_env("POD_MONITOR", PodMonitorMode.AUTO.value),
+        help="a prometheus-operator PodMonitor per GLMDeployment, so Prometheus scrapes vLLM with the "
+        "labels the autoscaler's queries use: auto = when the monitoring.coreos.com/v1 PodMonitor API "
+        "exists, on = always, off = never (and prune existing ones) (env GLM_OPERATOR_POD_MONITOR)",
     )
     p.add_argument(
         "--resync-seconds",
@@ -108,6 +117,7 @@ def config_from_args(args: argparse.Namespace) -> OperatorConfig:
         prometheus_url=args.prometheus_url,
         waiting_query=args.waiting_query,
         running_query=args.running_query,
+        pod_monitor=PodMonitorMode(args.pod_monitor),
         resync_seconds=args.resync_seconds,
         workers=args.workers,
         node_grace_seconds=args.node_grace_seconds,

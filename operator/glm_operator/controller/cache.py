@@ -117,6 +117,11 @@ class OwnedObjects:
             if not per_owner:
                 self.children.pop(key, None)
 
+    def delete_children_of_kind(self, kind: str) -> None:
+        for key in list(self.children):
+            for child in [c for c in self.children[key] if c[1] == kind]:
+                self.delete_child(key, *child)
+
     def set_pod(self, key: Key, pod: Mapping[str, Any]) -> None:
         uid = str((pod.get("metadata") or {}).get("uid", ""))
         per_owner = self.pods.setdefault(key, {})

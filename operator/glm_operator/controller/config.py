@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE as DEFAULT_VLLM_IMAGE
+from glm_operator.controller.pod_monitors import PodMonitorMode
 from glm_operator.planning.outages import DEFAULT_NODE_GRACE_SECONDS
 
 # PromQL templates with {namespace} and {model} placeholders (see clients.prometheus.render_query).
@@ -27,6 +28,7 @@ class OperatorConfig:
     prometheus_url: str | None = None
     waiting_query: str = DEFAULT_WAITING_QUERY
     running_query: str = DEFAULT_RUNNING_QUERY
+    pod_monitor: PodMonitorMode = PodMonitorMode.AUTO  # PodMonitor per GLMDeployment (--pod-monitor)
     resync_seconds: float = 600.0
     workers: int = 32
     # Replicas on NotReady/Unknown GPU nodes keep their place this long (glm_operator.planning.outages).

@@ -69,6 +69,7 @@ from glm_operator.render.context import (
     SecretKeyRef,
     WorkloadContext,
 )
+from glm_operator.render.monitoring import render_pod_monitor
 from glm_operator.render.objects import render_all
 
 WORKLOAD_KINDS = (("apps/v1", "Deployment"), ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"))
@@ -87,6 +88,10 @@ class Observed:
     lws_available: bool = True  # LeaderWorkerSet CRD served (multi-node variants)
     node_grace_seconds: float = DEFAULT_NODE_GRACE_SECONDS  # outage a running replica waits out
     elastic: ElasticCapacityInput = field(default_factory=ElasticCapacityInput)  # node autoscalers
+    # Render a PodMonitor (controller.pod_monitors decides from --pod-monitor and API discovery),
+    # and the PodMonitors of this GLMDeployment that exist now (pruned when not wanted).
+    pod_monitor: bool = False
+    pod_monitors: Sequence[Mapping[str, Any]] = ()
 
 
 @dataclass(frozen=True)
@@ -373,6 +378,9 @@ def compute_desired(observed: Observed) -> Desired:
     vllm_defaults = model.serving_defaults if model is not None else None
     contexts = [_context(body, spec, v, observed.default_image, summary, vllm_defaults) for v in placed]
     objects = tuple(render_all(contexts)) if contexts else ()
+    if observed.pod_monitor and contexts:
+        interval = spec.autoscaling.interval_seconds if spec.autoscaling is not None else None
+        objects += (render_pod_monitor(contexts[0], interval_seconds=interval),)
     wanted = {_child_key(o) for o in objects}
     unwanted = [c for c in observed.children if _child_key(c) not in wanted]
 
@@ -383,6 +391,7 @@ def compute_desired(observed: Observed) -> Desired:
     planned = sum(v.replicas for v in placed)
     if spec_unchanged and ready < planned:  # make before break: the replacement is not ready yet
         unwanted = [c for c in unwanted if _sum([c], "readyReplicas") == 0]
+    unwanted += [m for m in observed.pod_monitors if _child_key(m) not in wanted]
     prune = tuple(sorted(_child_key(c) for c in unwanted))
     waiting = _waiting_for_nodes(observed, placed, {w.name for w in capacity.waiting})
     limits = pool_limits_note(capacity.elastic, [v.gpu_product for v in plan.variants])

@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING, Any
 from glm_operator.clients.kube import ApiErrorSummary, summarize_api_error
 from glm_operator.controller import metrics
 from glm_operator.controller.desired import WORKLOAD_KINDS, Desired, Event, Observed, compute_desired
+from glm_operator.controller.pod_monitors import PodMonitorMode
 from glm_operator.planning.conditions import MetricsStatus, set_condition
+from glm_operator.render.monitoring import POD_MONITOR_KIND
 
 if TYPE_CHECKING:
     from glm_operator.controller.runtime import Operator
@@ -67,6 +69,7 @@ def observe(op: Operator, namespace: str, name: str) -> tuple[Observed, list[dic
     services = [
         c for c in op.cache.owned.children_of(key, {"Service", "PodDisruptionBudget"}) if _owned_by(c, uid)
     ]
+    pod_monitors = [c for c in op.cache.owned.children_of(key, {POD_MONITOR_KIND}) if _owned_by(c, uid)]
     if op.autoscaler is not None:
         metrics_status = op.autoscaler.metrics_status(key)
     else:
@@ -88,7 +91,9 @@ def observe(op: Operator, namespace: str, name: str) -> tuple[Observed, list[dic
         lws_available=op.lws_available,
         node_grace_seconds=op.config.node_grace_seconds,
         elastic=op.nodepools.elastic_input(op.config),
-    ), services
+        pod_monitor=op.pod_monitor_wanted,
+        pod_monitors=pod_monitors,
+    ), [*services, *pod_monitors]
 
 
 def object_digest(obj: dict[str, Any]) -> str:
@@ -122,6 +127,14 @@ class Rejection:
 
 REJECTED_STATUSES = frozenset({400, 413, 422, 500})
 SLOW_APPLY_SECONDS = 0.5  # an apply still running after this finishes in the background
+
+
+def _pod_monitor_api_missing(obj: Mapping[str, Any], summary: ApiErrorSummary) -> bool:
+    """A PodMonitor refused because the apiserver does not serve the API (any more): 404, or 403
+    while its CRD is being deleted."""
+    if obj.get("kind") != POD_MONITOR_KIND:
+        return False
+    return summary.status == 404 or (summary.status == 403 and "terminating" in summary.message)
 
 
 async def execute(
@@ -163,7 +176,11 @@ async def execute(
         result = task.exception() or task.result()
         if isinstance(result, BaseException):
             summary = summarize_api_error(result)
-            if summary.status in REJECTED_STATUSES:
+            if _pod_monitor_api_missing(obj, summary) and op.config.pod_monitor is PodMonitorMode.AUTO:
+                # The CRD went away since discovery was asked: not the GLMDeployment's fault.
+                log.info("%s/%s: PodMonitor not applied (%s)", namespace, name, summary.line())
+                op.pod_monitor_api_missing()
+            elif summary.status in REJECTED_STATUSES or _pod_monitor_api_missing(obj, summary):
                 rejected.append(Rejection(obj["kind"], obj["metadata"]["name"], summary))
             else:
                 failure = failure or result
@@ -172,7 +189,9 @@ async def execute(
         op.cache.owned.set_child(key, result)  # the next reconcile sees what was just written
     if failure is not None:
         raise failure
-    if not rejected and not pending:  # never prune while a replacement was refused or is on its way
+    # Never prune while a replacement was refused (a refused PodMonitor replaces no workload) or is
+    # on its way.
+    if all(r.kind == POD_MONITOR_KIND for r in rejected) and not pending:
         await asyncio.gather(
             *(
                 asyncio.to_thread(op.api.delete, av, kind, namespace, child)
@@ -226,10 +245,18 @@ MAX_EVENT_MESSAGE = 1000
 def with_rejections(observed: Observed, status: dict[str, Any], rejected: list[Rejection]) -> dict[str, Any]:
     """Degraded=True, reason ChildRejected, with the apiserver's own message and field."""
     generation = int(observed.body["metadata"].get("generation") or 0)
-    message = "; ".join(_rejection_message(r) for r in rejected) + (
-        ". Fix the spec field that renders into it (spec.serving: env, resources, tolerations, "
-        "nodeSelector, image)."
-    )
+    fixes = []
+    if any(r.kind != POD_MONITOR_KIND for r in rejected):
+        fixes.append(
+            "Fix the spec field that renders into it (spec.serving: env, resources, tolerations, "
+            "nodeSelector, image)."
+        )
+    if any(r.kind == POD_MONITOR_KIND for r in rejected):
+        fixes.append(
+            "PodMonitor: install the prometheus-operator CRDs (monitoring.coreos.com/v1), or run the "
+            "operator with --pod-monitor=auto or off (chart value prometheus.podMonitor)."
+        )
+    message = "; ".join(_rejection_message(r) for r in rejected) + ". " + " ".join(fixes)
     conditions = set_condition(
         status.get("conditions") or [], "Degraded", "True", "ChildRejected", message, generation, observed.now
     )

@@ -25,14 +25,30 @@ from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.gateway import GatewayController
 from glm_operator.controller.leader import LeaderElector
 from glm_operator.controller.nodepools import NodePoolCache
+from glm_operator.controller.pod_monitors import pod_monitor_wanted
 from glm_operator.controller.workqueue import Key, WorkQueue
 from glm_operator.render import names
+from glm_operator.render.monitoring import (
+    POD_MONITOR_API_VERSION,
+    POD_MONITOR_CRD,
+    POD_MONITOR_KIND,
+    POD_MONITOR_PLURAL,
+)
 
 log = logging.getLogger(__name__)
 GATEWAY_WORKERS = 2
 
 EVENT_SENDERS = 4  # Event posts in flight at once
 SERVICE_LANE_THREADS = 4  # Service applies in flight at once (the apiserver allocates ClusterIPs)
+
+
+def crd_serves(crd: dict[str, Any], api_version: str) -> bool:
+    """Whether a CustomResourceDefinition object says it serves ``api_version`` (Established)."""
+    group = (crd.get("spec") or {}).get("group")
+    versions = {str(v.get("name")) for v in (crd.get("spec") or {}).get("versions") or [] if v.get("served")}
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    established = any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+    return established and any(f"{group}/{v}" == api_version for v in versions)
 
 
 def owner_key(obj: dict[str, Any]) -> Key | None:
@@ -94,6 +110,8 @@ class Operator:
         self._event_slots = asyncio.Semaphore(EVENT_SENDERS)
         self._event_tasks: set[asyncio.Task[None]] = set()
         self.gateways = GatewayController()  # GLMGateways: their own queue, the same backoff
+        self.pod_monitors_served = False  # the prometheus-operator's PodMonitor API (discovery)
+        self._pod_monitor_check: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
@@ -145,6 +163,8 @@ class Operator:
             self._tasks.append(asyncio.create_task(self.autoscaler.run(), name="autoscaler"))
 
     async def stop(self) -> None:
+        if self._pod_monitor_check is not None:
+            self._pod_monitor_check.cancel()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -220,6 +240,85 @@ class Operator:
         else:
             self.cache.owned.set_child(key, obj)
         self.queue.add(key)
+
+    def on_crd(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        """The PodMonitor CRD was created, changed (e.g. became Established) or deleted: ask API
+        discovery again (the answer is cached until the next event or resync)."""
+        if str((obj.get("metadata") or {}).get("name")) != POD_MONITOR_CRD:
+            return
+        if (obj.get("metadata") or {}).get("deletionTimestamp"):
+            # Being deleted: discovery still lists it until it is gone, but the apiserver refuses
+            # new objects and deletes the existing ones. Stop applying now; DELETED follows.
+            self.pod_monitor_api_missing()
+            return
+        self._recheck_pod_monitor_api_soon(
+            event_type != "DELETED" and crd_serves(obj, POD_MONITOR_API_VERSION)
+        )
+
+    def pod_monitor_api_missing(self) -> None:
+        """The PodMonitor API is going or gone (its CRD is being deleted, or an apply was refused
+        for that reason): stop applying PodMonitors until a CRD event or the resync finds it again."""
+        if self.pod_monitors_served:
+            self._set_pod_monitors_served(False)
+
+    def _recheck_pod_monitor_api_soon(self, expected: bool) -> None:
+        previous = self._pod_monitor_check
+
+        async def check() -> None:
+            if previous is not None and not previous.done():  # it may have read discovery before this event
+                previous.cancel()
+                with contextlib.suppress(BaseException):
+                    await previous
+            await self._recheck_pod_monitor_api(expected)
+
+        self._pod_monitor_check = asyncio.create_task(check())
+
+    async def _recheck_pod_monitor_api(self, expected: bool, attempts: int = 8) -> None:
+        """``refresh_pod_monitor_api`` until discovery agrees with what the CRD's own status says,
+        with backoff (0.5 s doubling, ~1 min in all): discovery lags the CRD's Established
+        condition, and a CRD created a moment ago answers 429 "storage is (re)initializing"; no
+        further event would come. Past that the resync asks again."""
+        delay = 0.5
+        for _ in range(attempts):
+            try:
+                if await self.refresh_pod_monitor_api() == expected:
+                    return
+            except Exception as exc:
+                log.warning("PodMonitor API discovery failed: %s", summarize_api_error(exc).line())
+            await asyncio.sleep(delay)
+            delay *= 2
+
+    async def refresh_pod_monitor_api(self) -> bool:
+        """Ask discovery whether PodMonitors are served; on a change, (un)load them into the cache
+        and re-plan every GLMDeployment (each then creates or stops expecting its PodMonitor).
+        Returns what discovery said."""
+        served = await asyncio.to_thread(
+            self.api.serves_resource, POD_MONITOR_API_VERSION, POD_MONITOR_PLURAL
+        )
+        if served == self.pod_monitors_served:
+            return served
+        if served:
+            selector = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY}"
+            for obj in await self._list(POD_MONITOR_API_VERSION, POD_MONITOR_KIND, selector):
+                self.on_child("ADDED", obj, POD_MONITOR_API_VERSION, POD_MONITOR_KIND)
+        self._set_pod_monitors_served(served)
+        return served
+
+    def _set_pod_monitors_served(self, served: bool) -> None:
+        log.info(
+            "PodMonitor API %s %s (--pod-monitor=%s)",
+            POD_MONITOR_API_VERSION,
+            "found" if served else "gone",
+            self.config.pod_monitor,
+        )
+        if not served:
+            self.cache.owned.delete_children_of_kind(POD_MONITOR_KIND)  # deleted with their CRD
+        self.pod_monitors_served = served
+        self.queue.add_all(self.cache.owned.glmdeployments)
+
+    @property
+    def pod_monitor_wanted(self) -> bool:
+        return pod_monitor_wanted(self.config.pod_monitor, self.pod_monitors_served)
 
     def replan_all_soon(self, delay: float = 1.0) -> None:
         """Re-plan every GLMDeployment once, ``delay`` after the first of a burst of node changes."""
@@ -344,6 +443,15 @@ class Operator:
         only: GPUs held by pods elsewhere are not seen, and the plan counts them as free.
         """
         self.lws_available = await asyncio.to_thread(self.api.api_available, "leaderworkerset.x-k8s.io/v1")
+        self.pod_monitors_served = await asyncio.to_thread(
+            self.api.serves_resource, POD_MONITOR_API_VERSION, POD_MONITOR_PLURAL
+        )
+        log.info(
+            "PodMonitor API %s %s (--pod-monitor=%s)",
+            POD_MONITOR_API_VERSION,
+            "found" if self.pod_monitors_served else "not served",
+            self.config.pod_monitor,
+        )
         nodes = await asyncio.to_thread(self.api.list, "v1", "Node")
         self.cache.replace_nodes(nodes)
         await asyncio.to_thread(self.nodepools.refresh, self.api)
@@ -357,6 +465,8 @@ class Operator:
         kinds = [("apps/v1", "Deployment"), ("v1", "Service"), ("policy/v1", "PodDisruptionBudget")]
         if self.lws_available:
             kinds.append(("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"))
+        if self.pod_monitors_served:
+            kinds.append((POD_MONITOR_API_VERSION, POD_MONITOR_KIND))
         for api_version, kind in kinds:
             for obj in await self._list(api_version, kind, selector):
                 self.on_child("ADDED", obj, api_version, kind)
@@ -380,6 +490,10 @@ class Operator:
         while True:
             await asyncio.sleep(self.config.resync_seconds)
             self.applied.clear()
+            try:  # a missed CRD event (watch gap); one attempt, the next period tries again
+                await self.refresh_pod_monitor_api()
+            except Exception as exc:
+                log.warning("PodMonitor API discovery failed: %s", summarize_api_error(exc).line())
             self.queue.add_all(self.cache.owned.glmdeployments)
 
     # -- reconcile ---------------------------------------------------------------------------

@@ -20,6 +20,12 @@ from glm_operator.clients.kube import GROUP, PLURAL, VERSION
 from glm_operator.controller.runtime import Operator
 from glm_operator.controller.watch_settings import configure_watching
 from glm_operator.render import names
+from glm_operator.render.monitoring import (
+    POD_MONITOR_API_VERSION,
+    POD_MONITOR_CRD,
+    POD_MONITOR_KIND,
+    POD_MONITOR_PLURAL,
+)
 
 log = logging.getLogger(__name__)
 MANAGED = {names.LABEL_MANAGED_BY: names.MANAGED_BY}
@@ -80,3 +86,22 @@ async def leaderworkerset_event(event: Any, body: Any, memo: Any, **_: Any) -> N
     _operator(memo).on_child(
         event.get("type"), dict(event.get("object") or body), "leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"
     )
+
+
+# The prometheus-operator's PodMonitors (controller.pod_monitors): kopf starts this watch when the
+# CRD is installed and stops it when it goes away.
+@kopf.on.event("monitoring.coreos.com", "v1", POD_MONITOR_PLURAL, labels=MANAGED)
+async def pod_monitor_event(event: Any, body: Any, memo: Any, **_: Any) -> None:
+    _operator(memo).on_child(
+        event.get("type"), dict(event.get("object") or body), POD_MONITOR_API_VERSION, POD_MONITOR_KIND
+    )
+
+
+@kopf.on.event(
+    "apiextensions.k8s.io",
+    "v1",
+    "customresourcedefinitions",
+    when=lambda name, **_: name == POD_MONITOR_CRD,
+)
+async def pod_monitor_crd_event(event: Any, body: Any, memo: Any, **_: Any) -> None:
+    _operator(memo).on_crd(event.get("type"), dict(event.get("object") or body))

@@ -11,6 +11,9 @@ imports nothing from glm_operator. It reads one JSON request on stdin and prints
   {"op": "parsers", ...}            registered tool-call and reasoning parser names
   {"op": "engine", "cases": [...]}  build vLLM's ModelConfig/ParallelConfig/CacheConfig from
                                     EngineArgs for a config.json written to a temp dir, on CPU
+  {"op": "metrics", "argv": [...], "config": {...}, "names": [...]}
+                                    build vLLM's Prometheus stat logger for that engine config and
+                                    return the label sets of the named series it registers
 
 vLLM picks its platform (CUDA, ROCm, CPU, ...) on first use; on a machine without GPUs the
 detection may fail or pick nothing. The CPU platform is forced before anything builds the parser.
@@ -242,6 +245,29 @@ def _engine(parser: argparse.ArgumentParser, cases: list[dict[str, Any]]) -> lis
     return results
 
 
+def _metrics(parser: argparse.ArgumentParser, request: dict[str, Any]) -> dict[str, list[dict[str, str]]]:
+    """The labels vLLM's own Prometheus logger puts on the named series (the autoscaler's input)."""
+    import prometheus_client
+    from vllm.config import VllmConfig
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.v1.metrics.loggers import PrometheusStatLogger
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
+            json.dump(request["config"], f)
+        ns = parser.parse_args([tmp, *request["argv"][1:]])
+        ns.model = tmp
+        ns.skip_tokenizer_init = True
+        model_config = EngineArgs.from_cli_args(ns).create_model_config()
+        PrometheusStatLogger(VllmConfig(model_config=model_config), [0])
+    found: dict[str, list[dict[str, str]]] = {name: [] for name in request["names"]}
+    for metric in prometheus_client.REGISTRY.collect():
+        for sample in metric.samples:
+            if sample.name in found:
+                found[sample.name].append(dict(sample.labels))
+    return found
+
+
 def main() -> int:
     request = json.load(sys.stdin)
     op = request["op"]
@@ -259,6 +285,8 @@ def main() -> int:
             out = _parsers()
         elif op == "engine":
             out = _engine(serve_parser(), request["cases"])
+        elif op == "metrics":
+            out = _metrics(serve_parser(), request)
         else:
             raise SystemExit(f"unknown op {op!r}")
     json.dump(out, sys.stdout)
