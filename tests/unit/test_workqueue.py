@@ -120,3 +120,25 @@ def test_events_of_a_key_in_backoff_wait_for_its_retry_a_spec_change_not_unless_
 
     assert asyncio.run(scenario(None)) == (0, 1)
     assert asyncio.run(scenario(5.0)) == (0, 0)  # the apiserver asked: not before Retry-After
+
+
+def test_routine_events_of_a_key_are_coalesced_into_one_reconcile() -> None:
+    async def scenario() -> tuple[list[Key], int, list[Key]]:
+        q = WorkQueue()
+        for _ in range(5):  # a pod's Pending -> scheduled -> Running -> Ready, and its child
+            q.add_soon(("ns", "a"), delay=0.05)
+        q.add_soon(("ns", "b"), delay=0.05)
+        queued_before_the_delay = len(q)
+        seen = await _drain(q, 2)
+        # A key already queued needs no timer; a forgotten one never comes back.
+        q.add(("ns", "c"))
+        q.add_soon(("ns", "c"), delay=0.05)
+        q.add_soon(("ns", "d"), delay=0.05)
+        q.forget(("ns", "d"))
+        later = await _drain(q, 1)
+        return seen, queued_before_the_delay, later
+
+    seen, queued_before_the_delay, later = asyncio.run(scenario())
+    assert queued_before_the_delay == 0
+    assert sorted(seen) == [("ns", "a"), ("ns", "b")]
+    assert later == [("ns", "c")]

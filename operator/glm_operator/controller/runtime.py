@@ -228,7 +228,7 @@ class Operator:
                 self.cache.owned.delete_pod(key, uid)
             else:
                 self.cache.owned.set_pod(key, obj)
-            self.queue.add(key)
+            self.queue.add_soon(key)
 
     def on_child(self, event_type: str | None, obj: dict[str, Any], api_version: str, kind: str) -> None:
         key = owner_key(obj)
@@ -239,7 +239,7 @@ class Operator:
             self.cache.owned.delete_child(key, api_version, kind, str(obj["metadata"].get("name")))
         else:
             self.cache.owned.set_child(key, obj)
-        self.queue.add(key)
+        self.queue.add_soon(key)
 
     def on_crd(self, event_type: str | None, obj: dict[str, Any]) -> None:
         """The PodMonitor CRD was created, changed (e.g. became Established) or deleted: ask API

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from glm_operator.controller.ratelimit import RateLimiter
 
 Key = tuple[str, str]  # (namespace, name)
+ROUTINE_BATCH_SECONDS = 0.5  # pod and child events of one key within this run one reconcile
 
 
 class WorkQueue:
@@ -41,6 +42,7 @@ class WorkQueue:
         self.limiter = RateLimiter()
         self._waiting: dict[Key, asyncio.TimerHandle] = {}  # rate-limited re-adds not due yet
         self._told_to_wait: set[Key] = set()  # waiting keys the apiserver gave a Retry-After
+        self._soon: dict[Key, asyncio.TimerHandle] = {}  # routine events being coalesced
 
     def add_rate_limited(self, key: Key, retry_after: float | None = None) -> float:
         """Re-add ``key`` after its backoff (and no earlier than ``retry_after``); the delay."""
@@ -83,6 +85,21 @@ class WorkQueue:
             self._normal.append(key)
         self._items.release()
 
+    def add_soon(self, key: Key, delay: float = ROUTINE_BATCH_SECONDS) -> None:
+        """A routine event (a pod or child changed): add ``key`` after ``delay``, once for every
+        event of that key meanwhile. A pod going Pending -> scheduled -> Running -> Ready sends
+        four events in a second; one reconcile then sees them all."""
+        self.known.add(key)
+        if key in self._queued or key in self._soon or key in self._waiting:
+            return  # a reconcile that starts later reads the caches, this event included
+
+        def due() -> None:
+            self._soon.pop(key, None)
+            if key in self.known:
+                self.add(key)
+
+        self._soon[key] = asyncio.get_running_loop().call_later(delay, due)
+
     def add_all(self, keys: Iterable[Key] | None = None) -> None:
         for key in list(self.known if keys is None else keys):
             self.add(key)
@@ -91,9 +108,10 @@ class WorkQueue:
         self.known.discard(key)
         self.limiter.forget(key)
         self._told_to_wait.discard(key)
-        waiting = self._waiting.pop(key, None)
-        if waiting is not None:
-            waiting.cancel()
+        for timers in (self._waiting, self._soon):
+            timer = timers.pop(key, None)
+            if timer is not None:
+                timer.cancel()
 
     def __len__(self) -> int:
         return len(self._queued)

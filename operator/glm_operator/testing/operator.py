@@ -92,6 +92,7 @@ class RunningOperator:
             # Stable across restarts, like a pod's name when its container restarts: a restarted
             # leader may take its own Lease back at once.
             "POD_NAME": f"glm-operator-{self.workdir.name}",
+            "MALLOC_ARENA_MAX": "2",  # as the image sets it (Containerfile)
             **(env or {}),
         }
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
