@@ -125,7 +125,13 @@ SPECS: list[dict[str, Any]] = [
 def node_doc(kind: str, i: int) -> dict[str, Any]:
     g = GPU_KINDS[kind]
     name = f"{kind}-{i:04d}"
-    res = {"cpu": g["cpu"], "memory": g["mem"], "pods": "110", "nvidia.com/gpu": str(g["count"])}
+    res = {
+        "cpu": g["cpu"],
+        "memory": g["mem"],
+        "ephemeral-storage": "3500Gi",  # the pods request it (model download cache)
+        "pods": "110",
+        "nvidia.com/gpu": str(g["count"]),
+    }
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -516,6 +522,16 @@ def create_baseline(
 
 def operator_requests(metrics: dict[str, float]) -> float:
     return sum(v for k, v in metrics.items() if k.startswith("glm_operator_api_requests_total{"))
+
+
+def enqueued_by_cause(before: dict[str, float], after: dict[str, float]) -> str:
+    """``glm_operator_enqueued_total`` between two scrapes, per cause."""
+    causes: dict[str, float] = {}
+    for k, v in after.items():
+        m = re.match(r'glm_operator_enqueued_total\{cause="([^"]+)"\}', k)
+        if m:
+            causes[m.group(1)] = v - before.get(k, 0.0)
+    return ", ".join(f"{c} {n:.0f}" for c, n in sorted(causes.items(), key=lambda kv: -kv[1])) or "none"
 
 
 def reconciles_total(metrics: dict[str, float]) -> float:
@@ -910,6 +926,7 @@ def main() -> int:
             name = f"{verb} {res}{'/' + sub if sub else ''}"
             print(f"    {name:<34} {cnt:6.0f} requests  mean {tot / cnt * 1000:6.1f} ms  total {tot:6.1f} s")
         out("watch reconnects (bench watches)", str(sum(w.errors for w in watchers)))
+        out("keys enqueued by cause (burst)", enqueued_by_cause(m_before, m_after))
         out("operator CPU per reconcile", f"{cpu_op / max(rec_ok + rec_err, 1) * 1000:.1f} ms")
         out(
             "operator API requests per reconcile",
@@ -993,6 +1010,7 @@ def main() -> int:
                 f"{operator_requests(m1) - operator_requests(m0):.0f} API requests, "
                 f"RSS {(idle_rss[1] if idle_rss else 0) / 1024:.0f} MiB",
             )
+            out("idle: keys enqueued by cause", enqueued_by_cause(m0, m1))
         out("total script time", f"{time.monotonic() - started:.0f} s")
         if n_err:
             print("  operator ERRORs in the burst window (first 3, with the exception raised):")

@@ -50,6 +50,9 @@ def test_only_changes_placement_reads_trigger_a_replan() -> None:
     heartbeat = copy.deepcopy(n)
     heartbeat["metadata"]["resourceVersion"] = "2"  # a lease/heartbeat-only update
     assert cache.set_node(heartbeat) is False
+    tainted = copy.deepcopy(n)  # the node lifecycle controller's taints follow readiness
+    tainted["spec"]["taints"] = [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+    assert cache.set_node(tainted) is False
     assert cache.set_node(node(gpus="4")) is True
     assert cache.set_node(node(gpus="4", ready="False")) is True
     cordoned = node(gpus="4", ready="False")

@@ -1,6 +1,6 @@
 """In-memory views the watch streams keep current, like client-go's informer caches.
 
-- GPU nodes, slimmed to what placement reads (labels, allocatable, taints, schedulability,
+- GPU nodes, slimmed to what placement reads (labels, allocatable, schedulability,
   conditions), and GPUs requested per node by any pod;
 - GLMDeployments, and per GLMDeployment its child workloads, Services and vLLM pods.
 
@@ -26,7 +26,10 @@ TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 def node_fingerprint(node: Mapping[str, Any]) -> str:
-    """What placement reads from a node: labels, allocatable, taints, schedulability, readiness."""
+    """What placement reads from a node: labels, allocatable, schedulability, readiness. Not taints:
+    the node lifecycle controller's come and go with readiness (planning reads the Ready
+    condition, see planning.outages), and a re-plan of every GLMDeployment on each of them was
+    most of the operator's CPU in the 1,000-node benchmark."""
     meta = node.get("metadata") or {}
     spec = node.get("spec") or {}
     status = node.get("status") or {}
@@ -35,7 +38,6 @@ def node_fingerprint(node: Mapping[str, Any]) -> str:
         [
             meta.get("labels") or {},
             status.get("allocatable") or {},
-            spec.get("taints") or [],
             bool(spec.get("unschedulable")),
             ready,
         ],
@@ -56,7 +58,7 @@ def slim_node(node: Mapping[str, Any]) -> dict[str, Any]:
             "labels": dict(meta.get("labels") or {}),
             "creationTimestamp": meta.get("creationTimestamp"),
         },
-        "spec": {k: spec[k] for k in ("taints", "unschedulable") if k in spec},
+        "spec": {k: spec[k] for k in ("unschedulable",) if k in spec},
         "status": {
             "allocatable": dict(status.get("allocatable") or {}),
             "capacity": dict(status.get("capacity") or {}),
@@ -69,6 +71,18 @@ def slim_object(obj: Mapping[str, Any]) -> dict[str, Any]:
     """The object without ``metadata.managedFields`` (often half of its size)."""
     meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
     return {**obj, "metadata": meta}
+
+
+def is_known(candidate: Mapping[str, Any], current: Mapping[str, Any] | None) -> bool:
+    """True when the cache already holds ``candidate``'s version or a newer one: the watch event
+    of a write this process made (and put in the cache from the write's answer), or a replay."""
+    if current is None:
+        return False
+    a = (candidate.get("metadata") or {}).get("resourceVersion")
+    b = (current.get("metadata") or {}).get("resourceVersion")
+    if (candidate.get("metadata") or {}).get("uid") != (current.get("metadata") or {}).get("uid"):
+        return False
+    return str(a).isdigit() and str(b).isdigit() and int(str(a)) <= int(str(b))
 
 
 def is_older(candidate: Mapping[str, Any], current: Mapping[str, Any] | None) -> bool:
@@ -102,6 +116,9 @@ class OwnedObjects:
 
     def delete_glmdeployment(self, key: Key) -> None:
         self.glmdeployments.pop(key, None)
+
+    def child(self, key: Key, api_version: str, kind: str, name: str) -> dict[str, Any] | None:
+        return self.children.get(key, {}).get((api_version, kind, name))
 
     def set_child(self, key: Key, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -155,10 +172,13 @@ class ClusterCache:
         """Store a node (slimmed); True when something placement reads changed."""
         name = str((node.get("metadata") or {}).get("name", ""))
         fp = node_fingerprint(node)
-        changed = self._fingerprints.get(name) != fp
+        if self._fingerprints.get(name) == fp and name in self.nodes:
+            # Keep the dict: planning remembers each node's pools by its dict (planning.nodes),
+            # and a heartbeat changes nothing placement reads.
+            return False
         self.nodes[name] = slim_node(node)
         self._fingerprints[name] = fp
-        return changed
+        return True
 
     def delete_node(self, name: str) -> bool:
         existed = name in self.nodes

@@ -35,6 +35,13 @@ API_REQUESTS = Counter(
     ["method"],
     registry=REGISTRY,
 )
+ENQUEUED = Counter(
+    "glm_operator_enqueued_total",
+    "GLMDeployment keys put on the work queue, by what caused it (spec, glmdeployment, pod, "
+    "child, node, resync, apply).",
+    ["cause"],
+    registry=REGISTRY,
+)
 AUTOSCALER_DECISIONS = Counter(
     "glm_operator_autoscaler_decisions_total",
     "Autoscaler decisions by direction (up, down, hold, unavailable).",

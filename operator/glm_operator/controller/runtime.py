@@ -20,7 +20,7 @@ from typing import Any
 
 from glm_operator.clients.kube import API_VERSION, KubeClient, NotLeader, summarize_api_error
 from glm_operator.controller import metrics
-from glm_operator.controller.cache import ClusterCache
+from glm_operator.controller.cache import ClusterCache, is_known
 from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.gateway import GatewayController
 from glm_operator.controller.leader import LeaderElector
@@ -205,10 +205,14 @@ class Operator:
             self.cache.owned.delete_glmdeployment(key)
             self.queue.forget(key)
             return
+        if is_known(obj, self.cache.owned.glmdeployments.get(key)):
+            return  # the echo of this process's own status write: nothing to reconcile
         self.cache.owned.set_glmdeployment(obj)
         generation = meta.get("generation")
         observed = (obj.get("status") or {}).get("observedGeneration")
-        self.queue.add(key, urgent=generation != observed)  # a spec not planned yet goes first
+        urgent = generation != observed
+        metrics.ENQUEUED.labels(cause="spec" if urgent else "glmdeployment").inc()
+        self.queue.add(key, urgent=urgent)  # a spec not planned yet goes first
 
     def on_node(self, event_type: str | None, obj: dict[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name", ""))
@@ -228,6 +232,7 @@ class Operator:
                 self.cache.owned.delete_pod(key, uid)
             else:
                 self.cache.owned.set_pod(key, obj)
+            metrics.ENQUEUED.labels(cause="pod").inc()
             self.queue.add_soon(key)
 
     def on_child(self, event_type: str | None, obj: dict[str, Any], api_version: str, kind: str) -> None:
@@ -235,10 +240,14 @@ class Operator:
         if key is None or not self.watches_namespace(key[0]):
             return
         obj = {**obj, "apiVersion": obj.get("apiVersion") or api_version, "kind": obj.get("kind") or kind}
+        name = str(obj["metadata"].get("name"))
         if event_type == "DELETED":
-            self.cache.owned.delete_child(key, api_version, kind, str(obj["metadata"].get("name")))
+            self.cache.owned.delete_child(key, api_version, kind, name)
+        elif is_known(obj, self.cache.owned.child(key, api_version, kind, name)):
+            return  # the echo of this process's own apply
         else:
             self.cache.owned.set_child(key, obj)
+        metrics.ENQUEUED.labels(cause="child").inc()
         self.queue.add_soon(key)
 
     def on_crd(self, event_type: str | None, obj: dict[str, Any]) -> None:
@@ -328,6 +337,7 @@ class Operator:
 
         def fire() -> None:
             self._replan_pending = False
+            metrics.ENQUEUED.labels(cause="node").inc(len(self.queue.known))
             self.queue.add_all()
 
         asyncio.get_running_loop().call_later(delay, fire)
@@ -379,6 +389,7 @@ class Operator:
             result = task.result()
             self.applied[memo_key] = (digest, child_version(result))
             self.cache.owned.set_child(key, result)
+            metrics.ENQUEUED.labels(cause="apply").inc()
             self.queue.add(key)
 
         task.add_done_callback(done)
@@ -494,6 +505,7 @@ class Operator:
                 await self.refresh_pod_monitor_api()
             except Exception as exc:
                 log.warning("PodMonitor API discovery failed: %s", summarize_api_error(exc).line())
+            metrics.ENQUEUED.labels(cause="resync").inc(len(self.cache.owned.glmdeployments))
             self.queue.add_all(self.cache.owned.glmdeployments)
 
     # -- reconcile ---------------------------------------------------------------------------

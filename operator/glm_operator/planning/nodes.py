@@ -144,7 +144,7 @@ def _pools_of(node: Mapping[str, Any]) -> tuple[GpuPool, ...]:
 # so each reconcile re-reads 1,000 nodes in ~1 ms instead of parsing their labels again (30 ms).
 # The entry keeps the dict alive, so its id cannot be reused while the entry exists.
 _NODE_MEMO: dict[int, tuple[Mapping[str, Any], bool, tuple[GpuPool, ...]]] = {}
-_NODE_MEMO_LIMIT = 50_000
+_NODE_MEMO_SLACK = 1024  # entries beyond twice the nodes of a call before the memo is emptied
 
 
 def _node_facts(node: Mapping[str, Any]) -> tuple[bool, tuple[GpuPool, ...]]:
@@ -152,8 +152,6 @@ def _node_facts(node: Mapping[str, Any]) -> tuple[bool, tuple[GpuPool, ...]]:
     if hit is not None and hit[0] is node:
         return hit[1], hit[2]
     facts = (_is_schedulable(node), _pools_of(node))
-    if len(_NODE_MEMO) >= _NODE_MEMO_LIMIT:
-        _NODE_MEMO.clear()
     _NODE_MEMO[id(node)] = (node, *facts)
     return facts
 
@@ -173,7 +171,10 @@ def parse_gpu_pools(
     used = gpus_used or {}
     held = held or {}
     pools: list[GpuPool] = []
-    for node in _node_items(nodes):
+    items = list(_node_items(nodes))
+    if len(_NODE_MEMO) > 2 * len(items) + _NODE_MEMO_SLACK:
+        _NODE_MEMO.clear()  # entries of replaced node dicts: start again from the current ones
+    for node in items:
         schedulable, node_pools = _node_facts(node)
         if not node_pools:
             continue
