@@ -452,6 +452,17 @@ def apply_nodes(local: LocalCluster, work: Path, n: int, chunks: int = 4) -> flo
 
     if not wait_until(lambda: ready_count() >= n, 150, period=1.0):
         raise RuntimeError(f"only {ready_count()}/{n} nodes Ready after 150 s")
+
+    # The controller-manager then labels every node (beta.kubernetes.io/arch and /os, as a
+    # kubelet would at registration): hundreds of node changes, each re-planning every
+    # GLMDeployment, which a real cluster's nodes have long finished. Start when they are done.
+    def labelled() -> int:
+        return len(
+            core.list_node(label_selector="type=kwok,beta.kubernetes.io/os", _request_timeout=30).items
+        )
+
+    if not wait_until(lambda: labelled() >= n, 150, period=1.0):
+        print(f"  warning: only {labelled()}/{n} nodes labelled by the controller-manager after 150 s")
     return time.monotonic() - t0
 
 
@@ -582,7 +593,7 @@ def main() -> int:
         local.up()
         print(f"  control plane up in {time.monotonic() - t:.1f} s", flush=True)
         t_nodes = apply_nodes(local, tmp, args.nodes)
-        print(f"  {args.nodes} KWOK nodes created and Ready in {t_nodes:.1f} s", flush=True)
+        print(f"  {args.nodes} KWOK nodes created, Ready and labelled in {t_nodes:.1f} s", flush=True)
 
         op.install()
         namespaces = [f"bench-{i}" for i in range(args.namespaces)]
