@@ -177,3 +177,34 @@ def test_plan_takes_the_default_image_option(capsys: pytest.CaptureFixture[str],
     assert code == 0 and plan["vllm_version"] == "0.11.0" and plan["variants"][0]["tensor_parallel_size"] == 1
     code, out, _ = _run(capsys, "plan", "-f", str(doc), "--nodes", str(FIXTURE), "--vllm-version", "0.11.0")
     assert code == 0 and "vLLM 0.11.0" in out
+
+
+def test_the_default_token_budget_of_the_profiling_run_follows_the_release_on_the_largest_gpus() -> None:
+    # vLLM 0.33.0 (arg_utils.py get_batch_defaults): 16384 on >= 160 GiB GPUs, 8192 on H100/H200.
+    # With 16 sequences the sampler's peak is small and the forward pass's, which grows with the
+    # batch, is the activation peak.
+    model = resolve_model("GLM-4.5-Air")
+    b200, h200 = find_gpu("B200"), find_gpu("H200")
+    new, old = (
+        estimate_fit(
+            fit_input(model, b200, engine, max_model_len=32768, tensor_parallel_size=2, max_num_seqs=16)
+        )
+        for engine in (DEFAULT_ENGINE, engine_for_version("0.32.0"))
+    )
+    assert (new.max_num_batched_tokens, old.max_num_batched_tokens) == (16384, 8192)
+    assert new.activation_gib > old.activation_gib  # the forward term grows with the batch
+    on_h200 = estimate_fit(
+        fit_input(model, h200, DEFAULT_ENGINE, max_model_len=32768, tensor_parallel_size=2)
+    )
+    assert on_h200.max_num_batched_tokens == 8192
+    pinned = estimate_fit(
+        fit_input(
+            model,
+            b200,
+            DEFAULT_ENGINE,
+            max_model_len=32768,
+            tensor_parallel_size=2,
+            max_num_batched_tokens=4096,
+        )
+    )
+    assert pinned.max_num_batched_tokens == 4096

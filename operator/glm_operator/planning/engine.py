@@ -15,11 +15,15 @@ Version-dependent budget rules (applied by :func:`glm_operator.planning.fit.esti
   defaults to 1; 0.33.0 logs "CUDA graph memory profiling is enabled (default since v0.21.0)").
 - Older releases capture the graphs after the KV cache is allocated, in the
   ``1 - gpu_memory_utilization`` headroom: not subtracted, the headroom is checked instead.
+- The default ``max_num_batched_tokens`` of the OpenAI server (the profiling run's batch, so the
+  activation peak; the operator does not set it) is 16384 on GPUs with >= 160 GiB (B200, B300) in
+  0.33.0 (``arg_utils.py`` ``get_batch_defaults``), 8192 on the other >= 70 GiB GPUs but the A100,
+  else 2048. The first release with the 160 GiB tier is not pinned here: releases before 0.33.0 are
+  planned with 8192 there, as before.
 
 Settings that are not a release rule here: the sampler of the profiling run (FlashInfer is vLLM's
 default top-k/top-p sampler again in 0.33.0, but its profiling run also warms the PyTorch path,
-whose peak is what the budget models, so ``flashinfer_sampler`` stays an explicit setting), and
-``max_num_batched_tokens`` (the same GPU-memory rule in every release the catalog serves).
+whose peak is what the budget models, so ``flashinfer_sampler`` stays an explicit setting).
 """
 
 from __future__ import annotations
@@ -38,11 +42,19 @@ from glm_operator.catalog.vllm import (
 #: First release that subtracts its CUDA-graph estimate from the KV-cache budget.
 CUDAGRAPH_IN_BUDGET_SINCE: Version = (0, 21, 0)
 DEFAULT_VERSION: Version = parse_version(VLLM_VERSION)
+#: GPUs at least this large (torch total, GiB) get vLLM 0.33's largest default token budget.
+LARGEST_BATCH_GPU_GIB = 160.0
+LARGE_GPU_BATCH_SINCE: Version = (0, 33, 0)
 
 
 def cudagraph_in_budget(version: Version) -> bool:
     """Whether vLLM ``version`` takes CUDA-graph memory out of the KV-cache budget."""
     return version >= CUDAGRAPH_IN_BUDGET_SINCE
+
+
+def large_gpu_batch_tier(version: Version) -> bool:
+    """Whether vLLM ``version`` defaults to 16384 batched tokens on >= 160 GiB GPUs (verified: 0.33.0)."""
+    return version >= LARGE_GPU_BATCH_SINCE
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,13 @@ from glm_operator.planning.budget import (
     dsa_workspace_bytes_per_context_token,
     non_torch_bytes,
 )
-from glm_operator.planning.engine import DEFAULT_VERSION, VllmEngine, cudagraph_in_budget
+from glm_operator.planning.engine import (
+    DEFAULT_VERSION,
+    LARGEST_BATCH_GPU_GIB,
+    VllmEngine,
+    cudagraph_in_budget,
+    large_gpu_batch_tier,
+)
 
 GIB = 1024**3
 VOCAB_PADDING = 64
@@ -554,9 +560,14 @@ def default_block_size(arch: ModelArchitecture, compute_capability: float) -> in
 # activation / overheads
 
 
-def default_max_num_batched_tokens(gpu_memory_gib: float, compute_capability: float = 9.0) -> int:
-    """vLLM's OpenAI-server default (``vllm/engine/arg_utils.py``): 8192 on GPUs with >= 70 GiB except
-    the A100 (compute capability 8.0), else 2048."""
+def default_max_num_batched_tokens(
+    gpu_memory_gib: float, compute_capability: float = 9.0, vllm_version: Version = DEFAULT_VERSION
+) -> int:
+    """vLLM's OpenAI-server default (``vllm/engine/arg_utils.py``, see ``planning.engine``): 8192 on
+    GPUs with >= 70 GiB except the A100 (compute capability 8.0), else 2048; from 0.33 16384 on GPUs
+    with >= 160 GiB (B200, B300)."""
+    if gpu_memory_gib >= LARGEST_BATCH_GPU_GIB and large_gpu_batch_tier(vllm_version):
+        return 16384
     return 8192 if gpu_memory_gib >= 70 and compute_capability != 8.0 else 2048
 
 
@@ -589,7 +600,7 @@ def estimate_fit(inp: FitInput) -> FitResult:
 
     max_num_seqs = inp.max_num_seqs or DEFAULT_MAX_NUM_SEQS
     mnbt = inp.max_num_batched_tokens or default_max_num_batched_tokens(
-        inp.gpu_memory_gib, inp.compute_capability
+        inp.gpu_memory_gib, inp.compute_capability, inp.vllm_version
     )
     weights = weights_bytes_per_stage(arch, tp, pp, precision, layout)
     if inp.weights_gib is not None:
