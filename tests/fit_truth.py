@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from glm_operator.catalog.models import ResolvedModel, resolve_model
+from glm_operator.catalog.vllm import Version
 from glm_operator.planning.budget import DEFAULT_CONSTANTS, BudgetConstants
-from glm_operator.planning.fit import FitInput, FitResult, estimate_fit
+from glm_operator.planning.engine import DEFAULT_VERSION, VllmEngine, cudagraph_in_budget
+from glm_operator.planning.fit import FitResult, GpuFigures, estimate_fit, fit_input
 
 CSV_PATH = Path(__file__).resolve().parent / "fixtures" / "vllm-startups.csv"
 GIB = 1024**3
@@ -199,9 +201,8 @@ LOGGED_WEIGHTS = {
 # sliding-window layers (gpt-oss) make vLLM's token figure a hybrid-group quantity we do not model
 BUDGET_ONLY_FAMILIES = {"moe-gqa-swa"}
 COMPUTE_CAPABILITY = {"A100": 8.0, "L40S": 8.9, "H100": 9.0, "H200": 9.0, "RTX PRO 6000 Blackwell": 12.0}
-# vLLM >= 0.21 subtracts its CUDA-graph estimate from the budget (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
-# defaults to "1" from 0.21.0, vllm/envs.py); rows from such engines are fitted apart (see newer_engine).
-CUDAGRAPH_ESTIMATE_FROM = (0, 21)
+# vLLM >= 0.21 subtracts its CUDA-graph estimate from the budget (planning.engine.cudagraph_in_budget);
+# rows from such engines are fitted apart (see newer_engine).
 
 
 def _lead_int(text: str) -> int | None:
@@ -209,10 +210,11 @@ def _lead_int(text: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _version(text: str) -> tuple[int, int] | None:
-    """(major, minor) of the first x.y in the version column ('~0.9.2 (July 2025)' -> (0, 9))."""
-    m = re.search(r"(\d+)\.(\d+)", text)
-    return (int(m.group(1)), int(m.group(2))) if m else None
+def _version(text: str) -> Version | None:
+    """The release in the version column: '0.10.1.1' -> (0, 10, 1), '~0.9.2 (July 2025)' -> (0, 9, 2),
+    'vllm/vllm-openai:latest (Oct 2025; 0.11.x)' -> (0, 11, 0)."""
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)) if m else None
 
 
 def _float(text: str) -> float | None:
@@ -250,7 +252,7 @@ class Startup:
     use: bool
     why_not: str
     source: str
-    vllm_version: tuple[int, int] | None = None
+    vllm_version: Version | None = None
 
     @property
     def model_name(self) -> str:
@@ -272,7 +274,7 @@ class Startup:
         The budget constants were fitted on 0.9-0.12 start-ups; these rows are reported apart and not
         used to fit them (too few yet to fit the newer profile on its own).
         """
-        return self.vllm_version is not None and self.vllm_version >= CUDAGRAPH_ESTIMATE_FROM
+        return self.vllm_version is not None and cudagraph_in_budget(self.vllm_version)
 
     @property
     def weights_logged_only(self) -> bool:
@@ -289,17 +291,17 @@ class Startup:
         """Our own end-to-end budget for this start-up."""
         cc = next((v for k, v in COMPUTE_CAPABILITY.items() if k in self.gpu), 9.0)
         return estimate_fit(
-            FitInput(
-                model=self.resolved(),
+            fit_input(
+                self.resolved(),
+                GpuFigures(self.gpu_memory_gib, cc),
+                VllmEngine(self.vllm_version or DEFAULT_VERSION),
                 max_model_len=self.max_model_len,
-                gpu_memory_gib=self.gpu_memory_gib,
                 tensor_parallel_size=self.tp,
                 pipeline_parallel_size=self.pp,
                 kv_cache_dtype=self.kv_cache_dtype,
                 gpu_memory_utilization=self.utilization,
                 max_num_batched_tokens=self.max_num_batched_tokens,
                 max_num_seqs=self.max_num_seqs,
-                compute_capability=cc,
                 block_size=self.block_size,
                 flashinfer_sampler=self.flashinfer_sampler,
                 custom_all_reduce=self.custom_all_reduce,

@@ -20,7 +20,7 @@ from glm_operator.testing.prometheus import PrometheusServer
 from glm_operator.testing.vllm_emulator import VLLMMetricsEmulator
 
 from .conftest import E2ECluster
-from .test_controller import apply, children, condition, glmd, manifest, small, wait_for
+from .test_controller import ONE_L4, apply, children, condition, glmd, manifest, small, wait_for
 
 pytestmark = pytest.mark.e2e
 MODEL = "auto-glm"
@@ -67,7 +67,7 @@ def autoscaled(name: str) -> dict[str, Any]:
         name,
         model={"id": "zai-org/glm-4-9b-chat", "servedModelName": MODEL},
         contextLength=8192,
-        gpu={"products": ["L4"]},
+        gpu=ONE_L4,
         autoscaling={
             "minReplicas": 1,
             "maxReplicas": 4,

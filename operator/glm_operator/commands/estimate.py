@@ -12,7 +12,16 @@ from typing import Any
 from glm_operator.catalog.gpus import find_gpu
 from glm_operator.catalog.models import CatalogError, resolve_model
 from glm_operator.cli import UserError
-from glm_operator.planning.fit import FitInput, FitInputError, FitResult, estimate_fit, max_context_for
+from glm_operator.commands.engine_args import add_engine_arguments, engine_from_args
+from glm_operator.planning.fit import (
+    FitInputError,
+    FitResult,
+    GpuFigures,
+    GpuMemory,
+    estimate_fit,
+    fit_input,
+    max_context_for,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -53,11 +62,7 @@ def register(subparsers: Any) -> None:
         "--extra-kv-layers", type=int, default=0, help="MTP/draft layers with their own KV cache"
     )
     parser.add_argument("--block-size", type=int, default=None)
-    parser.add_argument(
-        "--cudagraph-estimate",
-        action="store_true",
-        help="model vLLM >= 0.21, which subtracts its CUDA-graph estimate from the KV budget",
-    )
+    add_engine_arguments(parser)
     parser.add_argument("--enforce-eager", action="store_true", help="no CUDA graphs (vLLM --enforce-eager)")
     parser.add_argument(
         "--flashinfer-sampler",
@@ -69,20 +74,23 @@ def register(subparsers: Any) -> None:
 
 
 def compute(args: argparse.Namespace) -> tuple[dict[str, Any], FitResult]:
+    engine = engine_from_args(args)
     try:
         model = resolve_model(args.model)
+        gpu: GpuMemory
         if args.gpu:
             gpu = find_gpu(args.gpu)
-            memory, cc, gpu_name = gpu.memory_gib, gpu.compute_capability, gpu.name
+            gpu_name = gpu.name
         else:
             if args.gpu_memory_gib <= 0:
                 raise UserError("--gpu-memory-gib must be > 0")
-            memory, cc, gpu_name = args.gpu_memory_gib, 9.0, f"{args.gpu_memory_gib:g} GiB GPU"
+            gpu, gpu_name = GpuFigures(args.gpu_memory_gib), f"{args.gpu_memory_gib:g} GiB GPU"
         result = estimate_fit(
-            FitInput(
-                model=model,
+            fit_input(
+                model,
+                gpu,
+                engine,
                 max_model_len=args.max_model_len,
-                gpu_memory_gib=memory,
                 tensor_parallel_size=args.tensor_parallel_size,
                 pipeline_parallel_size=args.pipeline_parallel_size,
                 decode_context_parallel_size=args.decode_context_parallel_size,
@@ -94,16 +102,16 @@ def compute(args: argparse.Namespace) -> tuple[dict[str, Any], FitResult]:
                 min_concurrency=args.min_concurrency,
                 available_kv_cache_gib=args.available_kv_cache_gib,
                 extra_kv_layers=args.extra_kv_layers,
-                cudagraph_estimate=args.cudagraph_estimate,
                 enforce_eager=args.enforce_eager,
                 flashinfer_sampler=args.flashinfer_sampler,
-                compute_capability=cc,
                 block_size=args.block_size,
             )
         )
     except (CatalogError, FitInputError) as exc:
         raise UserError(str(exc)) from None
-    out = {"model": model.model_id, "gpu": gpu_name, **result.to_dict()}
+    out = {"model": model.model_id, "gpu": gpu_name, **result.to_dict(), "image": engine.image}
+    if engine.notes:
+        out["notes"] = [*out["notes"], *engine.notes]
     out["max_context_at_concurrency_1"] = min(max_context_for(result, 1.0), model.max_context)
     return out, result
 
@@ -148,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
         return 0 if result.fits else 1
     rows = [
         ("model", out["model"]),
+        ("vllm", f"{result.vllm_version} ({out['image']})"),
         ("gpu", f"{out['gpu']} ({result.gpu_memory_gib:.2f} GiB x {result.gpu_memory_utilization})"),
         (
             "parallel",
@@ -171,6 +180,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {line}")
     for reason in result.reasons:
         print(f"- {reason}")
-    for note in (*result.notes, *result.uncertain):
+    for note in (*out["notes"], *result.uncertain):
         print(f"! {note}")
     return 0 if result.fits else 1

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from glm_operator.api.v1alpha1 import spec_from_dict
 from glm_operator.catalog.models import CatalogError
 from glm_operator.cli import UserError
+from glm_operator.commands.engine_args import add_engine_arguments, engine_from_args
 from glm_operator.planning.fit import FitInputError
 from glm_operator.planning.nodes import parse_gpu_pools
 from glm_operator.planning.placement import Plan, plan_placement
@@ -37,6 +38,11 @@ def register(subparsers: Any) -> None:
         "--nodes",
         default=None,
         help="Node list YAML/JSON (kubectl get nodes -o yaml); default: the current kubeconfig's nodes",
+    )
+    add_engine_arguments(
+        parser,
+        "the operator's vLLM image (its --default-image), used when spec.serving.image is not set; the "
+        "image's tag gives the release whose memory rules the plan follows (default %(default)s)",
     )
     parser.add_argument("--output", "-o", choices=("table", "json"), default="table")
     parser.set_defaults(func=run)
@@ -106,8 +112,9 @@ def _validated_spec(spec: Mapping[str, Any], path: str) -> dict[str, Any]:
 def make_plan(args: argparse.Namespace) -> Plan:
     spec = _validated_spec(_deployment_spec(args.filename), args.filename)
     pools = parse_gpu_pools(_nodes(args.nodes) if args.nodes else _cluster_nodes())
+    default_image = engine_from_args(args).image
     try:
-        return plan_placement(placement_request_from_spec(spec, pools))
+        return plan_placement(placement_request_from_spec(spec, pools, default_image))
     except (CatalogError, PlanningInputError, FitInputError) as exc:
         raise UserError(str(exc)) from None
 

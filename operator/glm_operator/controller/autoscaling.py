@@ -91,6 +91,7 @@ class Autoscaler:
         gpus_used: dict[str, dict[str, int]],
         elastic: ElasticCapacityInput,
         pods: list[dict[str, Any]],
+        default_image: str,
     ) -> tuple[int, float]:
         """Replicas the GPU pools and what node autoscalers can add host (planner with replicas=max)
         and one replica's concurrency.
@@ -105,7 +106,9 @@ class Autoscaler:
             max_replicas,
             bool((spec.get("gpu") or {}).get("allowMultiNode")),
         )
-        request = placement_request_from_spec({**spec, "replicas": max_replicas}, capacity.pools)
+        request = placement_request_from_spec(
+            {**spec, "replicas": max_replicas}, capacity.pools, default_image
+        )
         plan = plan_placement(request)
         placed = [v for v in plan.variants if v.replicas > 0] or list(plan.variants)
         concurrency = max((float(v.max_num_seqs) for v in placed), default=1.0)
@@ -130,6 +133,7 @@ class Autoscaler:
             self.op.cache.gpus_used(exclude_owner=key),
             self.op.nodepools.elastic_input(self.op.config),
             pods,
+            self.op.config.default_image,
         )
         policy = AutoscalePolicy.from_spec(
             spec_dict["autoscaling"],

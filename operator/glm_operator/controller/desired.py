@@ -327,7 +327,7 @@ def compute_desired(observed: Observed) -> Desired:
     spec_dict = spec.model_dump(by_alias=True, exclude_none=True)
     spec_dict["replicas"] = replicas
     try:
-        request = placement_request_from_spec(spec_dict, pools)
+        request = placement_request_from_spec(spec_dict, pools, observed.default_image)
         plan = plan_placement(request)
     except (PlanningInputError, FitInputError, ValueError, KeyError) as exc:
         return _failed(observed, "InvalidSpec", str(exc), generation)

@@ -23,9 +23,11 @@ Budget per GPU rank (``vllm/v1/worker/gpu_worker.py``
   start-up logs in :mod:`glm_operator.planning.budget` (formulas, constants and sources there).
   ``max_num_batched_tokens`` defaults to vLLM's OpenAI-server default (8192 on >= 70 GiB GPUs other
   than the A100, else 2048: ``vllm/engine/arg_utils.py``); ``max_num_seqs`` to 256, the most the
-  operator renders. The CUDA-graph estimate is subtracted only for vLLM >= 0.21
-  (``cudagraph_estimate=True``); older engines (the operator's image, 0.11) capture the graphs after
-  the KV cache, in the ``1 - gpu_memory_utilization`` headroom, which is checked instead.
+  operator renders. The CUDA-graph estimate is subtracted only for vLLM >= 0.21 (the default image,
+  0.33.0, does); older engines capture the graphs after the KV cache, in the
+  ``1 - gpu_memory_utilization`` headroom, which is checked instead. ``FitInput.vllm_version`` picks
+  the rule (:mod:`glm_operator.planning.engine` lists the release-dependent rules);
+  ``cudagraph_estimate`` overrides it (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``).
 * ``available_kv_cache_gib`` overrides the whole budget (what ``Available KV cache memory: X GiB``
   logs), to compare the token math against real logs.
 
@@ -64,7 +66,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from glm_operator.catalog.models import (
     WEIGHT_PRECISIONS,
@@ -72,6 +74,7 @@ from glm_operator.catalog.models import (
     ModelArchitecture,
     ResolvedModel,
 )
+from glm_operator.catalog.vllm import Version, format_version
 from glm_operator.planning.budget import (
     DEFAULT_CONSTANTS,
     BudgetConstants,
@@ -80,6 +83,13 @@ from glm_operator.planning.budget import (
     cudagraph_bytes,
     dsa_workspace_bytes_per_context_token,
     non_torch_bytes,
+)
+from glm_operator.planning.engine import (
+    DEFAULT_VERSION,
+    LARGEST_BATCH_GPU_GIB,
+    VllmEngine,
+    cudagraph_in_budget,
+    large_gpu_batch_tier,
 )
 
 GIB = 1024**3
@@ -102,6 +112,8 @@ class FitInput:
 
     ``quantization`` is the weights' precision: ``auto`` follows the checkpoint (bf16 for a bf16
     checkpoint), otherwise bf16/fp16/fp8/int8/int4 (nvfp4 only for existing checkpoints).
+    ``vllm_version`` is the engine's release (its budget rules); ``cudagraph_estimate`` None follows it.
+    Build one with :func:`fit_input` (GPU type and engine in one place).
     """
 
     model: ResolvedModel
@@ -118,7 +130,7 @@ class FitInput:
     min_concurrency: float = 1.0
     available_kv_cache_gib: float | None = None
     extra_kv_layers: int = 0
-    cudagraph_estimate: bool = False
+    cudagraph_estimate: bool | None = None
     compute_capability: float = 9.0
     block_size: int | None = None
     flashinfer_sampler: bool = False
@@ -127,6 +139,43 @@ class FitInput:
     constants: BudgetConstants = DEFAULT_CONSTANTS
     weights_gib: float | None = None
     guarantee_min_concurrency: bool = False
+    vllm_version: Version = DEFAULT_VERSION
+
+    @property
+    def cudagraphs_in_budget(self) -> bool:
+        if self.cudagraph_estimate is not None:
+            return self.cudagraph_estimate
+        return cudagraph_in_budget(self.vllm_version)
+
+
+class GpuMemory(Protocol):
+    """What the fit needs of a GPU (a catalog :class:`~glm_operator.catalog.gpus.GpuType` is one)."""
+
+    @property
+    def memory_gib(self) -> float: ...
+
+    @property
+    def compute_capability(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class GpuFigures:
+    """A GPU given by its figures only (a log's GPU, ``--gpu-memory-gib``)."""
+
+    memory_gib: float
+    compute_capability: float = 9.0
+
+
+def fit_input(model: ResolvedModel, gpu: GpuMemory, engine: VllmEngine, **settings: Any) -> FitInput:
+    """The fit input of ``model`` on one ``gpu`` type under vLLM ``engine``; ``settings`` are the
+    other :class:`FitInput` fields (``max_model_len`` is required)."""
+    return FitInput(
+        model=model,
+        gpu_memory_gib=gpu.memory_gib,
+        compute_capability=gpu.compute_capability,
+        vllm_version=engine.version,
+        **settings,
+    )
 
 
 @dataclass(frozen=True)
@@ -163,6 +212,7 @@ class FitResult:
     notes: tuple[str, ...] = field(default=())
     cudagraph_capture_gib: float = 0.0
     dsa_workspace_bytes_per_context_token: float = 0.0
+    vllm_version: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -195,6 +245,7 @@ class FitResult:
             "reasons": list(self.reasons),
             "uncertain": list(self.uncertain),
             "notes": list(self.notes),
+            "vllm_version": self.vllm_version,
         }
 
 
@@ -509,9 +560,14 @@ def default_block_size(arch: ModelArchitecture, compute_capability: float) -> in
 # activation / overheads
 
 
-def default_max_num_batched_tokens(gpu_memory_gib: float, compute_capability: float = 9.0) -> int:
-    """vLLM's OpenAI-server default (``vllm/engine/arg_utils.py``): 8192 on GPUs with >= 70 GiB except
-    the A100 (compute capability 8.0), else 2048."""
+def default_max_num_batched_tokens(
+    gpu_memory_gib: float, compute_capability: float = 9.0, vllm_version: Version = DEFAULT_VERSION
+) -> int:
+    """vLLM's OpenAI-server default (``vllm/engine/arg_utils.py``, see ``planning.engine``): 8192 on
+    GPUs with >= 70 GiB except the A100 (compute capability 8.0), else 2048; from 0.33 16384 on GPUs
+    with >= 160 GiB (B200, B300)."""
+    if gpu_memory_gib >= LARGEST_BATCH_GPU_GIB and large_gpu_batch_tier(vllm_version):
+        return 16384
     return 8192 if gpu_memory_gib >= 70 and compute_capability != 8.0 else 2048
 
 
@@ -544,7 +600,7 @@ def estimate_fit(inp: FitInput) -> FitResult:
 
     max_num_seqs = inp.max_num_seqs or DEFAULT_MAX_NUM_SEQS
     mnbt = inp.max_num_batched_tokens or default_max_num_batched_tokens(
-        inp.gpu_memory_gib, inp.compute_capability
+        inp.gpu_memory_gib, inp.compute_capability, inp.vllm_version
     )
     weights = weights_bytes_per_stage(arch, tp, pp, precision, layout)
     if inp.weights_gib is not None:
@@ -568,7 +624,8 @@ def estimate_fit(inp: FitInput) -> FitResult:
     non_torch = non_torch_bytes(tp, pp, settings, inp.constants)
     stage_layers = max(end - start for start, end in pp_layer_ranges(arch.num_layers, pp))
     graphs = cudagraph_bytes(stage_layers, settings, inp.constants)
-    cg = graphs if inp.cudagraph_estimate else 0.0
+    graphs_in_budget = inp.cudagraphs_in_budget
+    cg = graphs if graphs_in_budget else 0.0
 
     if inp.available_kv_cache_gib is not None:
         available = [inp.available_kv_cache_gib * GIB] * pp
@@ -621,7 +678,9 @@ def estimate_fit(inp: FitInput) -> FitResult:
             f"budget {requested / gib:.2f} GiB ({inp.gpu_memory_gib:.2f} GiB x "
             f"{inp.gpu_memory_utilization}) - "
             f"weights - activation {act / gib:.2f} GiB (max_num_batched_tokens {mnbt}) - "
-            f"non-torch {non_torch / gib:.2f} GiB - CUDA graphs {cg / gib:.2f} GiB = "
+            f"non-torch {non_torch / gib:.2f} GiB - CUDA graphs {cg / gib:.2f} GiB "
+            f"({'counted' if graphs_in_budget else 'not counted'} by vLLM "
+            f"{format_version(inp.vllm_version)}) = "
             f"{available[worst] / gib:.2f} GiB for the KV cache"
         )
     if available[worst] <= 0:
@@ -645,7 +704,7 @@ def estimate_fit(inp: FitInput) -> FitResult:
             "approximations; token capacity is uncertain"
         )
     headroom = inp.gpu_memory_gib * GIB * (1 - inp.gpu_memory_utilization)
-    if inp.available_kv_cache_gib is None and not inp.cudagraph_estimate and graphs > headroom:
+    if inp.available_kv_cache_gib is None and not graphs_in_budget and graphs > headroom:
         uncertain.append(
             f"CUDA graphs (~{graphs / GIB:.2f} GiB) are captured after the KV cache, outside "
             f"gpu_memory_utilization, and the {headroom / GIB:.2f} GiB left may not hold them: lower the "
@@ -699,6 +758,7 @@ def estimate_fit(inp: FitInput) -> FitResult:
         notes=tuple(notes),
         cudagraph_capture_gib=graphs / gib,
         dsa_workspace_bytes_per_context_token=dsa_workspace_bytes_per_context_token(arch, settings),
+        vllm_version=format_version(inp.vllm_version),
     )
 
 

@@ -12,7 +12,8 @@ decision was taken. The rules (DESIGN.md "Planning semantics", the seeds' checkl
    resource on a mixed machine is its own variant. ``gpu.products`` filters and orders the groups
    (preference order); with ``[]`` any known type is allowed, ordered by free capacity.
 3. Per group, candidates ``(quantization, TP)`` are tried in this order and the first that fits
-   (``estimate_fit``: concurrency >= minConcurrency) wins:
+   (``estimate_fit`` under the budget rules of the request's vLLM release, ``request.engine``:
+   concurrency >= minConcurrency) wins:
    - quantization ``auto`` = the highest precision that fits: bf16 > fp8 > int8 > int4 (a quantized
      checkpoint - the official -FP8 id or a config with ``quantization_config`` - fixes the precision).
      FP8 is native (W8A8) only at compute capability >= 8.9; older GPUs run FP8 weights as weight-only
@@ -56,6 +57,7 @@ from glm_operator.planning.fit import (
     FitInputError,
     FitResult,
     estimate_fit,
+    fit_input,
     max_context_for,
     parallelism_error,
 )
@@ -164,6 +166,7 @@ class Plan:
     replicas_requested: int
     shortfall_replicas: int
     uncertain: tuple[str, ...] = field(default=())
+    vllm_version: str = ""  # the release the memory budget was planned for
 
     @property
     def replicas_planned(self) -> int:
@@ -181,6 +184,7 @@ class Plan:
             "rejected": [r.to_dict() for r in self.rejected],
             "details": list(self.details),
             "uncertain": list(self.uncertain),
+            "vllm_version": self.vllm_version,
         }
 
 
@@ -324,6 +328,21 @@ def _precisions(request: PlacementRequest, model: ResolvedModel, gpu: GpuType) -
     return [request.quantization]
 
 
+def _fit_input(
+    request: PlacementRequest, model: ResolvedModel, gpu: GpuType, cand: _Candidate, **settings: Any
+) -> FitInput:
+    """One candidate shape on one GPU type, under the request's vLLM release and utilization."""
+    return fit_input(
+        model,
+        gpu,
+        request.engine,
+        tensor_parallel_size=cand.tp,
+        pipeline_parallel_size=cand.pp,
+        gpu_memory_utilization=request.memory_utilization,
+        **settings,
+    )
+
+
 def _fp8_load_peak_error(
     request: PlacementRequest, base: ResolvedModel, gpu: GpuType, cand: _Candidate
 ) -> str | None:
@@ -332,16 +351,8 @@ def _fp8_load_peak_error(
     GPU's memory even though the FP8 weights that remain are half of it."""
     try:
         bf16 = estimate_fit(
-            FitInput(
-                model=base,
-                max_model_len=256,
-                gpu_memory_gib=gpu.memory_gib,
-                tensor_parallel_size=cand.tp,
-                pipeline_parallel_size=cand.pp,
-                quantization="bf16",
-                kv_cache_dtype="auto",
-                gpu_memory_utilization=request.memory_utilization,
-                compute_capability=gpu.compute_capability,
+            _fit_input(
+                request, base, gpu, cand, max_model_len=256, quantization="bf16", kv_cache_dtype="auto"
             )
         )
     except FitInputError:
@@ -372,19 +383,17 @@ def _evaluate(
             return _Evaluated(cand, model, None, peak)
     try:
         fit = estimate_fit(
-            FitInput(
-                model=model,
+            _fit_input(
+                request,
+                model,
+                gpu,
+                cand,
                 max_model_len=context,
-                gpu_memory_gib=gpu.memory_gib,
-                tensor_parallel_size=cand.tp,
-                pipeline_parallel_size=cand.pp,
                 quantization=quant,
                 kv_cache_dtype=request.kv_cache_dtype,
-                gpu_memory_utilization=request.memory_utilization,
                 max_num_batched_tokens=request.max_num_batched_tokens,
                 max_num_seqs=request.max_num_seqs,
                 min_concurrency=request.min_concurrency,
-                compute_capability=gpu.compute_capability,
                 guarantee_min_concurrency=request.guarantee_min_concurrency,
             )
         )
@@ -616,7 +625,8 @@ def plan_placement(request: PlacementRequest) -> Plan:
 
     details: list[str] = [
         f"model {base.model_id}: {base.architecture.attention} attention, context {context} "
-        f"(limit {base.max_context}), minConcurrency {request.min_concurrency:g}"
+        f"(limit {base.max_context}), minConcurrency {request.min_concurrency:g}",
+        request.engine.describe(),
     ]
     rejected: list[Rejection] = []
     groups = _group_pools(request.pools, details, rejected)
@@ -755,6 +765,7 @@ def plan_placement(request: PlacementRequest) -> Plan:
         replicas_requested=request.replicas,
         shortfall_replicas=shortfall,
         uncertain=tuple(dict.fromkeys(uncertain)),
+        vllm_version=request.engine.version_text,
     )
 
 
@@ -791,7 +802,7 @@ def _variant_reason(
         best = _best_failure(higher)
         if best is not None:
             reason += f"; higher precision does not fit ({_describe_failure(best, context)})"
-    notes: list[str] = list(fit.notes)
+    notes: list[str] = [*request.engine.notes, *fit.notes]
     if cand.penalised:
         reason += f"; TP={cand.tp} over PCIe (no NVLink) is slow, chosen because no shape with TP <= 2 fits"
     elif not gpu.nvlink and request.quantization == "auto" and PRECISION_RANK[fit.quantization] > 0:

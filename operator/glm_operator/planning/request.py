@@ -3,8 +3,9 @@
 ``placement_request_from_spec(spec, pools)`` maps the ``spec`` dict (field names as in DESIGN.md:
 ``model.id``, ``model.config``, ``quantization``, ``kvCacheDtype``, ``contextLength``,
 ``minConcurrency``, ``gpu.products``, ``gpu.memoryUtilization``, ``gpu.tensorParallelSize``,
-``gpu.pipelineParallelSize``, ``gpu.allowMultiNode``, ``replicas``, ``serving.maxNumSeqs``) to a
-frozen request, applying DESIGN's defaults. Bad values raise :class:`PlanningInputError` with one
+``gpu.pipelineParallelSize``, ``gpu.allowMultiNode``, ``replicas``, ``serving.maxNumSeqs``,
+``serving.image``: the vLLM release, see :mod:`glm_operator.planning.engine`) to a frozen request,
+applying DESIGN's defaults. Bad values raise :class:`PlanningInputError` with one
 line naming the field and the fix. Pure: no Kubernetes imports.
 """
 
@@ -14,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE
+from glm_operator.planning.engine import DEFAULT_ENGINE, VllmEngine, engine_for_image
 from glm_operator.planning.nodes import GpuPool
 
 QUANTIZATIONS = ("auto", "bf16", "fp16", "fp8", "int8", "int4")
@@ -32,6 +35,7 @@ class PlacementRequest:
 
     ``context_length=None`` means min(32768, the model's limit). ``tensor_parallel_size`` and
     ``pipeline_parallel_size`` 0 mean "choose". ``gpu_products`` is the preference order ([] = any).
+    ``engine`` is the vLLM release the pods run (its memory-budget rules).
     """
 
     model: str = ""
@@ -50,6 +54,7 @@ class PlacementRequest:
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     pools: tuple[GpuPool, ...] = field(default=())
+    engine: VllmEngine = DEFAULT_ENGINE
 
 
 def _section(spec: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -80,8 +85,11 @@ def _number(value: Any, name: str, kind: type[int] | type[float], lo: float | No
     return value
 
 
-def placement_request_from_spec(spec: Mapping[str, Any], pools: Sequence[GpuPool] = ()) -> PlacementRequest:
-    """Map a GLMDeployment ``spec`` dict (validated, dumped with camelCase aliases) to a request."""
+def placement_request_from_spec(
+    spec: Mapping[str, Any], pools: Sequence[GpuPool] = (), default_image: str = DEFAULT_VLLM_IMAGE
+) -> PlacementRequest:
+    """Map a GLMDeployment ``spec`` dict (validated, dumped with camelCase aliases) to a request;
+    ``default_image`` is the operator's vLLM image, used when ``spec.serving.image`` is not set."""
     if not isinstance(spec, Mapping):
         raise PlanningInputError("spec must be a mapping")
     model = _section(spec, "model")
@@ -106,6 +114,9 @@ def placement_request_from_spec(spec: Mapping[str, Any], pools: Sequence[GpuPool
     if isinstance(products, str) or not isinstance(products, Sequence):
         raise PlanningInputError("spec.gpu.products must be a list of GPU type names")
     max_num_seqs = serving.get("maxNumSeqs")
+    image = serving.get("image")
+    if image is not None and not isinstance(image, str):
+        raise PlanningInputError(f"spec.serving.image {image!r}: give an image reference as a string")
     guarantee = spec.get("guaranteeMinConcurrency", False)
     if not isinstance(guarantee, bool):
         raise PlanningInputError(f"spec.guaranteeMinConcurrency {guarantee!r}: use true or false")
@@ -137,4 +148,5 @@ def placement_request_from_spec(spec: Mapping[str, Any], pools: Sequence[GpuPool
         if max_num_seqs is None
         else _number(max_num_seqs, "spec.serving.maxNumSeqs", int, 1, None),
         pools=tuple(pools),
+        engine=engine_for_image(image, default_image),
     )
