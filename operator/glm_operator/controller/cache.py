@@ -25,7 +25,10 @@ ChildKey = tuple[str, str, str]  # (apiVersion, kind, name)
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
-def node_fingerprint(node: Mapping[str, Any]) -> str:
+FINGERPRINT_PARTS = ("labels", "allocatable", "unschedulable", "ready")
+
+
+def node_fingerprint(node: Mapping[str, Any]) -> tuple[str, ...]:
     """What placement reads from a node: labels, allocatable, schedulability, readiness. Not taints:
     the node lifecycle controller's come and go with readiness (planning reads the Ready
     condition, see planning.outages), and a re-plan of every GLMDeployment on each of them was
@@ -34,15 +37,13 @@ def node_fingerprint(node: Mapping[str, Any]) -> str:
     spec = node.get("spec") or {}
     status = node.get("status") or {}
     ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
-    return json.dumps(
-        [
-            meta.get("labels") or {},
-            status.get("allocatable") or {},
-            bool(spec.get("unschedulable")),
-            ready,
-        ],
-        sort_keys=True,
+    parts = (
+        meta.get("labels") or {},
+        status.get("allocatable") or {},
+        bool(spec.get("unschedulable")),
+        ready,
     )
+    return tuple(json.dumps(p, sort_keys=True) for p in parts)
 
 
 def slim_node(node: Mapping[str, Any]) -> dict[str, Any]:
@@ -162,7 +163,8 @@ class OwnedObjects:
 class ClusterCache:
     def __init__(self) -> None:
         self.nodes: dict[str, dict[str, Any]] = {}
-        self._fingerprints: dict[str, str] = {}
+        self._fingerprints: dict[str, tuple[str, ...]] = {}
+        self.node_changes: dict[str, int] = {}  # fingerprint part -> changes since last taken
         # pod uid -> (node, owner GLMDeployment key or None, {resource: count})
         self._pods: dict[str, tuple[str, tuple[str, str] | None, dict[str, int]]] = {}
         self.owned = OwnedObjects()
@@ -176,6 +178,12 @@ class ClusterCache:
             # Keep the dict: planning remembers each node's pools by its dict (planning.nodes),
             # and a heartbeat changes nothing placement reads.
             return False
+        old = self._fingerprints.get(name)
+        for part, a, b in zip(FINGERPRINT_PARTS, old or (), fp, strict=False):
+            if a != b:
+                self.node_changes[part] = self.node_changes.get(part, 0) + 1
+        if old is None:
+            self.node_changes["added"] = self.node_changes.get("added", 0) + 1
         self.nodes[name] = slim_node(node)
         self._fingerprints[name] = fp
         return True
@@ -191,6 +199,7 @@ class ClusterCache:
         self._fingerprints.clear()
         for node in nodes:
             self.set_node(node)
+        self.node_changes.clear()  # the start-up list is not a change
 
     # -- GPU usage by pods -------------------------------------------------------------------
     def set_pod(self, pod: Mapping[str, Any], owner: tuple[str, str] | None) -> None:

@@ -337,6 +337,12 @@ class Operator:
 
         def fire() -> None:
             self._replan_pending = False
+            changes, self.cache.node_changes = self.cache.node_changes, {}
+            log.info(
+                "re-planning %d GLMDeployments: GPU supply changed (%s)",
+                len(self.queue.known),
+                ", ".join(f"{part} {n}" for part, n in sorted(changes.items())) or "node pools",
+            )
             metrics.ENQUEUED.labels(cause="node").inc(len(self.queue.known))
             self.queue.add_all()
 
