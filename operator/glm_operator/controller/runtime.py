@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 GATEWAY_WORKERS = 2
 
 EVENT_SENDERS = 4  # Event posts in flight at once
+REPLAN_MIN_INTERVAL = 5.0  # seconds between two node-driven re-plans of every GLMDeployment
 SERVICE_LANE_THREADS = 4  # Service applies in flight at once (the apiserver allocates ClusterIPs)
 
 
@@ -93,6 +94,7 @@ class Operator:
         self.exit_code = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._replan_pending = False
+        self._last_replan = float("-inf")  # loop time of the last re-plan of every GLMDeployment
         # (namespace, kind, name) -> (digest of the object last applied, the version the apply
         # returned); see reconcile
         self.applied: dict[tuple[str, str, str], tuple[str, str]] = {}
@@ -330,13 +332,18 @@ class Operator:
         return pod_monitor_wanted(self.config.pod_monitor, self.pod_monitors_served)
 
     def replan_all_soon(self, delay: float = 1.0) -> None:
-        """Re-plan every GLMDeployment once, ``delay`` after the first of a burst of node changes."""
+        """Re-plan every GLMDeployment once, ``delay`` after the first of a burst of node changes,
+        and at most once per REPLAN_MIN_INTERVAL while changes keep coming (nodes registering or
+        being labelled one after another re-plan every GLMDeployment a few times, not per node)."""
         if self._replan_pending:
             return
         self._replan_pending = True
+        loop = asyncio.get_running_loop()
+        delay = max(delay, self._last_replan + REPLAN_MIN_INTERVAL - loop.time())
 
         def fire() -> None:
             self._replan_pending = False
+            self._last_replan = loop.time()
             changes, self.cache.node_changes = self.cache.node_changes, {}
             log.info(
                 "re-planning %d GLMDeployments: GPU supply changed (%s)",
@@ -346,7 +353,7 @@ class Operator:
             metrics.ENQUEUED.labels(cause="node").inc(len(self.queue.known))
             self.queue.add_all()
 
-        asyncio.get_running_loop().call_later(delay, fire)
+        loop.call_later(delay, fire)
 
     async def wait_for_leadership(self) -> None:
         await self._leading.wait()
