@@ -141,3 +141,15 @@ def test_children_and_pods_are_kept_per_glmdeployment() -> None:
     assert [p["metadata"]["uid"] for p in owned.pods_of(("llm", "a"))] == ["p1"]
     owned.delete_pod(("llm", "a"), "p1")
     assert owned.pods_of(("llm", "a")) == []
+
+
+def test_the_echo_of_a_cached_version_is_known_a_newer_one_is_not() -> None:
+    from glm_operator.controller.cache import is_known
+
+    def obj(rv: str, uid: str = "u1") -> dict[str, Any]:
+        return {"metadata": {"uid": uid, "resourceVersion": rv}}
+
+    assert is_known(obj("7"), obj("7")) and is_known(obj("6"), obj("7"))
+    assert not is_known(obj("8"), obj("7"))
+    assert not is_known(obj("7", uid="u2"), obj("7"))  # a re-created object of the same name
+    assert not is_known(obj("7"), None) and not is_known(obj("x"), obj("x"))

@@ -74,31 +74,31 @@ def slim_object(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {**obj, "metadata": meta}
 
 
+def _versions(candidate: Mapping[str, Any], current: Mapping[str, Any] | None) -> tuple[int, int] | None:
+    """Both resourceVersions as integers when they are two versions of the same object.
+
+    resourceVersions are opaque in the API, but etcd-backed ones are increasing integers; when
+    either is not one, None (the candidate is taken, as an informer would)."""
+    if current is None:
+        return None
+    a_meta, b_meta = candidate.get("metadata") or {}, current.get("metadata") or {}
+    if a_meta.get("uid") != b_meta.get("uid"):
+        return None
+    a, b = str(a_meta.get("resourceVersion")), str(b_meta.get("resourceVersion"))
+    return (int(a), int(b)) if a.isdigit() and b.isdigit() else None
+
+
 def is_known(candidate: Mapping[str, Any], current: Mapping[str, Any] | None) -> bool:
     """True when the cache already holds ``candidate``'s version or a newer one: the watch event
     of a write this process made (and put in the cache from the write's answer), or a replay."""
-    if current is None:
-        return False
-    a = (candidate.get("metadata") or {}).get("resourceVersion")
-    b = (current.get("metadata") or {}).get("resourceVersion")
-    if (candidate.get("metadata") or {}).get("uid") != (current.get("metadata") or {}).get("uid"):
-        return False
-    return str(a).isdigit() and str(b).isdigit() and int(str(a)) <= int(str(b))
+    versions = _versions(candidate, current)
+    return versions is not None and versions[0] <= versions[1]
 
 
 def is_older(candidate: Mapping[str, Any], current: Mapping[str, Any] | None) -> bool:
-    """True when ``candidate`` is an older version of ``current`` (same object, lower version).
-
-    resourceVersions are opaque in the API, but etcd-backed ones are increasing integers; when
-    either is not one, the candidate is taken (as an informer would).
-    """
-    if current is None:
-        return False
-    a = (candidate.get("metadata") or {}).get("resourceVersion")
-    b = (current.get("metadata") or {}).get("resourceVersion")
-    if (candidate.get("metadata") or {}).get("uid") != (current.get("metadata") or {}).get("uid"):
-        return False
-    return str(a).isdigit() and str(b).isdigit() and int(str(a)) < int(str(b))
+    """True when ``candidate`` is an older version of ``current`` (same object, lower version)."""
+    versions = _versions(candidate, current)
+    return versions is not None and versions[0] < versions[1]
 
 
 class OwnedObjects:
