@@ -53,6 +53,10 @@ def test_only_changes_placement_reads_trigger_a_replan() -> None:
     tainted = copy.deepcopy(n)  # the node lifecycle controller's taints follow readiness
     tainted["spec"]["taints"] = [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
     assert cache.set_node(tainted) is False
+    # The controller-manager labels every new node with beta.kubernetes.io/os and /arch: no re-plan.
+    assert cache.set_node(node(**{"beta.kubernetes.io/os": "linux"})) is False
+    assert cache.set_node(node(**{"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})) is True
+    assert cache.set_node(node(**{"karpenter.sh/nodepool": "gpu"})) is True
     assert cache.set_node(node(gpus="4")) is True
     assert cache.set_node(node(gpus="4", ready="False")) is True
     cordoned = node(gpus="4", ready="False")
@@ -107,6 +111,31 @@ def test_nodes_are_cached_with_only_what_placement_reads() -> None:
     assert slim["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
     assert slim["metadata"]["labels"] == n["metadata"]["labels"]
     assert slim["status"]["allocatable"] == {"nvidia.com/gpu": "8"}
+
+
+def test_node_labels_placement_does_not_read_are_dropped_unless_a_node_group_names_them() -> None:
+    labels = {
+        "kubernetes.io/hostname": "n1",
+        "beta.kubernetes.io/arch": "amd64",
+        "pool": "gpu-a",
+        "cloud.google.com/gke-nodepool": "gpu-h100",
+        "karpenter.k8s.aws/instance-gpu-name": "h100",
+    }
+    plain = ClusterCache()
+    plain.set_node(node(**labels))
+    assert plain.nodes["n1"]["metadata"]["labels"] == {
+        "nvidia.com/gpu.product": "NVIDIA-L4",
+        "cloud.google.com/gke-nodepool": "gpu-h100",
+        "karpenter.k8s.aws/instance-gpu-name": "h100",
+    }
+    groups = {"nodeGroups": [{"name": "a", "nodeSelector": {"pool": "gpu-a"}}, {"name": "bad"}, "x"]}
+    config = OperatorConfig(leader_election=False, node_groups=groups)
+    cache = Operator(config, api=None).cache  # type: ignore[arg-type]
+    cache.set_node(node(**labels))
+    assert cache.nodes["n1"]["metadata"]["labels"]["pool"] == "gpu-a"
+    assert "kubernetes.io/hostname" not in cache.nodes["n1"]["metadata"]["labels"]
+    assert cache.set_node(node(**{**labels, "pool": "gpu-b"})) is True  # a node group counts by it
+    assert cache.set_node(node(**{**labels, "pool": "gpu-b", "kubernetes.io/hostname": "x"})) is False
 
 
 def test_an_older_version_never_replaces_a_newer_one_in_the_cache() -> None:

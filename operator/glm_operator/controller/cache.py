@@ -17,6 +17,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from glm_operator.planning.nodes import placement_labels
 from glm_operator.planning.outages import pod_gpu_requests
 
 Key = tuple[str, str]  # (namespace, name) of a GLMDeployment
@@ -28,17 +29,20 @@ TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 FINGERPRINT_PARTS = ("labels", "allocatable", "unschedulable", "ready")
 
 
-def node_fingerprint(node: Mapping[str, Any]) -> tuple[str, ...]:
-    """What placement reads from a node: labels, allocatable, schedulability, readiness. Not taints:
-    the node lifecycle controller's come and go with readiness (planning reads the Ready
-    condition, see planning.outages), and a re-plan of every GLMDeployment on each of them was
-    most of the operator's CPU in the 1,000-node benchmark."""
+def node_fingerprint(node: Mapping[str, Any], label_keys: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """What placement reads from a node: its placement labels (planning.nodes.placement_labels,
+    plus ``label_keys``), allocatable, schedulability, readiness. Not taints: the node lifecycle
+    controller's come and go with readiness (planning reads the Ready condition, see
+    planning.outages), and a re-plan of every GLMDeployment on each of them was most of the
+    operator's CPU in the 1,000-node benchmark. Not other labels: the controller-manager adds
+    beta.kubernetes.io/os and /arch to every new node, and NFD or topology controllers relabel
+    nodes; none of them changes a plan."""
     meta = node.get("metadata") or {}
     spec = node.get("spec") or {}
     status = node.get("status") or {}
     ready = [c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Ready"]
     parts = (
-        meta.get("labels") or {},
+        placement_labels(meta.get("labels") or {}, label_keys),
         status.get("allocatable") or {},
         bool(spec.get("unschedulable")),
         ready,
@@ -46,8 +50,9 @@ def node_fingerprint(node: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(json.dumps(p, sort_keys=True) for p in parts)
 
 
-def slim_node(node: Mapping[str, Any]) -> dict[str, Any]:
-    """Only the fields placement reads: a Node's images, addresses and managedFields are dropped."""
+def slim_node(node: Mapping[str, Any], label_keys: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Only the fields placement reads: a Node's images, addresses, managedFields and the labels
+    placement does not read are dropped (``label_keys``: as in node_fingerprint)."""
     meta = node.get("metadata") or {}
     spec = node.get("spec") or {}
     status = node.get("status") or {}
@@ -56,7 +61,7 @@ def slim_node(node: Mapping[str, Any]) -> dict[str, Any]:
         "kind": "Node",
         "metadata": {
             "name": meta.get("name", ""),
-            "labels": dict(meta.get("labels") or {}),
+            "labels": placement_labels(meta.get("labels") or {}, label_keys),
             "creationTimestamp": meta.get("creationTimestamp"),
         },
         "spec": {k: spec[k] for k in ("unschedulable",) if k in spec},
@@ -161,7 +166,10 @@ class OwnedObjects:
 
 
 class ClusterCache:
-    def __init__(self) -> None:
+    def __init__(self, node_label_keys: frozenset[str] = frozenset()) -> None:
+        """``node_label_keys``: node labels kept beyond planning.nodes.PLACEMENT_LABEL_PREFIXES
+        (the node-groups file's nodeSelector keys)."""
+        self.node_label_keys = node_label_keys
         self.nodes: dict[str, dict[str, Any]] = {}
         self._fingerprints: dict[str, tuple[str, ...]] = {}
         self.node_changes: dict[str, int] = {}  # fingerprint part -> changes since last taken
@@ -173,7 +181,7 @@ class ClusterCache:
     def set_node(self, node: Mapping[str, Any]) -> bool:
         """Store a node (slimmed); True when something placement reads changed."""
         name = str((node.get("metadata") or {}).get("name", ""))
-        fp = node_fingerprint(node)
+        fp = node_fingerprint(node, self.node_label_keys)
         if self._fingerprints.get(name) == fp and name in self.nodes:
             # Keep the dict: planning remembers each node's pools by its dict (planning.nodes),
             # and a heartbeat changes nothing placement reads.
@@ -184,7 +192,7 @@ class ClusterCache:
                 self.node_changes[part] = self.node_changes.get(part, 0) + 1
         if old is None:
             self.node_changes["added"] = self.node_changes.get("added", 0) + 1
-        self.nodes[name] = slim_node(node)
+        self.nodes[name] = slim_node(node, self.node_label_keys)
         self._fingerprints[name] = fp
         return True
 

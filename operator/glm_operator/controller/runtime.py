@@ -27,6 +27,7 @@ from glm_operator.controller.leader import LeaderElector
 from glm_operator.controller.nodepools import NodePoolCache
 from glm_operator.controller.pod_monitors import pod_monitor_wanted
 from glm_operator.controller.workqueue import Key, WorkQueue
+from glm_operator.planning.pools import node_group_label_keys
 from glm_operator.render import names
 from glm_operator.render.monitoring import (
     POD_MONITOR_API_VERSION,
@@ -72,7 +73,7 @@ class Operator:
         self.api = api
         if api is not None:
             api.on_request = metrics.count_api_request
-        self.cache = ClusterCache()
+        self.cache = ClusterCache(node_group_label_keys(config.node_groups))
         self.queue = WorkQueue()
         self.elector: LeaderElector | None = None
         if config.leader_election:

@@ -31,6 +31,28 @@ from glm_operator.catalog.gpus import GpuType, gpu_from_labels, gpu_from_resourc
 GPU_RESOURCE = "nvidia.com/gpu"
 _NVIDIA_PREFIX = "nvidia.com/"
 
+# Node label keys placement reads (by prefix): the GPU type and size (GPU Feature Discovery, GKE,
+# EKS, Karpenter's well-known labels) and the node pool a node belongs to (Karpenter, GKE). The
+# keys of the node-groups file's nodeSelectors are added by the caller (planning.pools). Other
+# labels (kubelet's and the controller-manager's beta.kubernetes.io/*, topology, NFD features,
+# users' own) never change a plan, so a node cache can drop them and need not re-plan on them.
+PLACEMENT_LABEL_PREFIXES = (
+    _NVIDIA_PREFIX,
+    "karpenter.sh/",
+    "karpenter.k8s.aws/",
+    "cloud.google.com/",
+    "k8s.amazonaws.com/",
+)
+
+
+def placement_labels(labels: Mapping[str, Any], extra_keys: frozenset[str] = frozenset()) -> dict[str, str]:
+    """The node labels placement reads: keys under PLACEMENT_LABEL_PREFIXES, and ``extra_keys``."""
+    return {
+        str(k): str(v)
+        for k, v in labels.items()
+        if str(k).startswith(PLACEMENT_LABEL_PREFIXES) or k in extra_keys
+    }
+
 
 @dataclass(frozen=True)
 class GpuPool:

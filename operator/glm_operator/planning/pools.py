@@ -220,6 +220,17 @@ def _matches(node: Mapping[str, Any], selector: Mapping[str, str]) -> bool:
     return all(labels.get(k) == v for k, v in selector.items())
 
 
+def node_group_label_keys(document: Mapping[str, Any] | None) -> frozenset[str]:
+    """The label keys the node-groups file's nodeSelectors name (nodes are counted by them)."""
+    groups = (document or {}).get("nodeGroups")
+    keys: set[str] = set()
+    for group in groups if isinstance(groups, list) else []:
+        selector = group.get("nodeSelector") if isinstance(group, Mapping) else None
+        if isinstance(selector, Mapping):
+            keys.update(str(k) for k in selector)
+    return frozenset(keys)
+
+
 def parse_node_groups(
     document: Mapping[str, Any] | None, nodes: Sequence[Mapping[str, Any]] = ()
 ) -> tuple[ElasticPool, ...]:
