@@ -43,6 +43,7 @@ O(nodes) grouping and capacity counting; the fits are computed once per group.
 from __future__ import annotations
 
 import bisect
+import collections
 import functools
 import math
 from collections.abc import Mapping
@@ -199,22 +200,32 @@ class _Group:
     def max_gpus_per_node(self) -> int:
         return max(p.gpu_count for p in self.pools)
 
+    @functools.cached_property
+    def _free_counts(self) -> dict[tuple[bool, bool], tuple[tuple[int, int], ...]]:
+        """(when_available, existing nodes only) -> (free GPUs, pools with that many) pairs: a
+        thousand identical nodes are a handful of pairs, so capacity() need not walk every pool."""
+        out: dict[tuple[bool, bool], tuple[tuple[int, int], ...]] = {}
+        for when_available in (False, True):
+            for existing in (False, True):
+                counts = collections.Counter(
+                    p.gpus_free_when_available if when_available else p.gpus_free
+                    for p in self.pools
+                    if not (existing and p.elastic_pool)
+                )
+                out[(when_available, existing)] = tuple(counts.items())
+        return out
+
+    def _replicas(self, tp: int, pp: int, when_available: bool, existing: bool) -> int:
+        return sum((f // tp) * n for f, n in self._free_counts[(when_available, existing)]) // max(1, pp)
+
     def capacity(self, tp: int, pp: int, when_available: bool = False) -> int:
         """Replicas of this shape the free GPUs hold; ``when_available`` counts nodes in an outage
         grace period as if they were back (used for ordering, so a short outage reorders nothing)."""
-        free = [p.gpus_free_when_available if when_available else p.gpus_free for p in self.pools]
-        if pp <= 1:
-            return sum(f // tp for f in free)
-        return sum(f // tp for f in free) // pp
+        return self._replicas(tp, pp, when_available, existing=False)
 
     def existing_capacity(self, tp: int, pp: int, when_available: bool = False) -> int:
         """Replicas the nodes that exist now can host (without nodes an autoscaler would add)."""
-        free = [
-            p.gpus_free_when_available if when_available else p.gpus_free
-            for p in self.pools
-            if not p.elastic_pool
-        ]
-        return sum(f // tp for f in free) // max(1, pp)
+        return self._replicas(tp, pp, when_available, existing=True)
 
     @property
     def elastic_pools(self) -> tuple[str, ...]:
