@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from glm_operator.catalog.gpus import find_gpu, gpu_from_labels, gpu_from_resource_name, load_gpus
@@ -11,6 +14,7 @@ from glm_operator.catalog.models import (
     load_models,
     parse_quantization_config,
     resolve_model,
+    resolve_model_or_file,
 )
 from glm_operator.planning.fit import count_parameters
 
@@ -230,3 +234,29 @@ def test_compressed_tensors_ignore_list_and_awq_skip_list_mark_16_bit_modules() 
     assert (ct.precision, ct.group_size, ct.unquantized) == ("int4", 32, ("self_attn",))
     awq = parse_quantization_config({"quant_method": "awq", "bits": 4, "group_size": 128})
     assert awq.unquantized == ()
+
+
+def test_a_model_id_never_reads_the_operators_own_files(tmp_path: Path) -> None:
+    """What a GLMDeployment names is a catalog id or an inline config: a path that exists on the
+    operator's filesystem is not opened (only the CLI's --model takes a config.json path)."""
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "num_hidden_layers": 32,
+                "hidden_size": 4096,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "intermediate_size": 14336,
+                "vocab_size": 128256,
+                "max_position_embeddings": 131072,
+            }
+        )
+    )
+    assert resolve_model_or_file(str(config)).architecture.num_layers == 32
+    for name in (str(config), "/etc/hostname", "/proc/self/environ"):
+        with pytest.raises(CatalogError):
+            resolve_model(name)
+    with pytest.raises(CatalogError, match="file not found"):
+        resolve_model_or_file(str(tmp_path / "missing.json"))
+    assert resolve_model_or_file("glm-4-9b-chat").model_id == "zai-org/glm-4-9b-chat"

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from glm_operator.catalog.gpus import find_gpu
-from glm_operator.catalog.models import CatalogError, resolve_model
+from glm_operator.catalog.models import CatalogError, resolve_model_or_file
 from glm_operator.cli import UserError
 from glm_operator.commands.engine_args import add_engine_arguments, engine_from_args
 from glm_operator.planning.fit import (
@@ -76,7 +76,7 @@ def register(subparsers: Any) -> None:
 def compute(args: argparse.Namespace) -> tuple[dict[str, Any], FitResult]:
     engine = engine_from_args(args)
     try:
-        model = resolve_model(args.model)
+        model = resolve_model_or_file(args.model)
         gpu: GpuMemory
         if args.gpu:
             gpu = find_gpu(args.gpu)
