@@ -76,6 +76,7 @@ class GatewaySettings:
 def _environment() -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.PackageLoader("glm_operator.gateway", "templates"),
+        auto_reload=False,  # templates ship with the package: no stat of each file on every render
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,

@@ -109,6 +109,7 @@ def template_environment() -> jinja2.Environment:
     """The jinja2 environment: package templates, ``StrictUndefined``, the ``q`` filter."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("glm_operator.render", "templates"),
+        auto_reload=False,  # templates ship with the package: no stat of each file on every render
         undefined=jinja2.StrictUndefined,
         autoescape=False,  # YAML, not HTML; values are quoted with the `q` filter instead
         keep_trailing_newline=True,
