@@ -8,7 +8,8 @@ are filtered by the apiserver (``labelSelector``), not after transfer.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any, cast
 
 import kopf
 
@@ -26,7 +27,24 @@ class ReconnectBackoffs:
             yield 1.0
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """kopf's diff base serves ``on.create/update/field`` handlers: kopf deep-copies every object
+    of every watch event to compute it, even when no handler reads it. The operator has only
+    ``on.event`` handlers, so the copy is skipped (it was a tenth of the operator's CPU with
+    1,000 nodes and their pods). A test checks that no changing handler is registered."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:
+        return cast(kopf.BodyEssence, {})
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 def configure_watching(settings: kopf.OperatorSettings) -> None:
+    settings.persistence.diffbase_storage = NoDiffBase()
     settings.posting.enabled = False  # we post our own Events, with reasons users can act on
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
