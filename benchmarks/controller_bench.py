@@ -453,9 +453,11 @@ def apply_nodes(local: LocalCluster, work: Path, n: int, chunks: int = 4) -> flo
     if not wait_until(lambda: ready_count() >= n, 150, period=1.0):
         raise RuntimeError(f"only {ready_count()}/{n} nodes Ready after 150 s")
 
-    # The controller-manager then labels every node (beta.kubernetes.io/arch and /os, as a
-    # kubelet would at registration): hundreds of node changes, each re-planning every
-    # GLMDeployment, which a real cluster's nodes have long finished. Start when they are done.
+    # The controller-manager then initialises every node (beta.kubernetes.io/arch and /os labels,
+    # as a kubelet would at registration, and the node lifecycle controller's not-ready taints):
+    # minutes on 2 shared cores, which a real cluster's nodes have long finished. The operator
+    # ignores those labels (its node cache keeps only what placement reads), but pods cannot
+    # schedule on tainted nodes: start when the nodes are labelled (the last step).
     def labelled() -> int:
         return len(
             core.list_node(label_selector="type=kwok,beta.kubernetes.io/os", _request_timeout=30).items
@@ -653,6 +655,9 @@ def main() -> int:
         first_child: dict[str, float] = {}
         children: set[str] = set()
         first_planned: dict[str, float] = {}
+        # key -> (time, Planned status/reason, phase) each time they change: the
+        # story of the slowest ones is printed (why Planned=True came late)
+        planned_story: dict[str, list[tuple[float, str, str]]] = {}
         first_ready: dict[str, float] = {}
         phases: dict[str, str] = {}
         status_writes: dict[str, int] = {}
@@ -676,6 +681,21 @@ def main() -> int:
                     status_writes[key] = status_writes.get(key, 0) + 1
                 if planned(obj):
                     first_planned.setdefault(key, now)
+                cond = next(
+                    (
+                        c
+                        for c in (obj.get("status") or {}).get("conditions") or []
+                        if c.get("type") == "Planned"
+                    ),
+                    {},
+                )
+                step = (
+                    f"{cond.get('status', '-')}/{cond.get('reason', '-')}",
+                    str((obj.get("status") or {}).get("phase", "")),
+                )
+                story = planned_story.setdefault(key, [])
+                if not story or story[-1][1:] != step:
+                    story.append((now, *step))
                 phase = (obj.get("status") or {}).get("phase", "")
                 phases[key] = phase
                 last_obj[key] = obj
@@ -873,6 +893,12 @@ def main() -> int:
         print("  latency from the create request (seconds):")
         out("apply -> first child Deployment", dist(lat_child))
         out("apply -> Planned=True", dist(lat_planned))
+        slowest = sorted((first_planned[k] - sent[k], k) for k in keys if k in first_planned and k in sent)[
+            -3:
+        ]
+        for lat, k in reversed(slowest):
+            steps = ", ".join(f"{t - sent[k]:.1f}s {c} {ph}" for t, c, ph in planned_story.get(k, [])[:8])
+            print(f"    slow Planned {k} ({lat:.1f} s): {steps}")
         out("apply -> phase Ready (indicative)", dist(lat_ready))
         if len(lat_planned) >= len(keys):
             out(f"all {len(keys)} Planned", f"{t_all_planned - t_burst:6.2f} s after the first create")
