@@ -178,6 +178,11 @@ def _node_facts(node: Mapping[str, Any]) -> tuple[bool, tuple[GpuPool, ...]]:
     return facts
 
 
+def node_is_available(node: Mapping[str, Any]) -> bool:
+    """Ready (or no Ready condition reported) and not cordoned; remembered like the pools."""
+    return _node_facts(node)[0]
+
+
 def parse_gpu_pools(
     nodes: Mapping[str, Any] | Iterable[Mapping[str, Any]],
     gpus_used: Mapping[str, Mapping[str, int]] | None = None,

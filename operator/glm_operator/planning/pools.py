@@ -167,6 +167,9 @@ def parse_karpenter_nodepools(
     NodePools without GPUs (no GPU label, no GPU instance type) are skipped silently. ``nodes``
     (the cluster's Nodes) tell how many of the GPUs a pool holds are still being launched.
     """
+    nodepools = list(nodepools)
+    if not nodepools:
+        return (), ()  # no Karpenter: no walk over every node
     ready = _ready_gpus_by_nodepool(nodes)
     pools: list[ElasticPool] = []
     notes: list[str] = []
