@@ -62,7 +62,7 @@ BODY: dict[str, Any] = {
 }
 
 
-def test_a_slow_service_apply_finishes_in_the_background_and_requeues_the_key() -> None:
+def test_a_slow_service_apply_finishes_in_the_background_without_another_reconcile() -> None:
     async def scenario() -> None:
         api = SlowServiceApi()
         op = Operator(OperatorConfig(leader_election=False, workers=2), api=api)  # type: ignore[arg-type]
@@ -92,6 +92,58 @@ def test_a_slow_service_apply_finishes_in_the_background_and_requeues_the_key() 
         assert not op.pending_applies
         assert api.applied.count("Service") == 1
         assert op.applied[service_key][1] == "7"  # its resourceVersion, from the apply's answer
-        assert len(op.queue) == 1  # reconciled again now that the Service exists
+        # Nothing waited for it (no prune, status does not read it): no reconcile just for it.
+        assert len(op.queue) == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_slow_apply_requeues_its_key_when_the_reconcile_waited_for_it() -> None:
+    """A workload's background apply re-queues the key (status counts its replicas)."""
+
+    class SlowWorkloadApi(SlowServiceApi):
+        def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+            if obj["kind"] == "Deployment":
+                assert self.release.wait(10)
+            self.applied.append(obj["kind"])
+            out = copy.deepcopy(obj)
+            out["metadata"].update(resourceVersion="7", generation=1, uid=f"uid-{obj['kind']}")
+            return out
+
+    async def scenario() -> None:
+        api = SlowWorkloadApi()
+        op = Operator(OperatorConfig(leader_election=False, workers=2), api=api)  # type: ignore[arg-type]
+        op.cache.replace_nodes(NODES)
+        op.cache.owned.set_glmdeployment(copy.deepcopy(BODY))
+        await asyncio.wait_for(reconcile(op, "llm", "g"), 5)
+        assert "Deployment" not in api.applied and len(op.queue) == 0
+        api.release.set()
+        for _ in range(100):
+            if not op.pending_applies:
+                break
+            await asyncio.sleep(0.05)
+        assert api.applied.count("Deployment") == 1
+        assert len(op.queue) == 1  # reconciled again now that the Deployment exists
+
+
+def test_a_slow_service_never_holds_the_status_even_when_background_applies_are_at_their_limit() -> None:
+    async def scenario() -> None:
+        api = SlowServiceApi()
+        op = Operator(OperatorConfig(leader_election=False, workers=2), api=api)  # type: ignore[arg-type]
+        op.cache.replace_nodes(NODES)
+        op.cache.owned.set_glmdeployment(copy.deepcopy(BODY))
+        # Other GLMDeployments' workload applies fill the shared pool's background quota.
+        blocked = asyncio.get_running_loop().create_future()
+        for i in range(op.max_pending_applies):
+            op.pending_applies[("other", "Deployment", f"d{i}")] = blocked
+        assert op.pending_workload_applies() >= op.max_pending_applies
+
+        rejected = await asyncio.wait_for(reconcile(op, "llm", "g"), 5)
+
+        assert rejected == []
+        assert "Deployment" in api.applied and "Service" not in api.applied
+        assert api.status_writes == 1  # written while the Service is still on the wire
+        api.release.set()
+        blocked.cancel()
 
     asyncio.run(scenario())

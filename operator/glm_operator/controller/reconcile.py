@@ -162,16 +162,23 @@ async def execute(
     # completion re-queues the key. Services go through a lane of their own with a few threads
     # (queued ones hold no connection); of the other kinds at most ``max_pending_applies`` do so,
     # beyond that a reconcile waits: a slow apiserver slows the operator instead of piling up.
-    wait_for = None if op.pending_workload_applies() >= op.max_pending_applies else SLOW_APPLY_SECONDS
+    # A Service never holds the reconcile (and its status write) longer than SLOW_APPLY_SECONDS,
+    # even then: its lane can be tens of seconds deep on a loaded apiserver.
+    workload_tasks = [t for (_, _, obj), t in zip(to_apply, tasks, strict=True) if obj["kind"] != "Service"]
+    if workload_tasks and op.pending_workload_applies() >= op.max_pending_applies:
+        await asyncio.wait(workload_tasks)
     if tasks:
-        await asyncio.wait(tasks, timeout=wait_for)
+        await asyncio.wait(tasks, timeout=SLOW_APPLY_SECONDS)
     rejected: list[Rejection] = []
     failure: BaseException | None = None
     pending = False
     for (memo_key, digest, obj), task in zip(to_apply, tasks, strict=True):
         if not task.done():
             pending = True
-            op.track_pending_apply(key, memo_key, digest, task)
+            # Reconcile again when it lands if this reconcile's status or prune waited for it: a
+            # workload (status counts its replicas) or anything while children are to be pruned.
+            requeue = obj["kind"] in WORKLOAD_KIND_NAMES or bool(desired.prune)
+            op.track_pending_apply(key, memo_key, digest, task, requeue)
             continue
         result = task.exception() or task.result()
         if isinstance(result, BaseException):

@@ -375,10 +375,16 @@ class Operator:
         return sum(1 for (_, kind, _) in self.pending_applies if kind != "Service")
 
     def track_pending_apply(
-        self, key: Key, memo_key: tuple[str, str, str], digest: str, task: asyncio.Future[Any]
+        self,
+        key: Key,
+        memo_key: tuple[str, str, str],
+        digest: str,
+        task: asyncio.Future[Any],
+        requeue: bool = True,
     ) -> None:
         """Record the result of an apply that outlived its reconcile, then reconcile ``key`` again
-        (a failure with backoff: the next reconcile sends it again and reports a rejection)."""
+        if ``requeue`` (a failure always, with backoff: the next reconcile sends it again and
+        reports a rejection)."""
         from glm_operator.controller.reconcile import child_version
 
         self.pending_applies[memo_key] = task
@@ -403,8 +409,9 @@ class Operator:
             result = task.result()
             self.applied[memo_key] = (digest, child_version(result))
             self.cache.owned.set_child(key, result)
-            metrics.ENQUEUED.labels(cause="apply").inc()
-            self.queue.add(key)
+            if requeue:
+                metrics.ENQUEUED.labels(cause="apply").inc()
+                self.queue.add(key)
 
         task.add_done_callback(done)
 
