@@ -45,17 +45,10 @@ SMALL_BUDGET_GIB = 0.3
 
 ROWS = used_startups()
 NEWER = newer_engine_startups()
-# vLLM >= 0.21 rows (not fitted): the error each shows today, so a change that moves them is noticed.
-# Known misses, reported by benchmarks/fit_errors.py: on 0.27.1 TP=2 keeps ~1.9 GiB more for the KV
-# cache than we predict (its sampler / profiling run needs less than the 0.10-0.12 fit says), PP=2
-# keeps ~0.3 GiB less on its first stage (a PP stage's own overhead is not modelled), and GLM-5.2 at
-# a 1M-token max_model_len keeps ~1.5 GiB less than we predict even with the DSA workspace term.
-NEWER_ERRORS: dict[str, tuple[float, float]] = {
-    "sp-qwen3-32b-rtxpro6000-tp2": (-0.26, -0.19),
-    "sp-qwen3-32b-rtxpro6000-pp2": (0.02, 0.07),
-    "aws-qwen3-coder-30b-l40s-tp4": (-0.04, 0.0),
-    "aws-glm52-fp8-h200-tp8": (0.02, 0.08),
-}
+# vLLM >= 0.21 rows, fitted apart on their own constants (BudgetConstants.newer_*): the in-sample
+# error of each, asserted within NEWER_TOLERANCE. Leave-one-model-out errors (benchmarks/fit_errors.py)
+# are much wider: six rows from four models fit five constants.
+NEWER_TOLERANCE = 0.08
 
 
 def test_every_row_is_attributed_and_complete() -> None:
@@ -96,20 +89,18 @@ def test_negative_budget_is_reported_as_not_fitting(row_id: str) -> None:
 
 
 def test_newer_engine_rows_are_apart_and_subtract_the_graph_estimate() -> None:
-    assert {r.id for r in NEWER} >= set(NEWER_ERRORS)
+    assert len(NEWER) >= 6
     assert not {r.id for r in NEWER} & {r.id for r in ROWS}
     for row in NEWER:
         fit = row.fit()
         assert fit.cudagraph_gib > 0 and fit.cudagraph_gib == fit.cudagraph_capture_gib, row.id
 
 
-@pytest.mark.parametrize("row_id", sorted(NEWER_ERRORS))
-def test_newer_engine_known_errors(row_id: str) -> None:
-    row = next(r for r in NEWER if r.id == row_id)
-    lo, hi = NEWER_ERRORS[row_id]
+@pytest.mark.parametrize("row", NEWER, ids=lambda r: r.id)
+def test_newer_engine_rows_within_tolerance(row: Startup) -> None:
     err = row_error(row)
-    assert err.figure == "tokens"
-    assert lo <= err.relative <= hi, err.relative
+    assert err.figure in ("tokens", "budget")
+    assert abs(err.relative) <= NEWER_TOLERANCE, (err.figure, err.ours, err.logged)
 
 
 def test_pipeline_parallel_halves_the_kv_bytes_per_token_like_tp() -> None:

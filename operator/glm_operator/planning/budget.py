@@ -116,6 +116,13 @@ class BudgetConstants:
     non_torch_multi_gpu_gib: float = 0.071
     # not fitted: 0.50 GiB / (28 layers x 67 sizes), Qwen2-7B on an A100 (dennislee22 logs)
     cudagraph_bytes_per_piece: float = 0.27 * 2**20
+    # vLLM >= 0.21 (graph estimate in the budget, the newer profiling run): fitted apart on the rows
+    # of that generation (benchmarks/fit_errors.py --refit); see "vLLM >= 0.21" in the docstring
+    newer_forward_scale: float = 1.187
+    newer_sampler_bytes: float = 7.34
+    newer_non_torch_gib: float = 0.416
+    newer_cudagraph_bytes_per_piece: float = 0.25 * 2**20
+    newer_moe_workspace_scale: float = 6.0
 
 
 DEFAULT_CONSTANTS = BudgetConstants()
@@ -133,6 +140,8 @@ class BudgetSettings:
     max_model_len: int = 0
     compute_capability: float = 9.0
     decode_context_parallel_size: int = 1
+    # vLLM >= 0.21: CUDA-graph estimate in the budget and the newer profiling run (constants newer_*)
+    graph_profiling: bool = False
 
 
 @functools.lru_cache(maxsize=4096)
@@ -172,14 +181,18 @@ def padded_vocab(arch: ModelArchitecture) -> int:
 def forward_peak_bytes(
     arch: ModelArchitecture, tp: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
 ) -> float:
-    return c.forward_scale * activation_bytes_per_token(arch, tp) * settings.max_num_batched_tokens
+    scale = c.newer_forward_scale if settings.graph_profiling else c.forward_scale
+    return scale * activation_bytes_per_token(arch, tp) * settings.max_num_batched_tokens
 
 
 def sampler_peak_bytes(
     arch: ModelArchitecture, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
 ) -> float:
     rows = min(settings.max_num_seqs, settings.max_num_batched_tokens)
-    per = c.sampler_bytes_flashinfer if settings.flashinfer_sampler else c.sampler_bytes_native
+    if settings.graph_profiling:
+        per = c.newer_sampler_bytes
+    else:
+        per = c.sampler_bytes_flashinfer if settings.flashinfer_sampler else c.sampler_bytes_native
     return per * rows * padded_vocab(arch)
 
 
@@ -188,8 +201,26 @@ def moe_workspace_bytes(
     tp: int,
     c: BudgetConstants = DEFAULT_CONSTANTS,
     compute_capability: float = 9.0,
+    settings: BudgetSettings | None = None,
 ) -> float:
-    if not arch.is_moe or tp <= 1 or compute_capability < MOE_WORKSPACE_MIN_COMPUTE_CAPABILITY:
+    """Fused-MoE workspace held through the profiling run.
+
+    vLLM >= 0.21 (``settings.graph_profiling``): the fused-MoE kernels take their scratch buffers from
+    the worker's workspace manager, which keeps the high-water mark for the whole process (0.33
+    ``vllm/model_executor/layers/fused_moe/modular_kernel.py``: ``current_workspace_manager()
+    .get_simultaneous`` of workspace13 (tokens, top-k, max(2 x I/TP, hidden)) and workspace2 (tokens,
+    top-k, I/TP)), on every GPU; sized at max_num_batched_tokens, scaled by the fitted
+    ``newer_moe_workspace_scale`` (quantized kernels add scales and padding). Older releases: a fixed
+    fitted workspace on Hopper or newer with TP > 1 (see the module docstring).
+    """
+    if not arch.is_moe:
+        return 0.0
+    if settings is not None and settings.graph_profiling:
+        inter = arch.moe_intermediate_size / tp
+        k = arch.num_experts_per_tok or 1
+        per_token = k * (max(2 * inter, arch.hidden_size) + inter) * 2
+        return c.newer_moe_workspace_scale * per_token * settings.max_num_batched_tokens
+    if tp <= 1 or compute_capability < MOE_WORKSPACE_MIN_COMPUTE_CAPABILITY:
         return 0.0
     return c.moe_workspace_gib * GIB
 
@@ -213,18 +244,36 @@ def dsa_workspace_bytes(arch: ModelArchitecture, settings: BudgetSettings) -> fl
 
 
 def activation_peak_bytes(
-    arch: ModelArchitecture, tp: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
+    arch: ModelArchitecture,
+    tp: int,
+    settings: BudgetSettings,
+    c: BudgetConstants = DEFAULT_CONSTANTS,
+    last_stage: bool = True,
 ) -> float:
-    """torch peak increase of vLLM's profiling run on one rank (the last PP stage samples)."""
-    peak = max(forward_peak_bytes(arch, tp, settings, c), sampler_peak_bytes(arch, settings, c))
-    workspaces = moe_workspace_bytes(arch, tp, c, settings.compute_capability)
+    """torch peak increase of vLLM's profiling run on one rank.
+
+    Only the last pipeline stage runs the dummy sampler (``profile_run``: ``if get_pp_group().is_last_rank``
+    in ``vllm/v1/worker/gpu_model_runner.py``, ``if self.is_last_pp_rank`` in the 0.33 runner
+    ``vllm/v1/worker/gpu/model_runner.py``); earlier stages peak at the forward pass.
+    """
+    forward = forward_peak_bytes(arch, tp, settings, c)
+    peak = max(forward, sampler_peak_bytes(arch, settings, c)) if last_stage else forward
+    workspaces = moe_workspace_bytes(arch, tp, c, settings.compute_capability, settings)
     return peak + workspaces + dsa_workspace_bytes(arch, settings)
 
 
 def non_torch_bytes(
     tp: int, pp: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
 ) -> float:
-    """Memory outside PyTorch's allocator that grows after vLLM's first snapshot, per rank."""
+    """Memory outside PyTorch's allocator that grows after vLLM's first snapshot, per rank.
+
+    vLLM >= 0.21: everything the instance holds after profiling beyond weights and the transient peak
+    (0.33 ``memory_profiling``: ``total_consumed`` from cudaMemGetInfo, so persistent buffers of the
+    profiling run count here too); NCCL, custom all-reduce and cuBLAS handles are created before the
+    snapshot (0.33 ``Worker.init_device``), so one fitted figure for any TP/PP.
+    """
+    if settings.graph_profiling:
+        return c.newer_non_torch_gib * GIB
     extra = 0.0
     if tp > 1:
         extra = c.non_torch_custom_all_reduce_gib if settings.custom_all_reduce else c.non_torch_multi_gpu_gib
@@ -241,11 +290,40 @@ def cudagraph_capture_sizes(max_num_seqs: int) -> tuple[int, ...]:
     return tuple(sizes)
 
 
+def newer_cudagraph_capture_sizes(
+    max_num_seqs: int, max_num_batched_tokens: int = 0, compute_capability: float = 9.0
+) -> tuple[int, ...]:
+    """vLLM 0.33's default capture sizes (``VllmConfig._set_cudagraph_sizes``, ``vllm/config/vllm.py``).
+
+    1, 2, 4, every 8 below 256, then every 16 up to min(2 x max_num_seqs, 512) (1024 on data-center
+    Blackwell, compute capability 10.x), plus max_num_batched_tokens when it is below that ceiling.
+    """
+    ceiling = 1024 if int(compute_capability) == 10 else MAX_CAPTURE_SIZE
+    largest = min(2 * max_num_seqs, ceiling)
+    sizes = {s for s in (1, 2, 4) if s <= largest}
+    sizes |= set(range(8, min(largest + 1, 256), 8))
+    sizes |= set(range(256, largest + 1, 16))
+    if 0 < max_num_batched_tokens <= largest:
+        sizes.add(max_num_batched_tokens)
+    return tuple(sorted(sizes))
+
+
 def cudagraph_bytes(
-    layers_on_rank: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
+    layers_on_rank: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS, tp: int = 1
 ) -> float:
-    """Memory of piecewise CUDA graphs on one rank (0 with --enforce-eager)."""
+    """Memory of CUDA graphs on one rank (0 with --enforce-eager).
+
+    vLLM < 0.21 (graphs captured after the KV cache): ``cudagraph_bytes_per_piece`` per layer and
+    capture size. vLLM >= 0.21 (the profiler's estimate, subtracted from the budget): per layer and
+    0.33 capture size, divided by TP (the captured pools hold the largest batch's sharded activations;
+    fitted, ``newer_cudagraph_bytes_per_piece``).
+    """
     if settings.enforce_eager:
         return 0.0
+    if settings.graph_profiling:
+        sizes = newer_cudagraph_capture_sizes(
+            settings.max_num_seqs, settings.max_num_batched_tokens, settings.compute_capability
+        )
+        return c.newer_cudagraph_bytes_per_piece * layers_on_rank * len(sizes) / max(1, tp)
     pieces = layers_on_rank * len(cudagraph_capture_sizes(settings.max_num_seqs))
     return c.cudagraph_bytes_per_piece * pieces
