@@ -88,7 +88,7 @@ def test_the_fit_subtracts_cuda_graphs_for_the_default_release_only_from_0_21() 
     )
     assert (new.vllm_version, old.vllm_version) == (VLLM_VERSION, "0.20.0")
     # 40 layers x 51 capture sizes of vLLM 0.33 x the fitted per-piece figure
-    assert new.cudagraph_gib == pytest.approx(0.50, abs=0.01) and old.cudagraph_gib == 0
+    assert new.cudagraph_gib == pytest.approx(40 * 51 * 0.29 / 1024, abs=0.01) and old.cudagraph_gib == 0
     # the newer profiling run (sampler, non-torch, graph estimate) leaves more than 0.20's on this GPU
     assert new.fits and not old.fits
     assert any("counted by vLLM 0.33.0" in r for r in new.reasons)
