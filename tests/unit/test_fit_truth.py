@@ -1,8 +1,9 @@
 """Our end-to-end KV budget against real vLLM start-ups (tests/fixtures/vllm-startups.csv).
 
 Each used row is checked with the shipped constants (planning/budget.py) within a stated tolerance:
-2 % by default on the KV-cache tokens (or concurrency, or "Available KV cache memory" where the token
-figure is not comparable); the rows with a wider tolerance say why. Leave-one-model-out errors are
+vLLM < 0.21 rows 2 % by default on the KV-cache tokens (or concurrency, or "Available KV cache memory"
+where the token figure is not comparable), the rows with a wider tolerance say why; vLLM >= 0.21 rows
+(their own constants) within NEWER_TOLERANCE. Leave-one-model-out errors are
 printed by benchmarks/fit_errors.py (a refit per held-out model takes too long for a unit test).
 """
 
@@ -15,14 +16,19 @@ from glm_operator.planning.budget import (
     DEFAULT_CONSTANTS,
     GIB,
     BudgetSettings,
+    activation_peak_bytes,
     cudagraph_capture_sizes,
     dsa_workspace_bytes,
+    forward_peak_bytes,
     moe_workspace_bytes,
+    newer_cudagraph_capture_sizes,
+    non_torch_bytes,
     sampler_peak_bytes,
 )
 from glm_operator.planning.fit import FitInput, estimate_fit, max_context_for
 from tests.fit_truth import (
     FREE,
+    FREE_NEWER,
     Startup,
     load_startups,
     newer_engine_startups,
@@ -47,8 +53,8 @@ ROWS = used_startups()
 NEWER = newer_engine_startups()
 # vLLM >= 0.21 rows, fitted apart on their own constants (BudgetConstants.newer_*): the in-sample
 # error of each, asserted within NEWER_TOLERANCE. Leave-one-model-out errors (benchmarks/fit_errors.py)
-# are much wider: six rows from four models fit five constants.
-NEWER_TOLERANCE = 0.08
+# are wider (worst about 9 %): seven rows from five models fit four constants.
+NEWER_TOLERANCE = 0.05
 
 
 def test_every_row_is_attributed_and_complete() -> None:
@@ -145,7 +151,7 @@ def test_capture_sizes_match_vllm_defaults() -> None:
 
 
 def test_fitted_constants_are_inside_their_search_bounds() -> None:
-    for name, (lo, hi) in FREE.items():
+    for name, (lo, hi) in {**FREE, **FREE_NEWER}.items():
         assert lo <= getattr(DEFAULT_CONSTANTS, name) <= hi, name
 
 
@@ -190,3 +196,39 @@ def test_max_context_accounts_for_the_dsa_workspace() -> None:
     assert again.max_concurrency >= 1.0
     beyond = estimate_fit(FitInput(max_model_len=longest + 2 * again.block_size, **common))  # type: ignore[arg-type]
     assert beyond.max_concurrency < 1.0
+
+
+def test_newer_capture_sizes_match_vllm_0_33() -> None:
+    """vLLM 0.33 ``_set_cudagraph_sizes``: the logs show PIECEWISE=51 (largest=512) at 256 or 1024
+    sequences and 35 (largest=256) at 128."""
+    assert len(newer_cudagraph_capture_sizes(256)) == len(newer_cudagraph_capture_sizes(1024)) == 51
+    assert newer_cudagraph_capture_sizes(128)[-1] == 256 and len(newer_cudagraph_capture_sizes(128)) == 35
+    # data-center Blackwell captures up to 1024; an off-stride max_num_batched_tokens below the ceiling joins
+    assert newer_cudagraph_capture_sizes(1024, compute_capability=10.0)[-1] == 1024
+    assert 100 in newer_cudagraph_capture_sizes(256, max_num_batched_tokens=100)
+
+
+def test_only_the_last_pipeline_stage_runs_the_sampler() -> None:
+    """vLLM's profile_run samples on the last PP rank only: the first stage peaks at the forward pass."""
+    row = next(r for r in NEWER if r.id == "sp-qwen3-32b-rtxpro6000-pp2")
+    arch = row.resolved().architecture
+    settings = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, graph_profiling=True)
+    first = activation_peak_bytes(arch, 1, settings, last_stage=False)
+    last = activation_peak_bytes(arch, 1, settings, last_stage=True)
+    assert first == forward_peak_bytes(arch, 1, settings)
+    assert last == max(first, sampler_peak_bytes(arch, settings))
+
+
+def test_newer_engine_uses_its_own_constants() -> None:
+    """vLLM >= 0.21: non-torch memory does not grow with TP (NCCL, custom all-reduce and cuBLAS handles
+    exist before the snapshot) and the sampler costs far less per entry than 0.10-0.12's PyTorch path."""
+    old = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024)
+    new = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, graph_profiling=True)
+    assert (
+        non_torch_bytes(1, 1, new)
+        == non_torch_bytes(8, 1, new)
+        == DEFAULT_CONSTANTS.newer_non_torch_gib * GIB
+    )
+    assert non_torch_bytes(2, 1, old) > non_torch_bytes(1, 1, old)
+    arch = next(r for r in ROWS if r.id == "llmd-llama31-8b").resolved().architecture
+    assert sampler_peak_bytes(arch, new) < sampler_peak_bytes(arch, old) / 3
