@@ -53,7 +53,7 @@ ROWS = used_startups()
 NEWER = newer_engine_startups()
 # vLLM >= 0.21 rows, fitted apart on their own constants (BudgetConstants.newer_*): the in-sample
 # error of each, asserted within NEWER_TOLERANCE. Leave-one-model-out errors (benchmarks/fit_errors.py)
-# are wider (worst about 9 %): seven rows from five models fit four constants.
+# are wider (worst 9.7 %): seven rows from five models fit four constants.
 NEWER_TOLERANCE = 0.05
 
 

@@ -97,8 +97,8 @@ VOCAB_PADDING = 64
 DEFAULT_MAX_NUM_SEQS = 256
 # The budget model's stated error on KV-cache tokens, from its leave-one-model-out errors on the public
 # start-ups in tests/fixtures/vllm-startups.csv (benchmarks/fit_errors.py prints them): the worst
-# over-promise of a held-out model (ours above the log) is 9.1 % on vLLM < 0.21 (p90 6.9 %) and 8.3 % on
-# vLLM >= 0.21 (p90 8.6 %, seven rows), so 10 % covers every held-out row that would start below plan.
+# over-promise of a held-out model (ours above the log) is 9.1 % on vLLM < 0.21 (p90 6.5 %) and 7.3 % on
+# vLLM >= 0.21 (p90 8.5 %, seven rows), so 10 % covers every held-out row that would start below plan.
 # A plan whose concurrency is within this of minConcurrency may start below it.
 KV_TOKEN_ERROR = 0.10
 FP8_BLOCK = 128
