@@ -3,12 +3,12 @@
 Usage: .venv/bin/python benchmarks/fit_errors.py [--refit] [--no-lomo]
 
 Part 1, tests/fixtures/vllm-startups.csv (tests/fit_truth.py): end-to-end KV-token error per row with the
-shipped budget constants, then median / p90 / worst by model family, in sample and leave-one-model-out
-(the free constants refitted without each model in turn, that model's rows predicted). Rows whose KV
-budget is under 5 % of the GPU are reported apart (there any budget error dominates). Rows from vLLM
->= 0.21 (CUDA-graph estimate subtracted, a different profiling run) are predicted with the same constants
-and printed apart, not fitted. --refit prints the constants fitted on all rows (what planning/budget.py
-ships).
+shipped budget constants, then median / p90 / worst (and the worst over-promise: ours above the log) by
+model family, in sample and leave-one-model-out (the free constants refitted without each model in turn,
+that model's rows predicted). Rows whose KV budget is under 5 % of the GPU are reported apart (there any
+budget error dominates). The two engine generations are fitted and reported apart: vLLM < 0.21 and
+vLLM >= 0.21 (its own profiling run and CUDA-graph estimate; the operator's default image). --refit prints
+the constants fitted on each generation's rows (what planning/budget.py ships).
 
 Part 2, tests/fixtures/fit-examples.csv (one line per figure):
 
@@ -49,36 +49,23 @@ def _table(lines: list[tuple[str, ...]]) -> None:
         print(" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
 
 
-def startups(refit: bool, lomo: bool) -> None:
-    truth = _load_truth()
-    rows = truth.used_startups()
-    print(f"== {len(rows)} vLLM start-ups used (tests/fixtures/vllm-startups.csv) ==")
+def _generation(truth: ModuleType, label: str, rows: list, lomo: bool) -> None:
+    """Per-row errors, then median / p90 / worst by family, in sample and leave-one-model-out."""
+    print(f"== {label}: {len(rows)} start-ups used ==")
     by_family: dict[str, int] = {}
     for s in rows:
         by_family[s.family] = by_family.get(s.family, 0) + 1
     print("rows by family:", ", ".join(f"{k} {v}" for k, v in sorted(by_family.items())))
-    everything = rows + truth.newer_engine_startups()
-    for label, key in (
-        ("GPU", lambda s: s.gpu),
-        ("GPUs per instance", lambda s: str(s.tp * s.pp)),
-        ("vLLM", lambda s: ".".join(map(str, s.vllm_version or ())) or "?"),
-    ):
-        counts: dict[str, int] = {}
-        for s in everything:
-            counts[key(s)] = counts.get(key(s), 0) + 1
-        print(
-            f"all {len(everything)} rows by {label}:",
-            ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
-        )
     in_sample = [truth.row_error(s) for s in rows]
     held_out = {e.startup.id: e for e in truth.leave_one_model_out(rows)} if lomo else {}
-    lines = [("row", "family", "figure", "ours", "logged", "error %", "LOMO %", "budget err GiB")]
+    lines = [("row", "vLLM", "TP/PP", "figure", "ours", "logged", "error %", "LOMO %", "budget err GiB")]
     for e in in_sample:
         h = held_out.get(e.startup.id)
         lines.append(
             (
                 e.startup.id,
-                e.startup.family,
+                ".".join(map(str, e.startup.vllm_version or ())) or "?",
+                f"{e.startup.tp}/{e.startup.pp}",
                 e.figure,
                 f"{e.ours:,.2f}",
                 f"{e.logged:,.2f}",
@@ -89,17 +76,27 @@ def startups(refit: bool, lomo: bool) -> None:
         )
     _table(lines)
     print()
-    for label, errors in (("in sample", in_sample), ("leave-one-model-out", list(held_out.values()))):
+    for kind, errors in (("in sample", in_sample), ("leave-one-model-out", list(held_out.values()))):
         if not errors:
             continue
         normal = [e for e in errors if not e.startup.small_budget]
         small = [e for e in errors if e.startup.small_budget]
         families = sorted({e.startup.family for e in normal})
-        out = [("errors " + label, "rows", "median %", "p90 %", "worst %")]
+        out = [("errors " + kind, "rows", "median %", "p90 %", "worst %", "worst over-promise %")]
         for fam in [*families, "all"]:
             sel = [e.relative for e in normal if fam in ("all", e.startup.family)]
             med, p90, worst = truth.summary(sel)
-            out.append((fam, str(len(sel)), f"{100 * med:.2f}", f"{100 * p90:.2f}", f"{100 * worst:.2f}"))
+            over = max([0.0, *sel])
+            out.append(
+                (
+                    fam,
+                    str(len(sel)),
+                    f"{100 * med:.2f}",
+                    f"{100 * p90:.2f}",
+                    f"{100 * worst:.2f}",
+                    f"{100 * over:.2f}",
+                )
+            )
         _table(out)
         for e in small:
             print(
@@ -107,28 +104,33 @@ def startups(refit: bool, lomo: bool) -> None:
                 f"GiB ({e.budget_error_gib:+.2f} GiB)"
             )
         print()
-    newer = truth.newer_engine_startups()
-    if newer:
-        print(f"== {len(newer)} start-ups on vLLM >= 0.21 (graph estimate subtracted; not fitted) ==")
-        lines = [("row", "vLLM", "TP/PP", "figure", "ours", "logged", "error %", "budget err GiB")]
-        for s in newer:
-            e = truth.row_error(s)
-            lines.append(
-                (
-                    s.id,
-                    ".".join(map(str, s.vllm_version or ())),
-                    f"{s.tp}/{s.pp}",
-                    e.figure,
-                    f"{e.ours:,.2f}",
-                    f"{e.logged:,.2f}",
-                    f"{100 * e.relative:+.2f}",
-                    f"{e.budget_error_gib:+.2f}" if e.budget_error_gib is not None else "-",
-                )
-            )
-        _table(lines)
-        print()
+
+
+def startups(refit: bool, lomo: bool) -> None:
+    truth = _load_truth()
+    older, newer = truth.used_startups(), truth.newer_engine_startups()
+    everything = older + newer
+    print(f"== {len(everything)} vLLM start-ups used (tests/fixtures/vllm-startups.csv) ==")
+    for label, key in (
+        ("family", lambda s: s.family),
+        ("GPU", lambda s: s.gpu),
+        ("GPUs per instance", lambda s: str(s.tp * s.pp)),
+        ("vLLM", lambda s: ".".join(map(str, s.vllm_version or ())) or "?"),
+    ):
+        counts: dict[str, int] = {}
+        for s in everything:
+            counts[key(s)] = counts.get(key(s), 0) + 1
+        print(f"by {label}:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    print()
+    _generation(
+        truth, "vLLM < 0.21 (constants: forward_scale, sampler_bytes_*, moe_workspace_gib, ...)", older, lomo
+    )
+    _generation(
+        truth, "vLLM >= 0.21 (constants: newer_*; the operator's 0.33.0 is planned with these)", newer, lomo
+    )
     if refit:
-        print("constants fitted on all rows:", truth.fit_constants(rows))
+        print("constants fitted on the vLLM < 0.21 rows:", truth.fit_constants(older))
+        print("constants fitted on the vLLM >= 0.21 rows:", truth.fit_constants(newer))
         print()
 
 

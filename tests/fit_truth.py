@@ -92,6 +92,17 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "max_position_embeddings": 40960,
         "torch_dtype": "bfloat16",
     },
+    "Qwen/Qwen3-8B": {
+        **_QWEN3,
+        "hidden_size": 4096,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 12288,
+        "vocab_size": 151936,
+        "max_position_embeddings": 40960,
+        "torch_dtype": "bfloat16",
+    },
     "Qwen/Qwen2-7B-Instruct": {
         "architectures": ["Qwen2ForCausalLM"],
         "model_type": "qwen2",
@@ -200,7 +211,14 @@ LOGGED_WEIGHTS = {
 }
 # sliding-window layers (gpt-oss) make vLLM's token figure a hybrid-group quantity we do not model
 BUDGET_ONLY_FAMILIES = {"moe-gqa-swa"}
-COMPUTE_CAPABILITY = {"A100": 8.0, "L40S": 8.9, "H100": 9.0, "H200": 9.0, "RTX PRO 6000 Blackwell": 12.0}
+COMPUTE_CAPABILITY = {
+    "A100": 8.0,
+    "RTX A5000": 8.6,
+    "L40S": 8.9,
+    "H100": 9.0,
+    "H200": 9.0,
+    "RTX PRO 6000 Blackwell": 12.0,
+}
 # vLLM >= 0.21 subtracts its CUDA-graph estimate from the budget (planning.engine.cudagraph_in_budget);
 # rows from such engines are fitted apart (see newer_engine).
 
@@ -406,6 +424,13 @@ FREE: dict[str, tuple[float, float]] = {
     "moe_workspace_gib": (0.0, 4.0),
     "non_torch_multi_gpu_gib": (0.0, 0.6),
 }
+# vLLM >= 0.21 rows are fitted on their own constants (a different profiling run and graph estimate)
+FREE_NEWER: dict[str, tuple[float, float]] = {
+    "newer_forward_scale": (0.3, 2.0),
+    "newer_sampler_bytes": (0.0, 40.0),
+    "newer_non_torch_gib": (0.0, 2.0),
+    "newer_moe_workspace_scale": (0.0, 8.0),
+}
 # non_torch_gib (0.13) and non_torch_custom_all_reduce_gib (0.41) are not free: the llm-d DEBUG logs
 # measure them directly ("non-torch forward increase memory" 0.13-0.14 GiB at TP 1, 0.54-0.55 at TP 2).
 
@@ -422,14 +447,19 @@ def _loss(rows: Sequence[Startup], c: BudgetConstants) -> float:
     return total
 
 
+def free_constants(rows: Sequence[Startup]) -> dict[str, tuple[float, float]]:
+    """The constants fitted on ``rows``: the newer-engine ones when every row is from vLLM >= 0.21."""
+    return FREE_NEWER if rows and all(s.newer_engine for s in rows) else FREE
+
+
 def fit_constants(
     rows: Sequence[Startup], start: BudgetConstants = DEFAULT_CONSTANTS, rounds: int = 4, steps: int = 24
 ) -> BudgetConstants:
-    """Minimise the squared relative KV errors of ``rows`` over the constants in ``FREE``."""
+    """Minimise the squared relative KV errors of ``rows`` over their free constants (FREE or FREE_NEWER)."""
     best = start
     best_loss = _loss(rows, best)
     for r in range(rounds):
-        for name, (lo, hi) in FREE.items():
+        for name, (lo, hi) in free_constants(rows).items():
             here = getattr(best, name)
             span = (hi - lo) / (2**r)
             a, b = max(lo, here - span / 2), min(hi, here + span / 2)

@@ -48,7 +48,12 @@ def test_estimate_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["kv_cache_bytes_per_token_per_gpu"] == 47104
     lines = data["vllm_log_lines"]
     assert f"Available KV cache memory: {data['available_kv_cache_gib_per_gpu']:.2f} GiB" in lines
-    assert f"GPU KV cache size: {data['kv_cache_tokens']:,} tokens" in lines
+    # vLLM 0.33 logs the size and the concurrency on one line
+    assert any(
+        line.startswith(f"GPU KV cache size: {data['kv_cache_tokens']:,} tokens, Maximum concurrency")
+        for line in lines
+    )
+    assert any(line.startswith("Total non KV cache memory:") for line in lines)
 
 
 def test_estimate_table_and_config_path(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -109,9 +109,11 @@ def test_same_failure_twice_posts_no_second_event() -> None:
 
 
 def test_shortfall_goes_to_the_preferred_type_so_it_shows_pending() -> None:
-    # GLM-4-9B bf16 needs TP=2 on an L4 at 8k: at TP=1 vLLM 0.33 leaves 0.08 GiB of KV cache once its
-    # 0.71 GiB of CUDA graphs are counted (0.26 of a sequence). 12 free L4s hold 6 replicas of 14.
-    b = body(model={"id": "zai-org/glm-4-9b-chat"}, contextLength=8192, gpu={"products": ["L4"]}, replicas=14)
+    # GLM-4-9B bf16 needs TP=2 on an L4 at 64k: at TP=1 vLLM 0.33 leaves ~1.6 GiB of KV cache, about
+    # 41k tokens (0.63 of a sequence). 12 free L4s hold 6 replicas of 14.
+    b = body(
+        model={"id": "zai-org/glm-4-9b-chat"}, contextLength=65536, gpu={"products": ["L4"]}, replicas=14
+    )
     d = compute_desired(observe(b))
     assert d.plan is not None
     (variant,) = d.plan.variants

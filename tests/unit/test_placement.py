@@ -197,14 +197,14 @@ def test_preference_order_and_fill() -> None:
         {
             "model": {"id": "glm-4-9b-chat"},
             "contextLength": 32768,
-            "replicas": 8,
+            "replicas": 16,
             "gpu": {"products": ["L4", H100]},
         }
     )
     assert [v.gpu_product for v in p.variants] == [L4, H100]
     l4, h100 = p.variants
-    assert l4.replicas == l4.capacity_replicas  # preferred type filled first
-    assert h100.replicas == 8 - l4.replicas
+    assert l4.replicas == l4.capacity_replicas < 16  # preferred type filled first
+    assert h100.replicas == 16 - l4.replicas
     assert any("not in gpu.products" in d for d in p.details)
 
 

@@ -11,8 +11,10 @@ from typing import Any
 
 from glm_operator.catalog.gpus import find_gpu
 from glm_operator.catalog.models import CatalogError, resolve_model_or_file
+from glm_operator.catalog.vllm import Version, parse_version
 from glm_operator.cli import UserError
 from glm_operator.commands.engine_args import add_engine_arguments, engine_from_args
+from glm_operator.planning.engine import DEFAULT_VERSION, cudagraph_in_budget
 from glm_operator.planning.fit import (
     FitInputError,
     FitResult,
@@ -116,15 +118,60 @@ def compute(args: argparse.Namespace) -> tuple[dict[str, Any], FitResult]:
     return out, result
 
 
+# the release that logs the KV-cache size and the concurrency on one line (read in 0.33.0)
+ONE_LINE_KV_REPORT_SINCE: Version = (0, 33, 0)
+
+
 def vllm_log_lines(result: FitResult) -> list[str]:
     """The budget as vLLM V1 logs it at start-up (per GPU), to hold against the engine's own log.
 
-    Wording from vllm-project/vllm 0.10-0.12: ``gpu_model_runner.py`` ("Model loading took"),
-    ``gpu_worker.py`` ("Available KV cache memory", DEBUG "torch peak memory increase" / "non-torch
-    forward increase memory"), ``kv_cache_utils.py`` ("GPU KV cache size", "Maximum concurrency"),
-    ``gpu_model_runner.py`` ("Graph capturing finished"); >= 0.21 "Estimated CUDA graph memory".
+    vLLM >= 0.21, wording of 0.33.0: ``Model loading took`` (``vllm/v1/worker/gpu/model_runner.py``),
+    the DEBUG ``MemoryProfilingResult`` line of ``vllm/utils/mem_utils.py`` ("Total non KV cache memory",
+    "torch peak memory increase", "total consumed (from mem_get_info)", "weights memory"),
+    ``Estimated CUDA graph memory`` (``vllm/v1/worker/gpu/cudagraph_utils.py`` via the runner),
+    ``Available KV cache memory`` and the graph-profiling note (``vllm/v1/worker/gpu_worker.py``),
+    then ``GPU KV cache size ..., Maximum concurrency ...`` (``vllm/v1/core/kv_cache_utils.py``
+    ``update_kv_cache_capacity``; one line from 0.33, two before). Older releases: the 0.10-0.12
+    wording (DEBUG "torch peak memory increase" / "non-torch forward increase memory", "Graph
+    capturing finished" after the KV cache).
     """
     r = result
+    version = parse_version(r.vllm_version) if r.vllm_version else DEFAULT_VERSION
+    if not cudagraph_in_budget(version):
+        return _older_log_lines(r)
+    consumed = r.weights_gib_per_gpu + r.non_torch_gib
+    lines = [
+        f"Model loading took {r.weights_gib_per_gpu:.2f} GiB memory",
+        f"Requested memory: {r.requested_gib:.2f} GiB "
+        f"({r.gpu_memory_gib:.2f} GiB x gpu_memory_utilization {r.gpu_memory_utilization})",
+        f"Total non KV cache memory: {consumed + r.activation_gib:.2f}GiB; "
+        f"torch peak memory increase: {r.activation_gib:.2f}GiB; "
+        f"total consumed (from mem_get_info): {consumed:.2f}GiB; "
+        f"weights memory: {r.weights_gib_per_gpu:.2f}GiB. "
+        f"(profile run: max_num_batched_tokens {r.max_num_batched_tokens}, max_num_seqs {r.max_num_seqs})",
+    ]
+    if r.cudagraph_gib:
+        lines.append(f"Estimated CUDA graph memory: {r.cudagraph_gib:.2f} GiB total")
+    lines.append(f"Available KV cache memory: {r.available_kv_cache_gib_per_gpu:.2f} GiB")
+    if r.cudagraph_gib:
+        util = r.gpu_memory_utilization
+        delta = r.cudagraph_gib / r.gpu_memory_gib
+        lines.append(
+            "CUDA graph memory profiling is enabled (default since v0.21.0). The current "
+            f"--gpu-memory-utilization={util:.4f} is equivalent to "
+            f"--gpu-memory-utilization={round(util - delta, 4):.4f} without CUDA graph memory profiling."
+        )
+    size = f"GPU KV cache size: {r.kv_cache_tokens:,} tokens"
+    concurrency = f"Maximum concurrency for {r.max_model_len:,} tokens per request: {r.max_concurrency:.2f}x"
+    if version >= ONE_LINE_KV_REPORT_SINCE:
+        lines.append(f"{size}, {concurrency}")
+    else:
+        lines += [size, concurrency]
+    return lines
+
+
+def _older_log_lines(r: FitResult) -> list[str]:
+    """vLLM < 0.21 (0.10-0.12 wording); graphs are captured after the KV cache."""
     lines = [
         f"Model loading took {r.weights_gib_per_gpu:.2f} GiB memory",
         f"Requested memory: {r.requested_gib:.2f} GiB "
@@ -133,7 +180,7 @@ def vllm_log_lines(result: FitResult) -> list[str]:
         f"(profile run: max_num_batched_tokens {r.max_num_batched_tokens}, max_num_seqs {r.max_num_seqs})",
         f"non-torch forward increase memory: {r.non_torch_gib:.2f} GiB",
     ]
-    if r.cudagraph_gib:
+    if r.cudagraph_gib:  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 on 0.18-0.20
         lines.append(f"Estimated CUDA graph memory: {r.cudagraph_gib:.2f} GiB total")
     lines += [
         f"Available KV cache memory: {r.available_kv_cache_gib_per_gpu:.2f} GiB",

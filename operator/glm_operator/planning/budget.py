@@ -9,17 +9,57 @@ vLLM V1 sizes the KV cache in ``Worker.determine_available_memory``
                    - non_torch_increase      # cudaMemGetInfo used - torch reserved, since init_device
                    - cudagraph_estimate      # only >= 0.21 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1)
 
-This module models the three middle terms. Its constants were fitted on public start-up logs (the
-rows of ``tests/fixtures/vllm-startups.csv``: llm-d/llm-d-benchmark ``config_explorer/
-empirical-vllm-memory-results.md`` on H100, dennislee22/vLLM-benchmarking ``log/*.log`` on A100,
-hawkoli1987/mech-util ``experiment_plan.md`` on H200, vllm-project/vllm#21348 and #32105, a vLLM
-0.10.2 log of Qwen3-235B-FP8 on 8x L40S), all from vLLM < 0.21; refit and print the errors with
-``benchmarks/fit_errors.py``. Rows from vLLM >= 0.21 (RTX PRO 6000 Blackwell, L40S, H200 with
-GLM-5.2) are predicted with the same constants and reported apart: their profiling run differs
-(CUDA-graph estimate subtracted, FlashInfer sampler on by default) and they are too few to fit yet.
+This module models the three middle terms, for two engine generations with their own constants
+(``BudgetSettings.graph_profiling`` picks one; :mod:`glm_operator.planning.engine` says which release is
+which). The vLLM < 0.21 constants were fitted on public start-up logs from 0.9-0.19 (the rows of
+``tests/fixtures/vllm-startups.csv``: llm-d/llm-d-benchmark ``config_explorer/empirical-vllm-memory-
+results.md`` on H100, dennislee22/vLLM-benchmarking ``log/*.log`` on A100, hawkoli1987/mech-util
+``experiment_plan.md`` on H200, vllm-project/vllm#21348 and #32105, a vLLM 0.10.2 log of
+Qwen3-235B-FP8 on 8x L40S); the ``newer_*`` constants on the rows from 0.21-0.28 (RTX PRO 6000 and
+4500 Blackwell, L40S, RTX A5000, H200 with GLM-5.2). Refit and print the errors with
+``benchmarks/fit_errors.py``.
 
-Activation peak (``profile_run``: one dummy forward of ``max_num_batched_tokens`` tokens, then one
-dummy sampler step over ``min(max_num_seqs, max_num_batched_tokens)`` requests)::
+vLLM >= 0.21 (read in the 0.33.0 release; the operator's default image)::
+
+    available = requested - non_kv_cache_memory - cudagraph_estimate
+    non_kv_cache_memory = total_consumed + transient_peak_headroom     (mem_utils.memory_profiling)
+
+``total_consumed`` is what cudaMemGetInfo says the worker took since its first snapshot (weights,
+buffers that outlive the profiling run, memory outside PyTorch), ``transient_peak_headroom`` the torch
+peak above what stays allocated. Per component:
+
+* the snapshot is taken after NCCL, the custom all-reduce and the cuBLAS handles exist
+  (``Worker.init_device`` in ``vllm/v1/worker/gpu_worker.py`` creates the cuBLAS/cuBLASLt handles
+  "before the snapshot, so they count as baseline like the NCCL buffers"): ``newer_non_torch_gib``
+  for any TP/PP (fitted: ~0).
+* the profiling run is Model Runner V2's by default (``VllmConfig.use_v2_model_runner``;
+  ``vllm/v1/worker/gpu/model_runner.py`` ``profile_run``): one dummy forward of
+  ``max_num_batched_tokens`` tokens with attention skipped (``newer_forward_scale`` x the structural
+  bytes per token), then, on the last PP stage only, two sampler passes over min(max_num_seqs, tokens)
+  rows (fp32 logits, FlashInfer top-k/top-p): ``newer_sampler_bytes`` per row and vocabulary entry,
+  about 10 bytes where the 0.10-0.12 PyTorch sort path took 39.
+* fused-MoE scratch comes from the worker's workspace manager, which keeps its high-water mark
+  (``moe_workspace_bytes``), sized by max_num_batched_tokens x top-k x hidden on every GPU.
+* CUDA graphs: ``profile_cudagraph_memory`` (``vllm/v1/worker/gpu/cudagraph_utils.py``) captures every
+  PIECEWISE graph into a throwaway pool and extrapolates FULL ones from the two largest, logging
+  ``Estimated CUDA graph memory: X GiB total``; it is subtracted unless
+  ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0``. Modelled per layer and 0.33 capture size
+  (FULL_AND_PIECEWISE, sizes 1, 2, 4, 8-248 step 8, 256-512 step 16) divided by TP; the per-piece
+  figure is measured, not fitted (0.52 GiB for Qwen3-8B's 36 layers x 51 sizes, vLLM 0.21.0 on an
+  RTX A5000, LMCache/LMCache#3430).
+
+Why the 0.10-0.12 constants failed there: Qwen3-32B at TP=2 on an RTX PRO 6000 with vLLM 0.27.1 keeps
+8.22 GiB for the KV cache of a 40.47 GiB budget with 30.59 GiB of weights, so everything else is
+1.66 GiB; the old model spent 1.96 GiB on the sampler alone (38.8 bytes x 1024 rows x 151,936
+entries at the PyTorch path's rate, or 13.5 at FlashInfer's in 0.10) plus 0.54 GiB of custom
+all-reduce buffers (now before the snapshot) and 1.13 GiB of graphs (0.10-0.12 sizes), 22.9 % short
+on tokens. The same log's PP=2 first stage (no sampler, all 64 layers' width) keeps 3.03 GiB, TP=1
+3.86 GiB: only a forward peak near the full structural estimate, graphs that shrink with TP and a
+small sampler explain all three.
+
+Activation peak, vLLM < 0.21 (``profile_run``: one dummy forward of ``max_num_batched_tokens`` tokens,
+then, on the last PP stage, one dummy sampler step over ``min(max_num_seqs, max_num_batched_tokens)``
+requests)::
 
     activation = max(forward, sampler) + moe_workspace
     forward    = FORWARD_SCALE x max_num_batched_tokens x activation_bytes_per_token(arch, TP)
@@ -108,14 +148,23 @@ class BudgetConstants:
     # (benchmarks/fit_errors.py --refit prints the fit)
     sampler_bytes_native: float = 38.79
     sampler_bytes_flashinfer: float = 13.51
-    forward_scale: float = 0.344
+    forward_scale: float = 0.371
     moe_workspace_gib: float = 1.945
     non_torch_gib: float = 0.13  # measured (llm-d logs), not fitted
     non_torch_custom_all_reduce_gib: float = 0.41  # measured (llm-d logs), not fitted
     # NCCL without vLLM's custom all-reduce (PCIe, multi-node) or PP: fitted; the L40S TP8 log says 0.21
-    non_torch_multi_gpu_gib: float = 0.071
+    non_torch_multi_gpu_gib: float = 0.105
     # not fitted: 0.50 GiB / (28 layers x 67 sizes), Qwen2-7B on an A100 (dennislee22 logs)
     cudagraph_bytes_per_piece: float = 0.27 * 2**20
+    # vLLM >= 0.21 (graph estimate in the budget, the newer profiling run): fitted apart on the rows
+    # of that generation (benchmarks/fit_errors.py --refit); see "vLLM >= 0.21" in the docstring
+    newer_forward_scale: float = 1.573
+    newer_sampler_bytes: float = 9.60
+    newer_non_torch_gib: float = 0.0
+    # not fitted: 0.52 GiB / (36 layers x 51 sizes), "Estimated CUDA graph memory" of Qwen3-8B on an
+    # RTX A5000 with vLLM 0.21.0 (LMCache/LMCache#3430)
+    newer_cudagraph_bytes_per_piece: float = 0.29 * 2**20
+    newer_moe_workspace_scale: float = 6.832
 
 
 DEFAULT_CONSTANTS = BudgetConstants()
@@ -133,6 +182,8 @@ class BudgetSettings:
     max_model_len: int = 0
     compute_capability: float = 9.0
     decode_context_parallel_size: int = 1
+    # vLLM >= 0.21: CUDA-graph estimate in the budget and the newer profiling run (constants newer_*)
+    graph_profiling: bool = False
 
 
 @functools.lru_cache(maxsize=4096)
@@ -172,14 +223,18 @@ def padded_vocab(arch: ModelArchitecture) -> int:
 def forward_peak_bytes(
     arch: ModelArchitecture, tp: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
 ) -> float:
-    return c.forward_scale * activation_bytes_per_token(arch, tp) * settings.max_num_batched_tokens
+    scale = c.newer_forward_scale if settings.graph_profiling else c.forward_scale
+    return scale * activation_bytes_per_token(arch, tp) * settings.max_num_batched_tokens
 
 
 def sampler_peak_bytes(
     arch: ModelArchitecture, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
 ) -> float:
     rows = min(settings.max_num_seqs, settings.max_num_batched_tokens)
-    per = c.sampler_bytes_flashinfer if settings.flashinfer_sampler else c.sampler_bytes_native
+    if settings.graph_profiling:
+        per = c.newer_sampler_bytes
+    else:
+        per = c.sampler_bytes_flashinfer if settings.flashinfer_sampler else c.sampler_bytes_native
     return per * rows * padded_vocab(arch)
 
 
@@ -188,8 +243,26 @@ def moe_workspace_bytes(
     tp: int,
     c: BudgetConstants = DEFAULT_CONSTANTS,
     compute_capability: float = 9.0,
+    settings: BudgetSettings | None = None,
 ) -> float:
-    if not arch.is_moe or tp <= 1 or compute_capability < MOE_WORKSPACE_MIN_COMPUTE_CAPABILITY:
+    """Fused-MoE workspace held through the profiling run.
+
+    vLLM >= 0.21 (``settings.graph_profiling``): the fused-MoE kernels take their scratch buffers from
+    the worker's workspace manager, which keeps the high-water mark for the whole process (0.33
+    ``vllm/model_executor/layers/fused_moe/modular_kernel.py``: ``current_workspace_manager()
+    .get_simultaneous`` of workspace13 (tokens, top-k, max(2 x I/TP, hidden)) and workspace2 (tokens,
+    top-k, I/TP)), on every GPU; sized at max_num_batched_tokens, scaled by the fitted
+    ``newer_moe_workspace_scale`` (quantized kernels add scales and padding). Older releases: a fixed
+    fitted workspace on Hopper or newer with TP > 1 (see the module docstring).
+    """
+    if not arch.is_moe:
+        return 0.0
+    if settings is not None and settings.graph_profiling:
+        inter = arch.moe_intermediate_size / tp
+        k = arch.num_experts_per_tok or 1
+        per_token = k * (max(2 * inter, arch.hidden_size) + inter) * 2
+        return c.newer_moe_workspace_scale * per_token * settings.max_num_batched_tokens
+    if tp <= 1 or compute_capability < MOE_WORKSPACE_MIN_COMPUTE_CAPABILITY:
         return 0.0
     return c.moe_workspace_gib * GIB
 
@@ -213,18 +286,36 @@ def dsa_workspace_bytes(arch: ModelArchitecture, settings: BudgetSettings) -> fl
 
 
 def activation_peak_bytes(
-    arch: ModelArchitecture, tp: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
+    arch: ModelArchitecture,
+    tp: int,
+    settings: BudgetSettings,
+    c: BudgetConstants = DEFAULT_CONSTANTS,
+    last_stage: bool = True,
 ) -> float:
-    """torch peak increase of vLLM's profiling run on one rank (the last PP stage samples)."""
-    peak = max(forward_peak_bytes(arch, tp, settings, c), sampler_peak_bytes(arch, settings, c))
-    workspaces = moe_workspace_bytes(arch, tp, c, settings.compute_capability)
+    """torch peak increase of vLLM's profiling run on one rank.
+
+    Only the last pipeline stage runs the dummy sampler (``profile_run``: ``if get_pp_group().is_last_rank``
+    in ``vllm/v1/worker/gpu_model_runner.py``, ``if self.is_last_pp_rank`` in the 0.33 runner
+    ``vllm/v1/worker/gpu/model_runner.py``); earlier stages peak at the forward pass.
+    """
+    forward = forward_peak_bytes(arch, tp, settings, c)
+    peak = max(forward, sampler_peak_bytes(arch, settings, c)) if last_stage else forward
+    workspaces = moe_workspace_bytes(arch, tp, c, settings.compute_capability, settings)
     return peak + workspaces + dsa_workspace_bytes(arch, settings)
 
 
 def non_torch_bytes(
     tp: int, pp: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
 ) -> float:
-    """Memory outside PyTorch's allocator that grows after vLLM's first snapshot, per rank."""
+    """Memory outside PyTorch's allocator that grows after vLLM's first snapshot, per rank.
+
+    vLLM >= 0.21: everything the instance holds after profiling beyond weights and the transient peak
+    (0.33 ``memory_profiling``: ``total_consumed`` from cudaMemGetInfo, so persistent buffers of the
+    profiling run count here too); NCCL, custom all-reduce and cuBLAS handles are created before the
+    snapshot (0.33 ``Worker.init_device``), so one fitted figure for any TP/PP.
+    """
+    if settings.graph_profiling:
+        return c.newer_non_torch_gib * GIB
     extra = 0.0
     if tp > 1:
         extra = c.non_torch_custom_all_reduce_gib if settings.custom_all_reduce else c.non_torch_multi_gpu_gib
@@ -241,11 +332,40 @@ def cudagraph_capture_sizes(max_num_seqs: int) -> tuple[int, ...]:
     return tuple(sizes)
 
 
+def newer_cudagraph_capture_sizes(
+    max_num_seqs: int, max_num_batched_tokens: int = 0, compute_capability: float = 9.0
+) -> tuple[int, ...]:
+    """vLLM 0.33's default capture sizes (``VllmConfig._set_cudagraph_sizes``, ``vllm/config/vllm.py``).
+
+    1, 2, 4, every 8 below 256, then every 16 up to min(2 x max_num_seqs, 512) (1024 on data-center
+    Blackwell, compute capability 10.x), plus max_num_batched_tokens when it is below that ceiling.
+    """
+    ceiling = 1024 if int(compute_capability) == 10 else MAX_CAPTURE_SIZE
+    largest = min(2 * max_num_seqs, ceiling)
+    sizes = {s for s in (1, 2, 4) if s <= largest}
+    sizes |= set(range(8, min(largest + 1, 256), 8))
+    sizes |= set(range(256, largest + 1, 16))
+    if 0 < max_num_batched_tokens <= largest:
+        sizes.add(max_num_batched_tokens)
+    return tuple(sorted(sizes))
+
+
 def cudagraph_bytes(
-    layers_on_rank: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
+    layers_on_rank: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS, tp: int = 1
 ) -> float:
-    """Memory of piecewise CUDA graphs on one rank (0 with --enforce-eager)."""
+    """Memory of CUDA graphs on one rank (0 with --enforce-eager).
+
+    vLLM < 0.21 (graphs captured after the KV cache): ``cudagraph_bytes_per_piece`` per layer and
+    capture size. vLLM >= 0.21 (the profiler's estimate, subtracted from the budget): per layer and
+    0.33 capture size, divided by TP (the captured pools hold the largest batch's sharded activations;
+    fitted, ``newer_cudagraph_bytes_per_piece``).
+    """
     if settings.enforce_eager:
         return 0.0
+    if settings.graph_profiling:
+        sizes = newer_cudagraph_capture_sizes(
+            settings.max_num_seqs, settings.max_num_batched_tokens, settings.compute_capability
+        )
+        return c.newer_cudagraph_bytes_per_piece * layers_on_rank * len(sizes) / max(1, tp)
     pieces = layers_on_rank * len(cudagraph_capture_sizes(settings.max_num_seqs))
     return c.cudagraph_bytes_per_piece * pieces

@@ -15,6 +15,9 @@ Version-dependent budget rules (applied by :func:`glm_operator.planning.fit.esti
   defaults to 1; 0.33.0 logs "CUDA graph memory profiling is enabled (default since v0.21.0)").
 - Older releases capture the graphs after the KV cache is allocated, in the
   ``1 - gpu_memory_utilization`` headroom: not subtracted, the headroom is checked instead.
+- The same boundary separates the two sets of budget constants (:mod:`glm_operator.planning.budget`):
+  >= 0.21 runs a leaner profiling run (FlashInfer sampling, NCCL/custom all-reduce/cuBLAS before the
+  memory snapshot, Model Runner V2 in 0.33) and captures graphs at 0.33's capture sizes.
 - The default ``max_num_batched_tokens`` of the OpenAI server (the profiling run's batch, so the
   activation peak; the operator does not set it) is 16384 on GPUs with >= 160 GiB (B200, B300) in
   0.33.0 (``arg_utils.py`` ``get_batch_defaults``), 8192 on the other >= 70 GiB GPUs but the A100,
