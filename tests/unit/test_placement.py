@@ -335,3 +335,42 @@ def test_same_type_on_whole_node_and_mixed_node_gets_distinct_keys() -> None:
     p = plan({"model": {"id": "glm-4-9b-chat"}, "replicas": 3}, pools)
     assert sorted(v.key for v in p.variants) == ["nvidia-a100-80gb-pcie", "nvidia-a100-80gb-pcie-a100-80gb"]
     assert p.replicas_planned == 3
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 8),  # gpu_count
+            st.integers(0, 10),  # gpus_used
+            st.one_of(st.none(), st.integers(0, 8)),  # held_gpus
+            st.booleans(),  # elastic
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.sampled_from([1, 2, 4, 8]),
+    st.integers(1, 3),
+    st.booleans(),
+)
+def test_group_capacity_counts_like_walking_every_pool(
+    shapes: list[tuple[int, int, int | None, bool]], tp: int, pp: int, when_available: bool
+) -> None:
+    """_Group counts replicas from (free GPUs, pools) pairs; the same as summing over pools."""
+    from glm_operator.planning.placement import _Group
+
+    pools = tuple(
+        GpuPool(
+            f"n{i}", "H100", "H100", count, gpus_used=used, held_gpus=held, elastic_pool="p" if el else ""
+        )
+        for i, (count, used, held, el) in enumerate(shapes)
+    )
+    group = _Group(find_gpu("H100"), "nvidia.com/gpu", (), pools)
+
+    def free(p: GpuPool) -> int:
+        return p.gpus_free_when_available if when_available else p.gpus_free
+
+    every = sum(free(p) // tp for p in pools)
+    existing = sum(free(p) // tp for p in pools if not p.elastic_pool)
+    assert group.capacity(tp, pp, when_available) == (every if pp <= 1 else every // pp)
+    assert group.existing_capacity(tp, pp, when_available) == existing // pp

@@ -43,7 +43,6 @@ O(nodes) grouping and capacity counting; the fits are computed once per group.
 from __future__ import annotations
 
 import bisect
-import collections
 import functools
 import math
 from collections.abc import Mapping
@@ -203,17 +202,21 @@ class _Group:
     @functools.cached_property
     def _free_counts(self) -> dict[tuple[bool, bool], tuple[tuple[int, int], ...]]:
         """(when_available, existing nodes only) -> (free GPUs, pools with that many) pairs: a
-        thousand identical nodes are a handful of pairs, so capacity() need not walk every pool."""
-        out: dict[tuple[bool, bool], tuple[tuple[int, int], ...]] = {}
-        for when_available in (False, True):
-            for existing in (False, True):
-                counts = collections.Counter(
-                    p.gpus_free_when_available if when_available else p.gpus_free
-                    for p in self.pools
-                    if not (existing and p.elastic_pool)
-                )
-                out[(when_available, existing)] = tuple(counts.items())
-        return out
+        thousand identical nodes are a handful of pairs, so capacity() need not walk every pool.
+        One pass over the pools, reading the fields gpus_free / gpus_free_when_available derive
+        from (this runs for every plan, on every pool)."""
+        counts: dict[tuple[bool, bool], dict[int, int]] = {
+            (a, e): {} for a in (False, True) for e in (False, True)
+        }
+        for p in self.pools:
+            when_available = max(0, p.gpu_count - p.gpus_used)
+            now = when_available if p.held_gpus is None else min(p.held_gpus, p.gpu_count)
+            kinds = ((False, False), (True, False)) if p.elastic_pool else tuple(counts)
+            for kind in kinds:
+                free = when_available if kind[0] else now
+                bucket = counts[kind]
+                bucket[free] = bucket.get(free, 0) + 1
+        return {kind: tuple(bucket.items()) for kind, bucket in counts.items()}
 
     def _replicas(self, tp: int, pp: int, when_available: bool, existing: bool) -> int:
         return sum((f // tp) * n for f, n in self._free_counts[(when_available, existing)]) // max(1, pp)
