@@ -321,6 +321,15 @@ def scrape_apiserver(local: LocalCluster) -> dict[tuple[str, str, str], tuple[fl
     out: dict[tuple[str, str, str], list[float]] = {}
     with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
         for line in resp.read().decode().splitlines():
+            wait = re.match(
+                r"apiserver_flowcontrol_request_wait_duration_seconds_(sum|count)\{(.*)\} (\S+)$", line
+            )
+            if wait:  # time requests queued in API Priority and Fairness, per priority level
+                labels = dict(re.findall(r'(\w+)="([^"]*)"', wait.group(2)))
+                key = ("APF-WAIT", labels.get("priority_level", ""), labels.get("flow_schema", ""))
+                acc = out.setdefault(key, [0.0, 0.0])
+                acc[0 if wait.group(1) == "sum" else 1] += float(wait.group(3))
+                continue
             if not line.startswith("apiserver_request_duration_seconds_"):
                 continue
             m = re.match(r"apiserver_request_duration_seconds_(sum|count)\{(.*)\} (\S+)$", line)
@@ -872,9 +881,17 @@ def main() -> int:
         api_rows = []
         for key, (tot, cnt) in api_after.items():
             b_tot, b_cnt = api_before.get(key, (0.0, 0.0))
-            if cnt - b_cnt > 0 and key[0] != "WATCH":  # watches are long polls: their mean is noise
+            if cnt - b_cnt > 0 and key[0] not in ("WATCH", "APF-WAIT"):  # watches: long polls
                 api_rows.append((tot - b_tot, cnt - b_cnt, key))
         api_rows.sort(reverse=True)
+        apf_rows = sorted(
+            (
+                (tot - api_before.get(key, (0.0, 0.0))[0], cnt - api_before.get(key, (0.0, 0.0))[1], key)
+                for key, (tot, cnt) in api_after.items()
+                if key[0] == "APF-WAIT"
+            ),
+            reverse=True,
+        )
 
         print()
         print("controller_bench: one measured run after a warm-up (2 shared cores: read p50 first)")
@@ -962,6 +979,10 @@ def main() -> int:
         for tot, cnt, (verb, res, sub) in api_rows[:10]:
             name = f"{verb} {res}{'/' + sub if sub else ''}"
             print(f"    {name:<34} {cnt:6.0f} requests  mean {tot / cnt * 1000:6.1f} ms  total {tot:6.1f} s")
+        print("  API Priority and Fairness queue wait in the burst window (priority level / flow schema):")
+        for tot, cnt, (_, level, schema) in [r for r in apf_rows if r[1] > 0][:6]:
+            name = f"{level} / {schema}"
+            print(f"    {name:<44} {cnt:6.0f} requests  mean {tot / cnt * 1000:6.1f} ms  total {tot:6.1f} s")
         out("watch reconnects (bench watches)", str(sum(w.errors for w in watchers)))
         out("keys enqueued by cause (burst)", enqueued_by_cause(m_before, m_after))
         out("operator CPU per reconcile", f"{cpu_op / max(rec_ok + rec_err, 1) * 1000:.1f} ms")

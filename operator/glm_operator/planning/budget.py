@@ -324,6 +324,7 @@ def non_torch_bytes(
     return (c.non_torch_gib + extra) * GIB
 
 
+@functools.lru_cache(maxsize=256)
 def cudagraph_capture_sizes(max_num_seqs: int) -> tuple[int, ...]:
     """vLLM's default capture sizes (0.10-0.12): 1, 2, 4, then every 8 up to min(2 x seqs, 512)."""
     largest = min(MAX_CAPTURE_SIZE, 2 * max_num_seqs)
@@ -332,6 +333,7 @@ def cudagraph_capture_sizes(max_num_seqs: int) -> tuple[int, ...]:
     return tuple(sizes)
 
 
+@functools.lru_cache(maxsize=256)  # pure; asked for every candidate of every plan
 def newer_cudagraph_capture_sizes(
     max_num_seqs: int, max_num_batched_tokens: int = 0, compute_capability: float = 9.0
 ) -> tuple[int, ...]:
