@@ -784,11 +784,17 @@ def main() -> int:
 
         wait_until(all_planned, timeout, period=0.2)
         t_all_planned = time.monotonic()
-        # Settle: until the operator's reconcile counter stops moving (pods scheduling and going
-        # Ready re-enqueue their owners), at most 30 s, so "steady RSS" is measured after the wave.
+
+        # Settle: until every GLMDeployment is Ready and the operator's reconcile counter stops
+        # moving (pods scheduling and going Ready re-enqueue their owners), at most 60 s, so
+        # "steady RSS" and the no-op phase come after the wave.
+        def all_ready() -> bool:
+            with lock:
+                return len(first_ready) >= len(keys)
+
         last, still_since = -1.0, time.monotonic()
         settle_deadline = time.monotonic() + min(
-            30.0, max(5.0, TOTAL_BUDGET - (time.monotonic() - started) - 15)
+            60.0, max(5.0, TOTAL_BUDGET - (time.monotonic() - started) - 15)
         )
         while time.monotonic() < settle_deadline:
             with contextlib.suppress(OSError):
@@ -799,7 +805,7 @@ def main() -> int:
                 )
                 if now_total != last:
                     last, still_since = now_total, time.monotonic()
-                elif time.monotonic() - still_since >= 5.0:
+                elif time.monotonic() - still_since >= 5.0 and all_ready():
                     break
             time.sleep(0.5)
         t_settled = time.monotonic()
@@ -929,7 +935,7 @@ def main() -> int:
             "status writes seen per GLMDeployment",
             f"median {statistics.median(writes) if writes else 0:.0f}, max {max(writes, default=0)}",
         )
-        out("settled (reconciles flat for 5 s)", f"{window_s:6.2f} s after the first create")
+        out("settled (all Ready, reconciles flat 5 s)", f"{window_s:6.2f} s after the first create")
         out(
             "reconciles (burst window)",
             f"ok {rec_ok:.0f}, error {rec_err:.0f} "
