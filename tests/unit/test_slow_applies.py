@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +103,12 @@ def test_a_slow_apply_requeues_its_key_when_the_reconcile_waited_for_it() -> Non
     """A workload's background apply re-queues the key (status counts its replicas)."""
 
     class SlowWorkloadApi(SlowServiceApi):
+        def __init__(self) -> None:
+            super().__init__()
+            self.started: dict[str, float] = {}
+
         def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+            self.started.setdefault(obj["kind"], time.monotonic())
             if obj["kind"] == "Deployment":
                 assert self.release.wait(10)
             self.applied.append(obj["kind"])
@@ -117,6 +123,9 @@ def test_a_slow_apply_requeues_its_key_when_the_reconcile_waited_for_it() -> Non
         op.cache.owned.set_glmdeployment(copy.deepcopy(BODY))
         await asyncio.wait_for(reconcile(op, "llm", "g"), 5)
         assert "Deployment" not in api.applied and len(op.queue) == 0
+        # The workload had a head start: the Service and PDB were sent after it, not alongside.
+        assert api.started["Service"] - api.started["Deployment"] >= 0.4
+        assert api.started["PodDisruptionBudget"] - api.started["Deployment"] >= 0.4
         api.release.set()
         for _ in range(100):
             if not op.pending_applies:

@@ -156,17 +156,24 @@ async def execute(
         current = existing.get((obj["kind"], obj["metadata"]["name"]))
         if current is None or op.applied.get(memo_key) != (digest, current):
             to_apply.append((memo_key, digest, obj))
-    tasks = [op.submit_apply(obj) for _, _, obj in to_apply]
+    # The workloads go first, with a head start of up to SLOW_APPLY_SECONDS: they start the long
+    # path (scheduling, image pull, model load) and on a loaded apiserver every concurrent apply
+    # slows the others; the Service, PDB and PodMonitor follow (nothing uses them before a pod
+    # is Ready, minutes later).
+    to_apply.sort(key=lambda item: item[2]["kind"] not in WORKLOAD_KIND_NAMES)
+    first = [op.submit_apply(obj) for _, _, obj in to_apply if obj["kind"] in WORKLOAD_KIND_NAMES]
     # A slow apply (a Service waits for its ClusterIP allocation: seconds on a busy apiserver)
     # does not hold the worker: after SLOW_APPLY_SECONDS it finishes in the background and its
     # completion re-queues the key. Services go through a lane of their own with a few threads
     # (queued ones hold no connection); of the other kinds at most ``max_pending_applies`` do so,
-    # beyond that a reconcile waits: a slow apiserver slows the operator instead of piling up.
-    # A Service never holds the reconcile (and its status write) longer than SLOW_APPLY_SECONDS,
-    # even then: its lane can be tens of seconds deep on a loaded apiserver.
-    workload_tasks = [t for (_, _, obj), t in zip(to_apply, tasks, strict=True) if obj["kind"] != "Service"]
-    if workload_tasks and op.pending_workload_applies() >= op.max_pending_applies:
-        await asyncio.wait(workload_tasks)
+    # beyond that a reconcile waits for its workloads: a slow apiserver slows the operator
+    # instead of piling up. A Service never holds the reconcile (and its status write) longer
+    # than SLOW_APPLY_SECONDS, even then: its lane can be tens of seconds deep.
+    if first and op.pending_workload_applies() >= op.max_pending_applies:
+        await asyncio.wait(first)
+    elif first and len(first) < len(to_apply):
+        await asyncio.wait(first, timeout=SLOW_APPLY_SECONDS)
+    tasks = first + [op.submit_apply(obj) for _, _, obj in to_apply[len(first) :]]
     if tasks:
         await asyncio.wait(tasks, timeout=SLOW_APPLY_SECONDS)
     rejected: list[Rejection] = []
