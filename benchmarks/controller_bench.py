@@ -352,11 +352,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def histogram_quantile(before: dict[str, float], after: dict[str, float], name: str, q: float) -> float:
-    """Prometheus-style quantile of the reconcile histogram over the (after - before) window."""
+def histogram_quantile(
+    before: dict[str, float], after: dict[str, float], name: str, q: float, labels: str = ""
+) -> float:
+    """Prometheus-style quantile of a histogram over the (after - before) window; ``labels``: the
+    series' other labels as exposed, e.g. 'lane="urgent",'."""
     buckets = []
     for key, value in after.items():
-        m = re.fullmatch(name + r'_bucket\{le="([^"]+)"\}', key)
+        m = re.fullmatch(name + r"_bucket\{" + re.escape(labels) + r'le="([^"]+)"\}', key)
         if m:
             buckets.append((float(m.group(1)), value - before.get(key, 0.0)))
     buckets.sort()
@@ -953,6 +956,13 @@ def main() -> int:
             out(
                 "worker utilisation",
                 f"{dur_sum:.0f} s of reconciles in {window_s:.0f} s x {args.workers} workers = {busy:.0f}%",
+            )
+        for lane in ("urgent", "routine"):
+            qname, qlabels = "glm_operator_queue_wait_seconds", f'lane="{lane}",'
+            waits = [histogram_quantile(m_before, m_after, qname, q, qlabels) * 1000 for q in (0.5, 0.99)]
+            out(
+                f"queue wait, {lane} lane",
+                f"p50~{waits[0]:.0f} ms, p99~{waits[1]:.0f} ms (from the histogram)",
             )
         out("operator CPU (burst+settle)", f"{cpu_op:.1f} s ({cpu_op / window_s * 100:.0f}% of one core)")
         out("operator RSS before burst", f"{rss_before / 1024:.0f} MiB ({args.nodes} nodes cached, warm)")

@@ -142,3 +142,21 @@ def test_routine_events_of_a_key_are_coalesced_into_one_reconcile() -> None:
     assert queued_before_the_delay == 0
     assert sorted(seen) == [("ns", "a"), ("ns", "b")]
     assert later == [("ns", "c")]
+
+
+def test_the_time_each_key_waited_is_reported_by_lane() -> None:
+    waits: list[tuple[bool, float]] = []
+
+    async def scenario() -> None:
+        q = WorkQueue()
+        q.observe_wait = lambda urgent, seconds: waits.append((urgent, seconds))
+        q.add(("ns", "routine"))
+        q.add(("ns", "routine"))  # a duplicate: one wait, from the first add
+        await asyncio.sleep(0.1)
+        q.add(("ns", "new"), urgent=True)
+        await _drain(q, 2)
+
+    asyncio.run(scenario())
+    assert [u for u, _ in waits] == [True, False]
+    urgent_wait, routine_wait = waits[0][1], waits[1][1]
+    assert 0 <= urgent_wait < 0.1 <= routine_wait < 5

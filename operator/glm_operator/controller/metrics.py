@@ -17,6 +17,20 @@ RECONCILE_SECONDS = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
     registry=REGISTRY,
 )
+QUEUE_WAIT_SECONDS = Histogram(
+    "glm_operator_queue_wait_seconds",
+    "Time a GLMDeployment key waited on the work queue before a worker took it, by lane (urgent: "
+    "a spec not planned yet; routine: pod, child, node, resync events).",
+    ["lane"],
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+    registry=REGISTRY,
+)
+
+
+def observe_queue_wait(urgent: bool, seconds: float) -> None:
+    QUEUE_WAIT_SECONDS.labels(lane="urgent" if urgent else "routine").observe(seconds)
+
+
 PLANNED_REPLICAS = Gauge(
     "glm_operator_planned_replicas",
     "Replicas planned per GLMDeployment and GPU type.",

@@ -75,6 +75,7 @@ class Operator:
             api.on_request = metrics.count_api_request
         self.cache = ClusterCache(node_group_label_keys(config.node_groups))
         self.queue = WorkQueue()
+        self.queue.observe_wait = metrics.observe_queue_wait
         self.elector: LeaderElector | None = None
         if config.leader_election:
             self.elector = LeaderElector(

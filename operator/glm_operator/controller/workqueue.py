@@ -20,6 +20,7 @@ with a ``Retry-After`` (429): then nothing runs the key before that time.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 
@@ -43,6 +44,9 @@ class WorkQueue:
         self._waiting: dict[Key, asyncio.TimerHandle] = {}  # rate-limited re-adds not due yet
         self._told_to_wait: set[Key] = set()  # waiting keys the apiserver gave a Retry-After
         self._soon: dict[Key, asyncio.TimerHandle] = {}  # routine events being coalesced
+        self._since: dict[Key, float] = {}  # loop time a queued key was added (or promoted)
+        # Called with (urgent, seconds a key waited in the queue) when a worker takes it.
+        self.observe_wait: Callable[[bool, float], None] | None = None
 
     def add_rate_limited(self, key: Key, retry_after: float | None = None) -> float:
         """Re-add ``key`` after its backoff (and no earlier than ``retry_after``); the delay."""
@@ -78,6 +82,7 @@ class WorkQueue:
         if key in self._queued and (not urgent or key in self._urgent_keys):
             return
         self._queued.add(key)
+        self._since[key] = time.monotonic()
         if urgent:
             self._urgent_keys.add(key)
             self._urgent.append(key)
@@ -123,7 +128,11 @@ class WorkQueue:
             key = lane.popleft()
             if key in self._queued:  # else a stale duplicate of a key promoted to urgent
                 self._queued.discard(key)
+                urgent = key in self._urgent_keys
                 self._urgent_keys.discard(key)
+                since = self._since.pop(key, None)
+                if since is not None and self.observe_wait is not None:
+                    self.observe_wait(urgent, time.monotonic() - since)
                 return key
 
     async def run_worker(
