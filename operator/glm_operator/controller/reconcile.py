@@ -284,7 +284,10 @@ async def plan(op: Operator, observed: Observed) -> Desired:
     bound = op.config.planning_timeout_seconds
     if key in op.slow_plans:  # its last plan still runs in a thread: do not start a second one
         raise PlanningTimeout(f"planning is still running after more than {bound:.0f} s")
-    future = asyncio.get_running_loop().run_in_executor(op.planning_pool, compute_desired, observed)
+    body = observed.body
+    urgent = (body.get("status") or {}).get("observedGeneration") != meta.get("generation")
+    slow = bool(((body.get("spec") or {}).get("model") or {}).get("config"))  # an inline config.json
+    future = asyncio.wrap_future(op.planning_pool.submit(compute_desired, observed, urgent=urgent, slow=slow))
     try:
         return await asyncio.wait_for(asyncio.shield(future), bound)
     except TimeoutError as exc:

@@ -25,6 +25,7 @@ from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.gateway import GatewayController
 from glm_operator.controller.leader import LeaderElector
 from glm_operator.controller.nodepools import NodePoolCache
+from glm_operator.controller.planning_pool import PlanningPool
 from glm_operator.controller.pod_monitors import pod_monitor_wanted
 from glm_operator.controller.workqueue import Key, WorkQueue
 from glm_operator.planning.pools import node_group_label_keys
@@ -85,11 +86,10 @@ class Operator:
                 config.identity,
             )
             api.may_write = self.elector.may_write  # no write leaves a replica that does not lead
-        # compute_desired runs here, off the event loop (see reconcile.plan); keys whose planning
-        # overran its time bound and still occupies a thread
-        self.planning_pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=max(2, config.workers // 2), thread_name_prefix="planning"
-        )
+        # compute_desired runs here, off the event loop, new specs first (see reconcile.plan and
+        # controller.planning_pool); keys whose planning overran its time bound and still
+        # occupies a thread
+        self.planning_pool = PlanningPool()
         self.slow_plans: set[Key] = set()
         self._leading = asyncio.Event()
         self.stop_flag = asyncio.Event()  # set to make kopf shut the operator down
@@ -175,6 +175,7 @@ class Operator:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
+        self.planning_pool.shutdown()
         if self.elector is not None:
             await asyncio.to_thread(self.elector.release)
             await asyncio.to_thread(self.elector.stop)
