@@ -106,6 +106,31 @@ def _generation(truth: ModuleType, label: str, rows: list, lomo: bool) -> None:
         print()
 
 
+def _between(truth: ModuleType) -> None:
+    """vLLM 0.19 rows: not fitted (between the generations), shown against the vLLM < 0.21 model."""
+    rows = truth.between_generation_startups()
+    if not rows:
+        return
+    print(f"== vLLM 0.19 (not fitted, vLLM < 0.21 constants): {len(rows)} start-ups ==")
+    lines = [("row", "TP/PP", "ours", "logged", "error %", "budget err GiB", "non-torch ours/log GiB")]
+    for s in rows:
+        e = truth.row_error(s)
+        f = s.fit()
+        lines.append(
+            (
+                s.id,
+                f"{s.tp}/{s.pp}",
+                f"{e.ours:,.0f}",
+                f"{e.logged:,.0f}",
+                f"{100 * e.relative:+.2f}",
+                f"{e.budget_error_gib:+.2f}" if e.budget_error_gib is not None else "-",
+                f"{f.non_torch_gib:.2f}/{s.logged_non_torch_gib:.2f}",
+            )
+        )
+    _table(lines)
+    print()
+
+
 def startups(refit: bool, lomo: bool) -> None:
     truth = _load_truth()
     older, newer = truth.used_startups(), truth.newer_engine_startups()
@@ -128,6 +153,7 @@ def startups(refit: bool, lomo: bool) -> None:
     _generation(
         truth, "vLLM >= 0.21 (constants: newer_*; the operator's 0.33.0 is planned with these)", newer, lomo
     )
+    _between(truth)
     if refit:
         print("constants fitted on the vLLM < 0.21 rows:", truth.fit_constants(older))
         print("constants fitted on the vLLM >= 0.21 rows:", truth.fit_constants(newer))

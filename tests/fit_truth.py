@@ -194,8 +194,59 @@ CONFIGS: dict[str, dict[str, Any]] = {
         "torch_dtype": "bfloat16",
     },
 }
+# Qwen2.5-7B has the shapes of Qwen2-7B
+CONFIGS["Qwen/Qwen2.5-7B-Instruct"] = CONFIGS["Qwen/Qwen2-7B-Instruct"]
+CONFIGS["Qwen/Qwen2.5-72B-Instruct"] = {
+    **CONFIGS["Qwen/Qwen2-7B-Instruct"],
+    "hidden_size": 8192,
+    "num_hidden_layers": 80,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "intermediate_size": 29568,
+}
+CONFIGS["moonshotai/Kimi-Dev-72B"] = CONFIGS["Qwen/Qwen2.5-72B-Instruct"]
+CONFIGS["Qwen/Qwen3-30B-A3B"] = {
+    **CONFIGS["Qwen/Qwen3-Coder-30B-A3B-Instruct"],
+    "max_position_embeddings": 40960,
+}
+# Mixtral-8x7B: Llama-3-8B's attention and expert shapes, 8 experts top-2, a 32k vocabulary
+CONFIGS["mistralai/Mixtral-8x7B-Instruct-v0.1"] = {
+    **CONFIGS["meta-llama/Llama-3.1-8B-Instruct"],
+    "architectures": ["MixtralForCausalLM"],
+    "model_type": "mixtral",
+    "num_local_experts": 8,
+    "num_experts_per_tok": 2,
+    "vocab_size": 32000,
+    "max_position_embeddings": 32768,
+}
+# plain MLA without a q LoRA (DeepSeek-V2-Lite); 2 shared experts of 1408, the first layer dense
+CONFIGS["deepseek-ai/DeepSeek-V2-Lite-Chat"] = {
+    "architectures": ["DeepseekV2ForCausalLM"],
+    "model_type": "deepseek_v2",
+    "hidden_size": 2048,
+    "num_hidden_layers": 27,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 16,
+    "kv_lora_rank": 512,
+    "q_lora_rank": None,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "intermediate_size": 10944,
+    "moe_intermediate_size": 1408,
+    "n_routed_experts": 64,
+    "n_shared_experts": 2,
+    "num_experts_per_tok": 6,
+    "first_k_dense_replace": 1,
+    "vocab_size": 102400,
+    "max_position_embeddings": 163840,
+    "torch_dtype": "bfloat16",
+}
 # Leave-one-model-out holds out whole architectures: re-releases with the same shapes go together.
 SAME_ARCHITECTURE = {
+    "moonshotai/Kimi-Dev-72B": "Qwen/Qwen2.5-72B-Instruct",
+    "Qwen/Qwen2.5-7B-Instruct": "Qwen/Qwen2-7B-Instruct",  # the same shapes as Qwen2-7B
+    "Qwen/Qwen3-30B-A3B": "Qwen/Qwen3-Coder-30B-A3B-Instruct",
     "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": "Qwen/Qwen3-235B-A22B-FP8",
     "zai-org/GLM-4.7-FP8": "zai-org/GLM-4.6",  # glm4_moe, the same 92 layers and shapes
 }
@@ -350,7 +401,7 @@ def load_startups(path: Path = CSV_PATH) -> list[Startup]:
                     tp=int(row["tp"]),
                     pp=int(row["pp"]),
                     kv_cache_dtype=row["kv_cache_dtype"],
-                    utilization=float(row["gpu_memory_utilization"]),
+                    utilization=_float(row["gpu_memory_utilization"]) or 0.0,
                     max_model_len=_lead_int(row["max_model_len"]) or 0,
                     max_num_batched_tokens=mnbt,
                     max_num_seqs=mns,
@@ -412,6 +463,16 @@ def used_startups() -> list[Startup]:
 def newer_engine_startups() -> list[Startup]:
     """Used rows from vLLM >= 0.21: predicted with the same constants, reported apart."""
     return [s for s in load_startups() if s.use and s.newer_engine]
+
+
+# Unused rows whose engine sits between the fitted generations: predicted with the shipped constants and
+# reported (benchmarks/fit_errors.py), their weights and KV bytes per token asserted (tests/unit).
+BETWEEN_GENERATIONS = "no: vLLM 0.19"
+
+
+def between_generation_startups() -> list[Startup]:
+    """vLLM 0.19 rows (llm-d-planner sweep): not fitted, reported against the vLLM < 0.21 model."""
+    return [s for s in load_startups() if s.why_not.startswith(BETWEEN_GENERATIONS)]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -95,10 +95,13 @@ backends/mla/indexer.py`` ``get_max_prefill_buffer_size`` L916-927, ``flashmla_s
                   + 512 MiB                                   VLLM_SPARSE_INDEXER_MAX_LOGITS_MB
                   + max_model_len x factor x 576 x 2 / DCP    FlashMLA-sparse prefill rows (SM90/SM100)
 
-0.33.0 takes ``factor`` = 5 up to 256K tokens and 2 above (``vllm/config/vllm.py`` L1866-1874);
-we keep 5 at every length: a GLM-5.2-FP8 TP8 start at max_model_len 1M on H200 (July 2026) left
-26.5 GiB for the KV cache, which factor 5 explains within ~6 % and factor 2 does not (+27 %), and
-over-reserving is the safe side.
+0.33.0 takes ``factor`` = 5 up to 256K tokens and 2 above (``vllm/config/vllm.py`` L1866-1874,
+``sparse_mla_prefill_workspace_factor``), and so do we: two 1M-token starts on 8x H200 fit it once the
+weights are vLLM's own figure (94.46 GiB per rank for the GLM-5.x FP8 checkpoint, vllm-project/recipes#893;
+see the catalog's ``loaded_weights``): GLM-5.2-FP8 at util 0.95 left 26.5 GiB for the KV cache (factor 2:
+26.3; factor 5: 20.2) and GLM-5.3-FP8 left 25.94 GiB (factor 2: 26.1 at util 0.95 [inferred: the
+recipe's utilization is not in that report]). (The first fit kept 5 at every length: with the
+under-counted weights factor 5 matched the GLM-5.2 row, each error hiding the other.)
 
 Non-torch memory is what grew outside PyTorch's allocator *after* the worker's first memory snapshot,
 which vLLM takes after NCCL is initialised, so NCCL's own buffers do not count: ~0.13 GiB on one GPU
@@ -130,7 +133,9 @@ GIB = 1024**3
 VOCAB_PADDING = 64
 MAX_CAPTURE_SIZE = 512
 # DSA prefill workspaces (vLLM 0.33.0, sources in the module docstring)
-DSA_WORKSPACE_FACTOR = 5
+DSA_WORKSPACE_FACTOR_SHORT = 5  # max_model_len <= DSA_WORKSPACE_FACTOR_SWITCH
+DSA_WORKSPACE_FACTOR_LONG = 2
+DSA_WORKSPACE_FACTOR_SWITCH = 256 * 1024
 DSA_INDEXER_ROWS_PER_FACTOR = 576 * 2 // 132  # 8
 DSA_INDEXER_ROW_BYTES = 132  # fp8 key 128 + fp32 scale
 DSA_PREFILL_ROW_BYTES = 576 * 2  # bf16 MLA latent + rope
@@ -158,13 +163,17 @@ class BudgetConstants:
     cudagraph_bytes_per_piece: float = 0.27 * 2**20
     # vLLM >= 0.21 (graph estimate in the budget, the newer profiling run): fitted apart on the rows
     # of that generation (benchmarks/fit_errors.py --refit); see "vLLM >= 0.21" in the docstring
-    newer_forward_scale: float = 1.573
-    newer_sampler_bytes: float = 9.60
+    newer_forward_scale: float = 1.478
+    newer_sampler_bytes: float = 9.11
     newer_non_torch_gib: float = 0.0
+    # pipeline parallel, on every rank when PP > 1 (see non_torch_bytes): not fitted, the budget error
+    # of the only >= 0.21 PP start-up (Qwen3-32B PP=2, vLLM 0.27.1, first stage; sp-qwen3-32b-
+    # rtxpro6000-pp2 in tests/fixtures/vllm-startups.csv) without it: ours +0.25 GiB
+    newer_pp_non_torch_gib: float = 0.25
     # not fitted: 0.52 GiB / (36 layers x 51 sizes), "Estimated CUDA graph memory" of Qwen3-8B on an
     # RTX A5000 with vLLM 0.21.0 (LMCache/LMCache#3430)
     newer_cudagraph_bytes_per_piece: float = 0.29 * 2**20
-    newer_moe_workspace_scale: float = 6.832
+    newer_moe_workspace_scale: float = 6.851
 
 
 DEFAULT_CONSTANTS = BudgetConstants()
@@ -267,14 +276,24 @@ def moe_workspace_bytes(
     return c.moe_workspace_gib * GIB
 
 
+def dsa_workspace_factor(max_model_len: int) -> int:
+    """vLLM 0.33's ``sparse_mla_prefill_workspace_factor`` default: 5 up to 256K tokens, 2 above."""
+    return (
+        DSA_WORKSPACE_FACTOR_SHORT
+        if max_model_len <= DSA_WORKSPACE_FACTOR_SWITCH
+        else DSA_WORKSPACE_FACTOR_LONG
+    )
+
+
 def dsa_workspace_bytes_per_context_token(arch: ModelArchitecture, settings: BudgetSettings) -> float:
-    """How much the DSA prefill workspaces grow per token of max_model_len (0 for other models)."""
+    """How much the DSA prefill workspaces grow per token of max_model_len at ``settings.max_model_len``'s
+    factor (0 for other models)."""
     if not arch.index_head_dim:
         return 0.0
     per_row = float(DSA_INDEXER_ROWS_PER_FACTOR * DSA_INDEXER_ROW_BYTES)
     if int(settings.compute_capability) in FLASHMLA_SPARSE_CAPABILITIES:
         per_row += DSA_PREFILL_ROW_BYTES / max(1, settings.decode_context_parallel_size)
-    return DSA_WORKSPACE_FACTOR * per_row
+    return dsa_workspace_factor(settings.max_model_len) * per_row
 
 
 def dsa_workspace_bytes(arch: ModelArchitecture, settings: BudgetSettings) -> float:
@@ -312,10 +331,17 @@ def non_torch_bytes(
     vLLM >= 0.21: everything the instance holds after profiling beyond weights and the transient peak
     (0.33 ``memory_profiling``: ``total_consumed`` from cudaMemGetInfo, so persistent buffers of the
     profiling run count here too); NCCL, custom all-reduce and cuBLAS handles are created before the
-    snapshot (0.33 ``Worker.init_device``), so one fitted figure for any TP/PP.
+    snapshot (0.33 ``Worker.init_device``), so one fitted figure for any TP. Pipeline parallel adds
+    ``newer_pp_non_torch_gib`` on every rank, measured, not derived: the one PP log (Qwen3-32B PP=2,
+    first stage) keeps 0.25 GiB less than the model says while the TP=2 log of the same box keeps
+    0.13 GiB more. Candidates [inferred, not separated by the data]: the PP-only buffers of the 0.33
+    runner (``vllm/v1/worker/gpu/model_runner.py``: ``PPHandler``, ``make_empty_intermediate_tensors``
+    of hidden + residual x max_num_batched_tokens on non-first stages) and NCCL's point-to-point
+    buffers, which NCCL sets up lazily at the first send/recv, after the snapshot.
     """
     if settings.graph_profiling:
-        return c.newer_non_torch_gib * GIB
+        pp_extra = c.newer_pp_non_torch_gib if pp > 1 else 0.0
+        return (c.newer_non_torch_gib + pp_extra) * GIB
     extra = 0.0
     if tp > 1:
         extra = c.non_torch_custom_all_reduce_gib if settings.custom_all_reduce else c.non_torch_multi_gpu_gib
