@@ -169,13 +169,16 @@ async def execute(
     # beyond that a reconcile waits for its workloads: a slow apiserver slows the operator
     # instead of piling up. A Service never holds the reconcile (and its status write) longer
     # than SLOW_APPLY_SECONDS, even then: its lane can be tens of seconds deep.
+    # One budget of SLOW_APPLY_SECONDS for all of them: the worker is free again after it.
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SLOW_APPLY_SECONDS
     if first and op.pending_workload_applies() >= op.max_pending_applies:
         await asyncio.wait(first)
     elif first and len(first) < len(to_apply):
         await asyncio.wait(first, timeout=SLOW_APPLY_SECONDS)
     tasks = first + [op.submit_apply(obj) for _, _, obj in to_apply[len(first) :]]
     if tasks:
-        await asyncio.wait(tasks, timeout=SLOW_APPLY_SECONDS)
+        await asyncio.wait(tasks, timeout=max(0.0, deadline - loop.time()))
     rejected: list[Rejection] = []
     failure: BaseException | None = None
     pending = False
