@@ -36,8 +36,7 @@ class PlanningPool:
             threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True)
             for i in range(max(1, threads))
         ]
-        for t in self._threads:
-            t.start()
+        self._started = False  # threads start with the first plan (an idle Operator has none)
 
     def submit(
         self, fn: Callable[..., T], *args: Any, urgent: bool = False, slow: bool = False
@@ -58,6 +57,10 @@ class PlanningPool:
                 raise RuntimeError("the planning pool is shut down")
             heapq.heappush(self._heap, ((0 if urgent else 1, 1 if slow else 0, next(self._seq)), job))
             self._cond.notify()
+            if not self._started:
+                self._started = True
+                for t in self._threads:
+                    t.start()
         return future
 
     def queued(self) -> int:
