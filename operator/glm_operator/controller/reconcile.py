@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from glm_operator.clients.kube import ApiErrorSummary, summarize_api_error
 from glm_operator.controller import metrics
+from glm_operator.controller.cache import spec_planned
 from glm_operator.controller.desired import WORKLOAD_KINDS, Desired, Event, Observed, compute_desired
 from glm_operator.controller.pod_monitors import PodMonitorMode
 from glm_operator.planning.conditions import MetricsStatus, set_condition
@@ -158,22 +159,18 @@ async def execute(
         current = existing.get((obj["kind"], obj["metadata"]["name"]))
         if current is None or op.applied.get(memo_key) != (digest, current):
             to_apply.append((memo_key, digest, obj))
-    # The workloads go first, with a head start of up to SLOW_APPLY_SECONDS: they start the long
-    # path (scheduling, image pull, model load) and on a loaded apiserver every concurrent apply
-    # slows the others; the Service, PDB and PodMonitor follow (nothing uses them before a pod
-    # is Ready, minutes later).
+    # The workloads go first: they start the long path (scheduling, image pull, model load), and
+    # on a loaded apiserver every concurrent apply slows the others; the Service, PDB and
+    # PodMonitor follow (nothing uses them before a pod is Ready, minutes later). All of them
+    # share one budget of SLOW_APPLY_SECONDS; what is still running then (a Service waiting for
+    # its ClusterIP on a busy apiserver) finishes in the background and does not hold the worker.
+    # Services have a lane of their own with a few threads (queued ones hold no connection); of
+    # the other kinds at most ``max_pending_applies`` run in the background, beyond that a
+    # reconcile waits for its workloads: a slow apiserver slows the operator instead of piling up.
     to_apply.sort(key=lambda item: item[2]["kind"] not in WORKLOAD_KIND_NAMES)
-    first = [op.submit_apply(obj) for _, _, obj in to_apply if obj["kind"] in WORKLOAD_KIND_NAMES]
-    # A slow apply (a Service waits for its ClusterIP allocation: seconds on a busy apiserver)
-    # does not hold the worker: after SLOW_APPLY_SECONDS it finishes in the background and its
-    # completion re-queues the key. Services go through a lane of their own with a few threads
-    # (queued ones hold no connection); of the other kinds at most ``max_pending_applies`` do so,
-    # beyond that a reconcile waits for its workloads: a slow apiserver slows the operator
-    # instead of piling up. A Service never holds the reconcile (and its status write) longer
-    # than SLOW_APPLY_SECONDS, even then: its lane can be tens of seconds deep.
-    # One budget of SLOW_APPLY_SECONDS for all of them: the worker is free again after it.
     loop = asyncio.get_running_loop()
     deadline = loop.time() + SLOW_APPLY_SECONDS
+    first = [op.submit_apply(obj) for _, _, obj in to_apply if obj["kind"] in WORKLOAD_KIND_NAMES]
     if first and op.pending_workload_applies() >= op.max_pending_applies:
         await asyncio.wait(first)
     elif first and len(first) < len(to_apply):
@@ -289,9 +286,8 @@ async def plan(op: Operator, observed: Observed) -> Desired:
     bound = op.config.planning_timeout_seconds
     if key in op.slow_plans:  # its last plan still runs in a thread: do not start a second one
         raise PlanningTimeout(f"planning is still running after more than {bound:.0f} s")
-    body = observed.body
-    urgent = (body.get("status") or {}).get("observedGeneration") != meta.get("generation")
-    slow = bool(((body.get("spec") or {}).get("model") or {}).get("config"))  # an inline config.json
+    urgent = not spec_planned(observed.body)
+    slow = bool(((observed.body.get("spec") or {}).get("model") or {}).get("config"))  # inline config
     future = asyncio.wrap_future(op.planning_pool.submit(compute_desired, observed, urgent=urgent, slow=slow))
     try:
         return await asyncio.wait_for(asyncio.shield(future), bound)

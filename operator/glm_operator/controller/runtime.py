@@ -20,7 +20,7 @@ from typing import Any
 
 from glm_operator.clients.kube import API_VERSION, KubeClient, NotLeader, summarize_api_error
 from glm_operator.controller import metrics
-from glm_operator.controller.cache import ClusterCache, is_known
+from glm_operator.controller.cache import ClusterCache, is_known, spec_planned
 from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.gateway import GatewayController
 from glm_operator.controller.leader import LeaderElector
@@ -213,9 +213,7 @@ class Operator:
         if is_known(obj, self.cache.owned.glmdeployments.get(key)):
             return  # the echo of this process's own status write: nothing to reconcile
         self.cache.owned.set_glmdeployment(obj)
-        generation = meta.get("generation")
-        observed = (obj.get("status") or {}).get("observedGeneration")
-        urgent = generation != observed
+        urgent = not spec_planned(obj)
         metrics.ENQUEUED.labels(cause="spec" if urgent else "glmdeployment").inc()
         self.queue.add(key, urgent=urgent)  # a spec not planned yet goes first
 
