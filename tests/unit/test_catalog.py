@@ -18,6 +18,8 @@ from glm_operator.catalog.models import (
 )
 from glm_operator.planning.fit import count_parameters
 
+from .test_cli_planning import LLAMA_LIKE_CONFIG
+
 REQUIRED_MODELS = [
     "zai-org/glm-4-9b-chat",
     "zai-org/GLM-4-9B-0414",
@@ -240,19 +242,7 @@ def test_a_model_id_never_reads_the_operators_own_files(tmp_path: Path) -> None:
     """What a GLMDeployment names is a catalog id or an inline config: a path that exists on the
     operator's filesystem is not opened (only the CLI's --model takes a config.json path)."""
     config = tmp_path / "config.json"
-    config.write_text(
-        json.dumps(
-            {
-                "num_hidden_layers": 32,
-                "hidden_size": 4096,
-                "num_attention_heads": 32,
-                "num_key_value_heads": 8,
-                "intermediate_size": 14336,
-                "vocab_size": 128256,
-                "max_position_embeddings": 131072,
-            }
-        )
-    )
+    config.write_text(json.dumps(LLAMA_LIKE_CONFIG))
     assert resolve_model_or_file(str(config)).architecture.num_layers == 32
     for name in (str(config), "/etc/hostname", "/proc/self/environ"):
         with pytest.raises(CatalogError):

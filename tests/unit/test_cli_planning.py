@@ -10,6 +10,16 @@ import pytest
 from glm_operator.cli import main
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu-cluster.yaml"
+# A config.json as a user would pass with --model (a Llama-3-8B-shaped dense GQA model).
+LLAMA_LIKE_CONFIG = {
+    "num_hidden_layers": 32,
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+}
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -58,19 +68,7 @@ def test_estimate_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_estimate_table_and_config_path(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     config = tmp_path / "config.json"
-    config.write_text(
-        json.dumps(
-            {
-                "num_hidden_layers": 32,
-                "hidden_size": 4096,
-                "num_attention_heads": 32,
-                "num_key_value_heads": 8,
-                "intermediate_size": 14336,
-                "vocab_size": 128256,
-                "max_position_embeddings": 131072,
-            }
-        )
-    )
+    config.write_text(json.dumps(LLAMA_LIKE_CONFIG))
     code, out, _ = run(
         capsys,
         "estimate",

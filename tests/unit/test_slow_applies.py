@@ -25,17 +25,20 @@ NODES = yaml.safe_load((ROOT / "tests" / "fixtures" / "gpu-cluster.yaml").read_t
 
 
 class SlowServiceApi:
-    """Applies succeed at once, except Services, which wait until ``release`` is set."""
+    """Applies succeed at once, except ``slow_kind`` (Services), which waits until ``release``."""
 
-    def __init__(self) -> None:
+    def __init__(self, slow_kind: str = "Service") -> None:
+        self.slow_kind = slow_kind
         self.release = threading.Event()
         self.applied: list[str] = []
+        self.started: dict[str, float] = {}  # kind -> when its first apply was sent
         self.status_writes = 0
         self.on_request = None
         self.may_write = None
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
-        if obj["kind"] == "Service":
+        self.started.setdefault(obj["kind"], time.monotonic())
+        if obj["kind"] == self.slow_kind:
             assert self.release.wait(10)
         self.applied.append(obj["kind"])
         out = copy.deepcopy(obj)
@@ -102,22 +105,8 @@ def test_a_slow_service_apply_finishes_in_the_background_without_another_reconci
 def test_a_slow_apply_requeues_its_key_when_the_reconcile_waited_for_it() -> None:
     """A workload's background apply re-queues the key (status counts its replicas)."""
 
-    class SlowWorkloadApi(SlowServiceApi):
-        def __init__(self) -> None:
-            super().__init__()
-            self.started: dict[str, float] = {}
-
-        def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
-            self.started.setdefault(obj["kind"], time.monotonic())
-            if obj["kind"] == "Deployment":
-                assert self.release.wait(10)
-            self.applied.append(obj["kind"])
-            out = copy.deepcopy(obj)
-            out["metadata"].update(resourceVersion="7", generation=1, uid=f"uid-{obj['kind']}")
-            return out
-
     async def scenario() -> None:
-        api = SlowWorkloadApi()
+        api = SlowServiceApi(slow_kind="Deployment")
         op = Operator(OperatorConfig(leader_election=False, workers=2), api=api)  # type: ignore[arg-type]
         op.cache.replace_nodes(NODES)
         op.cache.owned.set_glmdeployment(copy.deepcopy(BODY))
