@@ -21,7 +21,11 @@ generation) to count the operator's API requests per no-op reconcile (its own
 ``glm_operator_api_requests_total``; watches not counted); then the *baseline*: the same child
 Deployments and Services, copied without owner into ``base-*`` namespaces, are created directly
 by 8 client threads, timed the same way (create sent -> Deployment ADDED on a watch), and the
-operator/baseline ratios of p50 and p99 are printed; then an idle phase (default 10 min, nodes
+operator/baseline ratios of p50 and p99 are printed; then the same burst of GLMDeployments
+again into ``ideal*-*`` namespaces the operator does not serve, answered by an *ideal controller* (a
+watch on them that POSTs the same children from 8, then 32 threads: no planning, status or queue), timed
+like the operator (create sent -> child Deployment ADDED) -- what the apiserver allows a controller
+under this load, printed with the operator/ideal ratios; then an idle phase (default 10 min, nodes
 renewing their Leases) reports the operator's CPU %, reconciles and requests.
 
 Latency = wall clock from the moment the create request was sent (an upper bound: it includes
@@ -386,16 +390,23 @@ def wait_until(pred: Callable[[], bool], timeout: float, period: float = 0.5) ->
 
 
 # -- the benchmark -----------------------------------------------------------------------------
-def create_all(kubeconfig: Path, docs: list[dict[str, Any]], threads: int) -> tuple[dict[str, float], float]:
-    """Create GLMDeployments from ``threads`` clients; returns {ns/name: send time}, total seconds."""
+def create_all(
+    kubeconfig: Path, docs: list[dict[str, Any]], threads: int, schedule: dict[str, float] | None = None
+) -> tuple[dict[str, float], float]:
+    """Create GLMDeployments from ``threads`` clients; returns {ns/name: send time}, total seconds.
+    ``schedule`` ({name: seconds after the start}) holds each create back until its time (to replay
+    the arrival times of an earlier burst)."""
     sent: dict[str, float] = {}
     local = threading.local()
+    t0 = time.monotonic()
 
     def one(doc: dict[str, Any]) -> None:
         api = getattr(local, "api", None)
         if api is None:
             api = local.api = k8s.CustomObjectsApi(k8s_config.new_client_from_config(str(kubeconfig)))
         key = f"{doc['metadata']['namespace']}/{doc['metadata']['name']}"
+        if schedule is not None:
+            time.sleep(max(0.0, t0 + schedule.get(doc["metadata"]["name"], 0.0) - time.monotonic()))
         for attempt in range(5):
             sent[key] = time.monotonic()
             try:
@@ -410,7 +421,6 @@ def create_all(kubeconfig: Path, docs: list[dict[str, Any]], threads: int) -> tu
                     raise
                 time.sleep(0.2)
 
-    t0 = time.monotonic()
     with ThreadPoolExecutor(max_workers=threads) as pool:
         list(pool.map(one, docs))
     return sent, time.monotonic() - t0
@@ -545,6 +555,146 @@ def create_baseline(
     return sent, time.monotonic() - t0
 
 
+IDEAL_LABEL = "bench-ideal"
+
+
+class IdealController:
+    """What the apiserver allows an event-driven controller under the same burst: a watch on
+    GLMDeployments labelled ``bench-ideal`` (in ``ideal*-*`` namespaces, which the operator does not
+    serve); on ADDED, ``threads`` clients create that GLMDeployment's children (the operator's own
+    Deployment + Service, copied) with POST: no planning, no rendering, no status, no queue."""
+
+    def __init__(
+        self, kubeconfig: Path, pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]], threads: int
+    ):
+        self.kubeconfig, self.pairs = kubeconfig, pairs
+        self.pool = ThreadPoolExecutor(max_workers=threads)
+        self.local = threading.local()
+        self.seen: dict[str, float] = {}  # ns/name -> GLMDeployment ADDED seen by this controller
+        self.errors = 0
+
+    def on_glmd(self, type_: str, obj: dict[str, Any], now: float) -> None:
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        if type_ == "ADDED" and key not in self.seen:
+            self.seen[key] = now
+            self.pool.submit(self.create, str(meta["namespace"]), str(meta["name"]))
+
+    def create(self, namespace: str, name: str) -> None:
+        if getattr(self.local, "apps", None) is None:
+            client = k8s_config.new_client_from_config(str(self.kubeconfig))
+            self.local.apps, self.local.core = k8s.AppsV1Api(client), k8s.CoreV1Api(client)
+        dep, svc = self.pairs[name]
+        try:
+            self.local.apps.create_namespaced_deployment(namespace, dep, _request_timeout=30)
+            self.local.core.create_namespaced_service(namespace, svc, _request_timeout=30)
+        except k8s.ApiException:
+            self.errors += 1
+
+
+def ideal_pairs(
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]], label_value: str
+) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """The baseline's (Deployment, Service) copies by owning GLMDeployment name, relabelled."""
+    out: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+    for dep, svc in pairs:
+        owner = dep["metadata"]["labels"].get(OWNER_LABEL)
+        if not owner or owner in out:
+            continue
+        copies = []
+        for obj in (dep, svc):
+            obj = json.loads(json.dumps(obj))
+            labels = obj["metadata"]["labels"]
+            labels.pop(BASELINE_LABEL, None)
+            labels[IDEAL_LABEL] = label_value
+            copies.append(obj)
+        out[owner] = (copies[0], copies[1])
+    return out
+
+
+def run_ideal_controller(
+    local: LocalCluster,
+    custom: k8s.CustomObjectsApi,
+    pairs: list[tuple[dict[str, Any], dict[str, Any]]],
+    glmds: int,
+    namespaces: int,
+    threads: int,
+    create_threads: int,
+    schedule: dict[str, float],
+) -> tuple[list[float], list[float], float, int]:
+    """The measured burst again, into ``ideal<threads>-*`` namespaces, each create sent at the same
+    offset as in the operator's burst (``schedule``, by name), answered by an ``IdealController``
+    with ``threads`` client threads. Returns the latencies create sent ->
+    child Deployment ADDED and -> GLMDeployment seen by the controller, the create time and the
+    controller's create errors."""
+    label = f"{IDEAL_LABEL}={threads}"
+    ns_names = [f"ideal{threads}-{i}" for i in range(namespaces)]
+    local.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": [
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in ns_names
+                ],
+            }
+        ),
+    )
+    ideal = IdealController(local.kubeconfig, ideal_pairs(pairs, str(threads)), threads)
+    docs = [d for d in glmd_docs(glmds, ns_names) if d["metadata"]["name"] in ideal.pairs]
+    for d in docs:
+        d["metadata"]["labels"] = {IDEAL_LABEL: str(threads)}
+    lock = threading.Lock()
+    child: dict[str, float] = {}
+
+    def on_child(type_: str, obj: dict[str, Any], now: float) -> None:
+        meta = obj.get("metadata") or {}
+        owner = (meta.get("labels") or {}).get(OWNER_LABEL)
+        if type_ == "ADDED" and owner:
+            with lock:
+                child.setdefault(f"{meta['namespace']}/{owner}", now)
+
+    watches = [
+        Watcher(custom.list_cluster_custom_object, ("apps", "v1", "deployments"), on_child, label),
+        Watcher(custom.list_cluster_custom_object, (GROUP, VERSION, PLURAL), ideal.on_glmd, label),
+    ]
+    try:
+        for w in watches:
+            w.start()
+        for w in watches:
+            w.connected.wait(10)
+        time.sleep(1.0)
+        sent, seconds = create_all(local.kubeconfig, docs, threads=create_threads, schedule=schedule)
+        wait_until(lambda: len(child) >= len(docs), 90, period=0.2)
+    finally:
+        for w in watches:
+            w.stop_event.set()
+        ideal.pool.shutdown(wait=False, cancel_futures=True)
+    with lock:
+        lat = [child[k] - sent[k] for k in sent if k in child]
+        seen = [ideal.seen[k] - sent[k] for k in sent if k in ideal.seen]
+    return lat, seen, seconds, ideal.errors
+
+
+def wait_pods_settled(core: k8s.CoreV1Api, timeout: float = 90.0) -> bool:
+    """Wait until the pods of the previous phase stop starting: no pod outside Running, or the
+    same number of them (unschedulable ones) in three polls 2 s apart. False on timeout."""
+    deadline = time.monotonic() + timeout
+    history: list[int] = []
+    while time.monotonic() < deadline:
+        pending = core.list_pod_for_all_namespaces(
+            field_selector="status.phase!=Running", _preload_content=False, _request_timeout=60
+        )
+        history.append(len(json.loads(pending.data).get("items", [])))
+        if history[-1] == 0 or (len(history) >= 3 and len(set(history[-3:])) == 1):
+            return True
+        time.sleep(2.0)
+    return False
+
+
 def operator_requests(metrics: dict[str, float]) -> float:
     return sum(v for k, v in metrics.items() if k.startswith("glm_operator_api_requests_total{"))
 
@@ -583,6 +733,12 @@ def main() -> int:
         help="kube-controller-manager --node-monitor-grace-period: KWOK on 2 shared cores cannot "
         "renew 1,000 node Leases on time, and with the default (50 s) the node lifecycle controller "
         "marks hundreds of healthy nodes NotReady mid-run, which no real cluster does ('' = default)",
+    )
+    ap.add_argument(
+        "--ideal-threads",
+        type=lambda v: [int(x) for x in v.split(",") if x],
+        default=[8, OperatorConfig.workers],
+        help="client threads of the ideal controller, one burst each (comma-separated; '' = skip)",
     )
     ap.add_argument("--planned-timeout", type=float, default=150.0)
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs) after the run")
@@ -1070,6 +1226,34 @@ def main() -> int:
                 f"p99 x{pct(lat_child, 0.99) / max(pct(lat_base, 0.99), 1e-6):.1f} "
                 "(apply -> child Deployment)",
             )
+
+        # -- the same burst again, answered by an ideal event-driven controller ----------------
+        # (what the apiserver allows under this load: the direct baseline above is measured on a
+        # quiet apiserver, from the moment each create is sent, so without the GLMDeployment
+        # create in front of it and without any wait for a free client thread)
+        print(
+            "  ideal controller: the same burst into ideal*-* namespaces (not served by the operator), "
+            "answered by a watch that POSTs the same children (no planning, rendering, status or queue):"
+        )
+        first_sent = min(sent.values())
+        schedule = {k.split("/", 1)[1]: t - first_sent for k, t in sent.items()}
+        for threads in args.ideal_threads:
+            settled = wait_pods_settled(k8s.CoreV1Api())
+            lat_ideal, lat_seen, ideal_seconds, errors = run_ideal_controller(
+                local, custom, pairs, args.glmds, args.namespaces, threads, args.create_threads, schedule
+            )
+            if not settled:
+                print("  (pods of the previous phase were still starting when this burst began)", flush=True)
+            out(f"apply -> child Deployment ({threads} thr.)", dist(lat_ideal))
+            out(f"apply -> GLMDeployment seen ({threads} thr.)", dist(lat_seen))
+            out("created", f"{len(lat_seen)} GLMDeployments in {ideal_seconds:.2f} s; {errors} create errors")
+            if lat_ideal and lat_child:
+                out(
+                    f"operator / ideal ({threads} threads)",
+                    f"p50 x{pct(lat_child, 0.5) / max(pct(lat_ideal, 0.5), 1e-6):.1f}, "
+                    f"p99 x{pct(lat_child, 0.99) / max(pct(lat_ideal, 0.99), 1e-6):.1f} "
+                    "(apply -> child Deployment)",
+                )
 
         # -- idle: nodes keep renewing their Leases, nothing else happens --------------------
         if args.idle_seconds > 0:
