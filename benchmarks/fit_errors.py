@@ -6,9 +6,10 @@ Part 1, tests/fixtures/vllm-startups.csv (tests/fit_truth.py): end-to-end KV-tok
 shipped budget constants, then median / p90 / worst (and the worst over-promise: ours above the log) by
 model family, in sample and leave-one-model-out (the free constants refitted without each model in turn,
 that model's rows predicted). Rows whose KV budget is under 5 % of the GPU are reported apart (there any
-budget error dominates). The two engine generations are fitted and reported apart: vLLM < 0.21 and
-vLLM >= 0.21 (its own profiling run and CUDA-graph estimate; the operator's default image). --refit prints
-the constants fitted on each generation's rows (what planning/budget.py ships).
+budget error dominates). The three engine generations (planning.engine.budget_generation) are fitted and
+reported apart: vLLM < 0.18, 0.18-0.19 (graphs profiled but not subtracted, FlashInfer's fusion workspace)
+and >= 0.20 (the CUDA-graph estimate in the budget; the operator's default image). --refit prints the
+constants fitted on each generation's rows (what planning/budget.py ships).
 
 Part 2, tests/fixtures/fit-examples.csv (one line per figure):
 
@@ -99,42 +100,18 @@ def _generation(truth: ModuleType, label: str, rows: list, lomo: bool) -> None:
             )
         _table(out)
         for e in small:
+            unit = "GiB" if e.figure == "budget" else e.figure
             print(
-                f"  KV budget < 5 % of the GPU: {e.startup.id}: ours {e.ours:.2f} vs logged {e.logged:.2f} "
-                f"GiB ({e.budget_error_gib:+.2f} GiB)"
+                f"  KV budget < 5 % of the GPU: {e.startup.id}: ours {e.ours:,.2f} vs logged {e.logged:,.2f} "
+                f"{unit} (budget {e.budget_error_gib:+.2f} GiB)"
             )
         print()
 
 
-def _between(truth: ModuleType) -> None:
-    """vLLM 0.19 rows: not fitted (between the generations), shown against the vLLM < 0.21 model."""
-    rows = truth.between_generation_startups()
-    if not rows:
-        return
-    print(f"== vLLM 0.19 (not fitted, vLLM < 0.21 constants): {len(rows)} start-ups ==")
-    lines = [("row", "TP/PP", "ours", "logged", "error %", "budget err GiB", "non-torch ours/log GiB")]
-    for s in rows:
-        e = truth.row_error(s)
-        f = s.fit()
-        lines.append(
-            (
-                s.id,
-                f"{s.tp}/{s.pp}",
-                f"{e.ours:,.0f}",
-                f"{e.logged:,.0f}",
-                f"{100 * e.relative:+.2f}",
-                f"{e.budget_error_gib:+.2f}" if e.budget_error_gib is not None else "-",
-                f"{f.non_torch_gib:.2f}/{s.logged_non_torch_gib:.2f}",
-            )
-        )
-    _table(lines)
-    print()
-
-
 def startups(refit: bool, lomo: bool) -> None:
     truth = _load_truth()
-    older, newer = truth.used_startups(), truth.newer_engine_startups()
-    everything = older + newer
+    older, mid, newer = truth.used_startups(), truth.mid_engine_startups(), truth.newer_engine_startups()
+    everything = older + mid + newer
     print(f"== {len(everything)} vLLM start-ups used (tests/fixtures/vllm-startups.csv) ==")
     for label, key in (
         ("family", lambda s: s.family),
@@ -148,15 +125,21 @@ def startups(refit: bool, lomo: bool) -> None:
         print(f"by {label}:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     print()
     _generation(
-        truth, "vLLM < 0.21 (constants: forward_scale, sampler_bytes_*, moe_workspace_gib, ...)", older, lomo
+        truth, "vLLM < 0.18 (constants: forward_scale, sampler_bytes_*, moe_workspace_gib, ...)", older, lomo
     )
     _generation(
-        truth, "vLLM >= 0.21 (constants: newer_*; the operator's 0.33.0 is planned with these)", newer, lomo
+        truth,
+        "vLLM 0.18-0.19 (constants: mid_*; graphs profiled, not subtracted; fusion workspace)",
+        mid,
+        lomo,
     )
-    _between(truth)
+    _generation(
+        truth, "vLLM >= 0.20 (constants: newer_*; the operator's 0.33.0 is planned with these)", newer, lomo
+    )
     if refit:
-        print("constants fitted on the vLLM < 0.21 rows:", truth.fit_constants(older))
-        print("constants fitted on the vLLM >= 0.21 rows:", truth.fit_constants(newer))
+        print("constants fitted on the vLLM < 0.18 rows:", truth.fit_constants(older))
+        print("constants fitted on the vLLM 0.18-0.19 rows:", truth.fit_constants(mid))
+        print("constants fitted on the vLLM >= 0.20 rows:", truth.fit_constants(newer))
         print()
 
 

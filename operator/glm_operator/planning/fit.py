@@ -94,7 +94,9 @@ from glm_operator.planning.engine import (
     DEFAULT_VERSION,
     LARGEST_BATCH_GPU_GIB,
     VllmEngine,
+    budget_generation,
     cudagraph_in_budget,
+    fusion_workspace_rounded,
     large_gpu_batch_tier,
 )
 
@@ -637,13 +639,14 @@ def estimate_fit(inp: FitInput) -> FitResult:
         max_model_len=inp.max_model_len,
         compute_capability=inp.compute_capability,
         decode_context_parallel_size=dcp,
-        graph_profiling=cudagraph_in_budget(inp.vllm_version),  # the release's profiling run
+        generation=budget_generation(inp.vllm_version),  # the release's profiling run
+        fusion_workspace_rounded=fusion_workspace_rounded(inp.vllm_version),
     )
     # only the last PP stage runs the profiling run's sampler
     acts = [
         activation_peak_bytes(arch, tp, settings, inp.constants, last_stage=s == pp - 1) for s in range(pp)
     ]
-    non_torch = non_torch_bytes(tp, pp, settings, inp.constants)
+    non_torch = non_torch_bytes(tp, pp, settings, inp.constants, arch.hidden_size)
     stage_layers = max(end - start for start, end in pp_layer_ranges(arch.num_layers, pp))
     graphs = cudagraph_bytes(stage_layers, settings, inp.constants, tp)
     graphs_in_budget = inp.cudagraphs_in_budget
