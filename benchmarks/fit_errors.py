@@ -50,8 +50,8 @@ def _table(lines: list[tuple[str, ...]]) -> None:
         print(" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
 
 
-def _generation(truth: ModuleType, label: str, rows: list, lomo: bool) -> None:
-    """Per-row errors, then median / p90 / worst by family, in sample and leave-one-model-out."""
+def _generation(truth: ModuleType, label: str, rows: list, lomo: bool) -> tuple[list, list]:
+    """Per-row errors, then median / p90 / worst by family, in sample and leave-one-model-out (returned)."""
     print(f"== {label}: {len(rows)} start-ups used ==")
     by_family: dict[str, int] = {}
     for s in rows:
@@ -106,6 +106,7 @@ def _generation(truth: ModuleType, label: str, rows: list, lomo: bool) -> None:
                 f"{unit} (budget {e.budget_error_gib:+.2f} GiB)"
             )
         print()
+    return in_sample, list(held_out.values())
 
 
 def startups(refit: bool, lomo: bool) -> None:
@@ -124,18 +125,29 @@ def startups(refit: bool, lomo: bool) -> None:
             counts[key(s)] = counts.get(key(s), 0) + 1
         print(f"by {label}:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     print()
-    _generation(
-        truth, "vLLM < 0.18 (constants: forward_scale, sampler_bytes_*, moe_workspace_gib, ...)", older, lomo
-    )
-    _generation(
-        truth,
-        "vLLM 0.18-0.19 (constants: mid_*; graphs profiled, not subtracted; fusion workspace)",
-        mid,
-        lomo,
-    )
-    _generation(
-        truth, "vLLM >= 0.20 (constants: newer_*; the operator's 0.33.0 is planned with these)", newer, lomo
-    )
+    results = [
+        _generation(truth, "vLLM < 0.18 (constants: forward_scale, sampler_bytes_*, ...)", older, lomo),
+        _generation(
+            truth, "vLLM 0.18-0.19 (constants: mid_*; graphs not subtracted; fusion workspace)", mid, lomo
+        ),
+        _generation(
+            truth,
+            "vLLM >= 0.20 (constants: newer_*; the operator's 0.33.0 is planned with these)",
+            newer,
+            lomo,
+        ),
+    ]
+    out = [("all generations", "rows", "median %", "p90 %", "worst %", "worst over-promise %")]
+    for kind, index in (("in sample", 0), ("leave-one-model-out", 1)):
+        sel = [e.relative for r in results for e in r[index] if not e.startup.small_budget]
+        if not sel:
+            continue
+        med, p90, worst = truth.summary(sel)
+        over = max([0.0, *sel])
+        out.append((kind, str(len(sel)), *(f"{100 * v:.2f}" for v in (med, p90, worst, over))))
+    print("== every generation, its own constants (KV budget >= 5 % of the GPU) ==")
+    _table(out)
+    print()
     if refit:
         print("constants fitted on the vLLM < 0.18 rows:", truth.fit_constants(older))
         print("constants fitted on the vLLM 0.18-0.19 rows:", truth.fit_constants(mid))
