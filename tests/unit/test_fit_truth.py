@@ -397,3 +397,16 @@ def test_the_glm5_million_token_starts_fit_vllms_own_weights_and_workspace_facto
             model,
             fit.available_kv_cache_gib_per_gpu,
         )
+
+
+def test_the_plan_names_the_fusion_workspace() -> None:
+    """The budget line says how much of the non-torch figure is FlashInfer's workspace, so a user can hold
+    it against vLLM's 'non-torch forward increase memory'."""
+    model = resolve_model("zai-org/glm-4-9b-chat")
+    common = dict(model=model, gpu_memory_gib=79.19, tensor_parallel_size=2, max_model_len=8192)
+    mid = estimate_fit(FitInput(vllm_version=(0, 19, 0), **common))  # type: ignore[arg-type]
+    assert any(
+        "non-torch 2.18 GiB (of it 1.50 GiB FlashInfer all-reduce fusion workspace)" in r for r in mid.reasons
+    )
+    single = estimate_fit(FitInput(**{**common, "tensor_parallel_size": 1}))  # type: ignore[arg-type]
+    assert not any("fusion workspace" in r for r in single.reasons)

@@ -88,6 +88,7 @@ from glm_operator.planning.budget import (
     cudagraph_bytes,
     dsa_workspace_bytes_per_context_token,
     dsa_workspace_factor,
+    fusion_workspace_bytes,
     non_torch_bytes,
 )
 from glm_operator.planning.engine import (
@@ -647,6 +648,7 @@ def estimate_fit(inp: FitInput) -> FitResult:
         activation_peak_bytes(arch, tp, settings, inp.constants, last_stage=s == pp - 1) for s in range(pp)
     ]
     non_torch = non_torch_bytes(tp, pp, settings, inp.constants, arch.hidden_size)
+    fusion = fusion_workspace_bytes(arch.hidden_size, tp, pp, settings)
     stage_layers = max(end - start for start, end in pp_layer_ranges(arch.num_layers, pp))
     graphs = cudagraph_bytes(stage_layers, settings, inp.constants, tp)
     graphs_in_budget = inp.cudagraphs_in_budget
@@ -704,7 +706,9 @@ def estimate_fit(inp: FitInput) -> FitResult:
             f"budget {requested / gib:.2f} GiB ({inp.gpu_memory_gib:.2f} GiB x "
             f"{inp.gpu_memory_utilization}) - "
             f"weights - activation {act / gib:.2f} GiB (max_num_batched_tokens {mnbt}) - "
-            f"non-torch {non_torch / gib:.2f} GiB - CUDA graphs {cg / gib:.2f} GiB "
+            f"non-torch {non_torch / gib:.2f} GiB"
+            + (f" (of it {fusion / gib:.2f} GiB FlashInfer all-reduce fusion workspace)" if fusion else "")
+            + f" - CUDA graphs {cg / gib:.2f} GiB "
             f"({'counted' if graphs_in_budget else 'not counted'} by vLLM "
             f"{format_version(inp.vllm_version)}) = "
             f"{available[worst] / gib:.2f} GiB for the KV cache"
