@@ -249,6 +249,20 @@ CONFIGS["deepseek-ai/DeepSeek-V2-Lite-Chat"] = {
     "max_position_embeddings": 163840,
     "torch_dtype": "bfloat16",
 }
+# microsoft/phi-4 (Phi3ForCausalLM; fused qkv and gate_up, the same element counts as Llama's)
+CONFIGS["microsoft/phi-4"] = {
+    "architectures": ["Phi3ForCausalLM"],
+    "model_type": "phi3",
+    "hidden_size": 5120,
+    "num_hidden_layers": 40,
+    "num_attention_heads": 40,
+    "num_key_value_heads": 10,
+    "head_dim": 128,
+    "intermediate_size": 17920,
+    "vocab_size": 100352,
+    "max_position_embeddings": 16384,
+    "torch_dtype": "bfloat16",
+}
 # Leave-one-model-out holds out whole architectures: re-releases with the same shapes go together.
 SAME_ARCHITECTURE = {
     "moonshotai/Kimi-Dev-72B": "Qwen/Qwen2.5-72B-Instruct",

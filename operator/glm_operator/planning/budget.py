@@ -28,7 +28,7 @@ increase memory" is 0.24-0.27 GiB at TP 1 (``mid_non_torch_gib``, measured) and 
 on H100, where 0.10-0.12 logged 0.54: the difference is FlashInfer's all-reduce fusion workspace
 (:func:`fusion_workspace_bytes`), which the fusion pass allocates while the profiling run compiles the
 model, three buffers each rounded up to 512 MiB by FlashInfer 0.6.6 = 1.5 GiB at any TP, plus
-``mid_non_torch_tp_gib`` (fitted, 0.43; the custom all-reduce's 0.41 of 0.10-0.12). vLLM >= 0.20 does
+``mid_non_torch_tp_gib`` (fitted, 0.40; the custom all-reduce's 0.41 of 0.10-0.12). vLLM >= 0.20 does
 not show it on the rows we have because none is an H100/H200/B200 at TP > 1 with a release that rounds
 (0.20-0.26); from 0.27 the workspace is its own size (0.5 GiB at TP 2 on Hopper, a few MiB at TP 8).
 The profiling run's activation peak follows the same structure as 0.10-0.12 (forward or sampler, plus
@@ -207,11 +207,11 @@ class BudgetConstants:
     # that generation's rows (benchmarks/fit_errors.py --refit); see "vLLM 0.18-0.19" in the docstring
     mid_forward_scale: float = 0.462
     mid_sampler_bytes: float = 16.04
-    mid_moe_workspace_scale: float = 1.083
+    mid_moe_workspace_scale: float = 1.059
     # measured, not fitted: "non-torch forward increase memory" 0.24-0.27 GiB at TP 1 (llm-d-planner logs)
     mid_non_torch_gib: float = 0.25
     # TP > 1 beyond the fusion workspace (vLLM's custom all-reduce, NCCL): fitted
-    mid_non_torch_tp_gib: float = 0.43
+    mid_non_torch_tp_gib: float = 0.40
 
 
 DEFAULT_CONSTANTS = BudgetConstants()
