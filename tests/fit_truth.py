@@ -212,6 +212,16 @@ CONFIGS["Qwen/Qwen2.5-72B-Instruct"] = {
     "intermediate_size": 29568,
 }
 CONFIGS["moonshotai/Kimi-Dev-72B"] = CONFIGS["Qwen/Qwen2.5-72B-Instruct"]
+CONFIGS["Qwen/Qwen2.5-0.5B-Instruct"] = {
+    **CONFIGS["Qwen/Qwen2-7B-Instruct"],
+    "hidden_size": 896,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "intermediate_size": 4864,
+    "vocab_size": 151936,
+    "tie_word_embeddings": True,
+}
 CONFIGS["Qwen/Qwen3-30B-A3B"] = {
     **CONFIGS["Qwen/Qwen3-Coder-30B-A3B-Instruct"],
     "max_position_embeddings": 40960,
@@ -291,6 +301,7 @@ COMPUTE_CAPABILITY = {
     "H200": 9.0,
     "RTX PRO 6000 Blackwell": 12.0,
     "RTX PRO 4500 Blackwell": 12.0,
+    "RTX 4090": 8.9,
 }
 # vLLM >= 0.20 subtracts its CUDA-graph estimate from the budget (planning.engine.cudagraph_in_budget);
 # rows from such engines are fitted apart (see newer_engine).
