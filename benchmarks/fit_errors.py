@@ -6,9 +6,10 @@ Part 1, tests/fixtures/vllm-startups.csv (tests/fit_truth.py): end-to-end KV-tok
 shipped budget constants, then median / p90 / worst (and the worst over-promise: ours above the log) by
 model family, in sample and leave-one-model-out (the free constants refitted without each model in turn,
 that model's rows predicted). Rows whose KV budget is under 5 % of the GPU are reported apart (there any
-budget error dominates). The two engine generations are fitted and reported apart: vLLM < 0.21 and
-vLLM >= 0.21 (its own profiling run and CUDA-graph estimate; the operator's default image). --refit prints
-the constants fitted on each generation's rows (what planning/budget.py ships).
+budget error dominates). The three engine generations (planning.engine.budget_generation) are fitted and
+reported apart: vLLM < 0.18, 0.18-0.19 (graphs profiled but not subtracted, FlashInfer's fusion workspace)
+and >= 0.20 (the CUDA-graph estimate in the budget; the operator's default image). --refit prints the
+constants fitted on each generation's rows (what planning/budget.py ships).
 
 Part 2, tests/fixtures/fit-examples.csv (one line per figure):
 
@@ -49,8 +50,8 @@ def _table(lines: list[tuple[str, ...]]) -> None:
         print(" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
 
 
-def _generation(truth: ModuleType, label: str, rows: list, lomo: bool) -> None:
-    """Per-row errors, then median / p90 / worst by family, in sample and leave-one-model-out."""
+def _generation(truth: ModuleType, label: str, rows: list, lomo: bool) -> tuple[list, list]:
+    """Per-row errors, then median / p90 / worst by family, in sample and leave-one-model-out (returned)."""
     print(f"== {label}: {len(rows)} start-ups used ==")
     by_family: dict[str, int] = {}
     for s in rows:
@@ -99,42 +100,19 @@ def _generation(truth: ModuleType, label: str, rows: list, lomo: bool) -> None:
             )
         _table(out)
         for e in small:
+            unit = "GiB" if e.figure == "budget" else e.figure
             print(
-                f"  KV budget < 5 % of the GPU: {e.startup.id}: ours {e.ours:.2f} vs logged {e.logged:.2f} "
-                f"GiB ({e.budget_error_gib:+.2f} GiB)"
+                f"  KV budget < 5 % of the GPU: {e.startup.id}: ours {e.ours:,.2f} vs logged {e.logged:,.2f} "
+                f"{unit} (budget {e.budget_error_gib:+.2f} GiB)"
             )
         print()
-
-
-def _between(truth: ModuleType) -> None:
-    """vLLM 0.19 rows: not fitted (between the generations), shown against the vLLM < 0.21 model."""
-    rows = truth.between_generation_startups()
-    if not rows:
-        return
-    print(f"== vLLM 0.19 (not fitted, vLLM < 0.21 constants): {len(rows)} start-ups ==")
-    lines = [("row", "TP/PP", "ours", "logged", "error %", "budget err GiB", "non-torch ours/log GiB")]
-    for s in rows:
-        e = truth.row_error(s)
-        f = s.fit()
-        lines.append(
-            (
-                s.id,
-                f"{s.tp}/{s.pp}",
-                f"{e.ours:,.0f}",
-                f"{e.logged:,.0f}",
-                f"{100 * e.relative:+.2f}",
-                f"{e.budget_error_gib:+.2f}" if e.budget_error_gib is not None else "-",
-                f"{f.non_torch_gib:.2f}/{s.logged_non_torch_gib:.2f}",
-            )
-        )
-    _table(lines)
-    print()
+    return in_sample, list(held_out.values())
 
 
 def startups(refit: bool, lomo: bool) -> None:
     truth = _load_truth()
-    older, newer = truth.used_startups(), truth.newer_engine_startups()
-    everything = older + newer
+    older, mid, newer = truth.used_startups(), truth.mid_engine_startups(), truth.newer_engine_startups()
+    everything = older + mid + newer
     print(f"== {len(everything)} vLLM start-ups used (tests/fixtures/vllm-startups.csv) ==")
     for label, key in (
         ("family", lambda s: s.family),
@@ -147,16 +125,33 @@ def startups(refit: bool, lomo: bool) -> None:
             counts[key(s)] = counts.get(key(s), 0) + 1
         print(f"by {label}:", ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     print()
-    _generation(
-        truth, "vLLM < 0.21 (constants: forward_scale, sampler_bytes_*, moe_workspace_gib, ...)", older, lomo
-    )
-    _generation(
-        truth, "vLLM >= 0.21 (constants: newer_*; the operator's 0.33.0 is planned with these)", newer, lomo
-    )
-    _between(truth)
+    results = [
+        _generation(truth, "vLLM < 0.18 (constants: forward_scale, sampler_bytes_*, ...)", older, lomo),
+        _generation(
+            truth, "vLLM 0.18-0.19 (constants: mid_*; graphs not subtracted; fusion workspace)", mid, lomo
+        ),
+        _generation(
+            truth,
+            "vLLM >= 0.20 (constants: newer_*; the operator's 0.33.0 is planned with these)",
+            newer,
+            lomo,
+        ),
+    ]
+    out = [("all generations", "rows", "median %", "p90 %", "worst %", "worst over-promise %")]
+    for kind, index in (("in sample", 0), ("leave-one-model-out", 1)):
+        sel = [e.relative for r in results for e in r[index] if not e.startup.small_budget]
+        if not sel:
+            continue
+        med, p90, worst = truth.summary(sel)
+        over = max([0.0, *sel])
+        out.append((kind, str(len(sel)), *(f"{100 * v:.2f}" for v in (med, p90, worst, over))))
+    print("== every generation, its own constants (KV budget >= 5 % of the GPU) ==")
+    _table(out)
+    print()
     if refit:
-        print("constants fitted on the vLLM < 0.21 rows:", truth.fit_constants(older))
-        print("constants fitted on the vLLM >= 0.21 rows:", truth.fit_constants(newer))
+        print("constants fitted on the vLLM < 0.18 rows:", truth.fit_constants(older))
+        print("constants fitted on the vLLM 0.18-0.19 rows:", truth.fit_constants(mid))
+        print("constants fitted on the vLLM >= 0.20 rows:", truth.fit_constants(newer))
         print()
 
 

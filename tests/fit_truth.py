@@ -25,7 +25,14 @@ from typing import Any
 from glm_operator.catalog.models import ResolvedModel, resolve_model
 from glm_operator.catalog.vllm import Version
 from glm_operator.planning.budget import DEFAULT_CONSTANTS, BudgetConstants
-from glm_operator.planning.engine import DEFAULT_VERSION, VllmEngine, cudagraph_in_budget
+from glm_operator.planning.engine import (
+    DEFAULT_VERSION,
+    GENERATION_MID,
+    GENERATION_NEWER,
+    GENERATION_OLDER,
+    VllmEngine,
+    budget_generation,
+)
 from glm_operator.planning.fit import FitResult, GpuFigures, estimate_fit, fit_input
 
 CSV_PATH = Path(__file__).resolve().parent / "fixtures" / "vllm-startups.csv"
@@ -205,6 +212,16 @@ CONFIGS["Qwen/Qwen2.5-72B-Instruct"] = {
     "intermediate_size": 29568,
 }
 CONFIGS["moonshotai/Kimi-Dev-72B"] = CONFIGS["Qwen/Qwen2.5-72B-Instruct"]
+CONFIGS["Qwen/Qwen2.5-0.5B-Instruct"] = {
+    **CONFIGS["Qwen/Qwen2-7B-Instruct"],
+    "hidden_size": 896,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "intermediate_size": 4864,
+    "vocab_size": 151936,
+    "tie_word_embeddings": True,
+}
 CONFIGS["Qwen/Qwen3-30B-A3B"] = {
     **CONFIGS["Qwen/Qwen3-Coder-30B-A3B-Instruct"],
     "max_position_embeddings": 40960,
@@ -242,6 +259,20 @@ CONFIGS["deepseek-ai/DeepSeek-V2-Lite-Chat"] = {
     "max_position_embeddings": 163840,
     "torch_dtype": "bfloat16",
 }
+# microsoft/phi-4 (Phi3ForCausalLM; fused qkv and gate_up, the same element counts as Llama's)
+CONFIGS["microsoft/phi-4"] = {
+    "architectures": ["Phi3ForCausalLM"],
+    "model_type": "phi3",
+    "hidden_size": 5120,
+    "num_hidden_layers": 40,
+    "num_attention_heads": 40,
+    "num_key_value_heads": 10,
+    "head_dim": 128,
+    "intermediate_size": 17920,
+    "vocab_size": 100352,
+    "max_position_embeddings": 16384,
+    "torch_dtype": "bfloat16",
+}
 # Leave-one-model-out holds out whole architectures: re-releases with the same shapes go together.
 SAME_ARCHITECTURE = {
     "moonshotai/Kimi-Dev-72B": "Qwen/Qwen2.5-72B-Instruct",
@@ -269,8 +300,10 @@ COMPUTE_CAPABILITY = {
     "H100": 9.0,
     "H200": 9.0,
     "RTX PRO 6000 Blackwell": 12.0,
+    "RTX PRO 4500 Blackwell": 12.0,
+    "RTX 4090": 8.9,
 }
-# vLLM >= 0.21 subtracts its CUDA-graph estimate from the budget (planning.engine.cudagraph_in_budget);
+# vLLM >= 0.20 subtracts its CUDA-graph estimate from the budget (planning.engine.cudagraph_in_budget);
 # rows from such engines are fitted apart (see newer_engine).
 
 
@@ -337,13 +370,15 @@ class Startup:
         return SAME_ARCHITECTURE.get(self.model_id, self.model_id)
 
     @property
-    def newer_engine(self) -> bool:
-        """vLLM >= 0.21: the CUDA-graph estimate is subtracted and the profiling run differs.
+    def generation(self) -> int:
+        """The budget constant set of this row's vLLM (planning.engine.budget_generation); rows without a
+        version are planned as the operator's default release."""
+        return budget_generation(self.vllm_version or DEFAULT_VERSION)
 
-        The budget constants were fitted on 0.9-0.12 start-ups; these rows are reported apart and not
-        used to fit them (too few yet to fit the newer profile on its own).
-        """
-        return self.vllm_version is not None and cudagraph_in_budget(self.vllm_version)
+    @property
+    def newer_engine(self) -> bool:
+        """vLLM >= 0.20: the CUDA-graph estimate is subtracted and the profiling run differs."""
+        return self.generation == GENERATION_NEWER
 
     @property
     def weights_logged_only(self) -> bool:
@@ -456,23 +491,18 @@ def row_error(s: Startup, constants: BudgetConstants = DEFAULT_CONSTANTS) -> Row
 
 
 def used_startups() -> list[Startup]:
-    """The rows the constants are fitted and asserted on (vLLM before 0.21)."""
-    return [s for s in load_startups() if s.use and not s.newer_engine]
+    """The rows the vLLM < 0.18 constants are fitted and asserted on."""
+    return [s for s in load_startups() if s.use and s.generation == GENERATION_OLDER]
+
+
+def mid_engine_startups() -> list[Startup]:
+    """Used rows from vLLM 0.18-0.19: fitted on their own constants (mid_*)."""
+    return [s for s in load_startups() if s.use and s.generation == GENERATION_MID]
 
 
 def newer_engine_startups() -> list[Startup]:
-    """Used rows from vLLM >= 0.21: predicted with the same constants, reported apart."""
+    """Used rows from vLLM >= 0.20: fitted on their own constants (newer_*)."""
     return [s for s in load_startups() if s.use and s.newer_engine]
-
-
-# Unused rows whose engine sits between the fitted generations: predicted with the shipped constants and
-# reported (benchmarks/fit_errors.py), their weights and KV bytes per token asserted (tests/unit).
-BETWEEN_GENERATIONS = "no: vLLM 0.19"
-
-
-def between_generation_startups() -> list[Startup]:
-    """vLLM 0.19 rows (llm-d-planner sweep): not fitted, reported against the vLLM < 0.21 model."""
-    return [s for s in load_startups() if s.why_not.startswith(BETWEEN_GENERATIONS)]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -485,12 +515,19 @@ FREE: dict[str, tuple[float, float]] = {
     "moe_workspace_gib": (0.0, 4.0),
     "non_torch_multi_gpu_gib": (0.0, 0.6),
 }
-# vLLM >= 0.21 rows are fitted on their own constants (a different profiling run and graph estimate)
+# vLLM >= 0.20 rows are fitted on their own constants (a different profiling run and graph estimate)
 FREE_NEWER: dict[str, tuple[float, float]] = {
     "newer_forward_scale": (0.3, 2.0),
     "newer_sampler_bytes": (0.0, 40.0),
     "newer_non_torch_gib": (0.0, 2.0),
     "newer_moe_workspace_scale": (0.0, 8.0),
+}
+# vLLM 0.18-0.19 rows: their own profiling run (the CUDA graphs profiled, not subtracted)
+FREE_MID: dict[str, tuple[float, float]] = {
+    "mid_forward_scale": (0.2, 3.0),
+    "mid_sampler_bytes": (0.0, 40.0),
+    "mid_moe_workspace_scale": (0.0, 8.0),
+    "mid_non_torch_tp_gib": (0.0, 1.0),
 }
 # non_torch_gib (0.13) and non_torch_custom_all_reduce_gib (0.41) are not free: the llm-d DEBUG logs
 # measure them directly ("non-torch forward increase memory" 0.13-0.14 GiB at TP 1, 0.54-0.55 at TP 2).
@@ -509,8 +546,11 @@ def _loss(rows: Sequence[Startup], c: BudgetConstants) -> float:
 
 
 def free_constants(rows: Sequence[Startup]) -> dict[str, tuple[float, float]]:
-    """The constants fitted on ``rows``: the newer-engine ones when every row is from vLLM >= 0.21."""
-    return FREE_NEWER if rows and all(s.newer_engine for s in rows) else FREE
+    """The constants fitted on ``rows``: those of their engine generation (all rows share one)."""
+    generations = {s.generation for s in rows}
+    assert len(generations) <= 1, "fit one engine generation at a time"
+    generation = generations.pop() if generations else GENERATION_OLDER
+    return {GENERATION_NEWER: FREE_NEWER, GENERATION_MID: FREE_MID}.get(generation, FREE)
 
 
 def fit_constants(

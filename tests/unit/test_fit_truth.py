@@ -1,8 +1,9 @@
 """Our end-to-end KV budget against real vLLM start-ups (tests/fixtures/vllm-startups.csv).
 
 Each used row is checked with the shipped constants (planning/budget.py) within a stated tolerance:
-vLLM < 0.21 rows 2 % by default on the KV-cache tokens (or concurrency, or "Available KV cache memory"
-where the token figure is not comparable), the rows with a wider tolerance say why; vLLM >= 0.21 rows
+vLLM < 0.18 rows 2 % by default on the KV-cache tokens (or concurrency, or "Available KV cache memory"
+where the token figure is not comparable), the rows with a wider tolerance say why; vLLM 0.18-0.19 rows
+within MID_TOLERANCE and vLLM >= 0.20 rows
 (their own constants) within NEWER_TOLERANCE. Leave-one-model-out errors are
 printed by benchmarks/fit_errors.py (a refit per held-out model takes too long for a unit test).
 """
@@ -22,18 +23,21 @@ from glm_operator.planning.budget import (
     cudagraph_capture_sizes,
     dsa_workspace_bytes,
     forward_peak_bytes,
+    fusion_workspace_bytes,
     moe_workspace_bytes,
     newer_cudagraph_capture_sizes,
     non_torch_bytes,
     sampler_peak_bytes,
 )
+from glm_operator.planning.engine import GENERATION_MID, GENERATION_NEWER
 from glm_operator.planning.fit import FitInput, estimate_fit, max_context_for
 from tests.fit_truth import (
     FREE,
+    FREE_MID,
     FREE_NEWER,
     Startup,
-    between_generation_startups,
     load_startups,
+    mid_engine_startups,
     newer_engine_startups,
     row_error,
     used_startups,
@@ -47,16 +51,19 @@ WIDER: dict[str, tuple[float, str]] = {
         "not explained, kept as a known miss",
     ),
     "dl22-gptoss120b-a100-4nodes": (0.04, "MXFP4 experts through Marlin on SM80, TP over 4 nodes (Ray)"),
-    "myoceane-gptoss20b-a100": (0.03, "vLLM 0.19: the sampler path may differ from 0.10-0.12"),
 }
 # Rows whose KV budget is under 5 % of the GPU: checked in GiB (a tiny budget makes any error huge).
 SMALL_BUDGET_GIB = 0.3
 
 ROWS = used_startups()
+MID = mid_engine_startups()
 NEWER = newer_engine_startups()
-# vLLM >= 0.21 rows, fitted apart on their own constants (BudgetConstants.newer_*): the in-sample
+# vLLM 0.18-0.19 rows (BudgetConstants.mid_*): in sample within 1 %, leave-one-model-out within 3.6 %
+# (benchmarks/fit_errors.py); asserted within MID_TOLERANCE.
+MID_TOLERANCE = 0.01
+# vLLM >= 0.20 rows, fitted apart on their own constants (BudgetConstants.newer_*): the in-sample
 # error of each, asserted within NEWER_TOLERANCE. Leave-one-model-out errors (benchmarks/fit_errors.py)
-# are wider (worst 8.7 %, worst over-promise 4.9 %): seven rows from five models fit four constants.
+# are wider (worst 8.4 %, worst over-promise 5.3 %): seven rows from five models fit four constants.
 NEWER_TOLERANCE = 0.05
 
 
@@ -83,7 +90,7 @@ def test_end_to_end_kv_within_tolerance(row: Startup) -> None:
     assert abs(err.relative) <= tolerance, (err.figure, err.ours, err.logged)
 
 
-@pytest.mark.parametrize("row", [r for r in ROWS if r.small_budget], ids=lambda r: r.id)
+@pytest.mark.parametrize("row", [r for r in ROWS + MID if r.small_budget], ids=lambda r: r.id)
 def test_small_budget_rows_within_gib(row: Startup) -> None:
     err = row_error(row)
     assert err.budget_error_gib is not None
@@ -156,7 +163,7 @@ def test_capture_sizes_match_vllm_defaults() -> None:
 
 
 def test_fitted_constants_are_inside_their_search_bounds() -> None:
-    for name, (lo, hi) in {**FREE, **FREE_NEWER}.items():
+    for name, (lo, hi) in {**FREE, **FREE_MID, **FREE_NEWER}.items():
         assert lo <= getattr(DEFAULT_CONSTANTS, name) <= hi, name
 
 
@@ -219,7 +226,7 @@ def test_only_the_last_pipeline_stage_runs_the_sampler() -> None:
     """vLLM's profile_run samples on the last PP rank only: the first stage peaks at the forward pass."""
     row = next(r for r in NEWER if r.id == "sp-qwen3-32b-rtxpro6000-pp2")
     arch = row.resolved().architecture
-    settings = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, graph_profiling=True)
+    settings = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, generation=GENERATION_NEWER)
     first = activation_peak_bytes(arch, 1, settings, last_stage=False)
     last = activation_peak_bytes(arch, 1, settings, last_stage=True)
     assert first == forward_peak_bytes(arch, 1, settings)
@@ -227,10 +234,11 @@ def test_only_the_last_pipeline_stage_runs_the_sampler() -> None:
 
 
 def test_newer_engine_uses_its_own_constants() -> None:
-    """vLLM >= 0.21: non-torch memory does not grow with TP (NCCL, custom all-reduce and cuBLAS handles
-    exist before the snapshot) and the sampler costs far less per entry than 0.10-0.12's PyTorch path."""
+    """vLLM >= 0.20: non-torch memory does not grow with TP (NCCL, custom all-reduce and cuBLAS handles
+    exist before the snapshot; the fusion workspace, sized by the model, apart) and the sampler costs far
+    less per entry than 0.10-0.12's PyTorch path."""
     old = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024)
-    new = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, graph_profiling=True)
+    new = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, generation=GENERATION_NEWER)
     assert (
         non_torch_bytes(1, 1, new)
         == non_torch_bytes(8, 1, new)
@@ -242,10 +250,10 @@ def test_newer_engine_uses_its_own_constants() -> None:
 
 
 def test_pipeline_parallel_adds_its_measured_overhead_on_newer_engines() -> None:
-    """vLLM >= 0.21: a PP rank keeps newer_pp_non_torch_gib more outside the KV cache (measured on the
+    """vLLM >= 0.20: a PP rank keeps newer_pp_non_torch_gib more outside the KV cache (measured on the
     Qwen3-32B PP=2 log); without it that row's first stage over-promises by more than the tolerance
     of its TP=2 sibling."""
-    new = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, graph_profiling=True)
+    new = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, generation=GENERATION_NEWER)
     extra = non_torch_bytes(1, 2, new) - non_torch_bytes(1, 1, new)
     assert extra == pytest.approx(DEFAULT_CONSTANTS.newer_pp_non_torch_gib * GIB) and extra > 0
     pp_row = next(r for r in NEWER if r.id == "sp-qwen3-32b-rtxpro6000-pp2")
@@ -256,33 +264,86 @@ def test_pipeline_parallel_adds_its_measured_overhead_on_newer_engines() -> None
     assert without.budget_error_gib - with_term.budget_error_gib == pytest.approx(0.25, abs=0.01)
 
 
-@pytest.mark.parametrize("row", between_generation_startups(), ids=lambda r: r.id)
+@pytest.mark.parametrize("row", [r for r in MID if not r.small_budget], ids=lambda r: r.id)
+def test_mid_engine_rows_within_tolerance(row: Startup) -> None:
+    err = row_error(row)
+    assert abs(err.relative) <= MID_TOLERANCE, (err.figure, err.ours, err.logged)
+
+
+@pytest.mark.parametrize("row", [r for r in MID if r.id.startswith("llmdp-")], ids=lambda r: r.id)
 def test_weights_and_kv_bytes_per_token_match_the_vllm_019_sweep(row: Startup) -> None:
     """vLLM 0.19 on H100 (llm-d-planner sweep: GQA, MoE, plain MLA, fp8 KV, TP 1-4, PP 2-4): our weights
     within 1 % of 'Model loading took' and (PP = 1) our KV bytes per token within 0.2 % of what the logged
-    budget and token count imply. The budget itself is not fitted there (fit_errors.py reports it)."""
+    budget and token count imply."""
     fit = row.fit()
     assert row.logged_weights_gib is not None and row.logged_available_gib is not None and row.logged_tokens
-    assert abs(fit.weights_gib_per_gpu - row.logged_weights_gib) / row.logged_weights_gib < 0.01
+    # DeepSeek-V2-Lite at TP 2 and 4 loads ~0.2 GiB per rank more than its TP=1 figure over TP (14.83 and
+    # 7.51 of 29.43 GiB) and than we count: a part that does not shard, not identified
+    tolerance = 0.025 if row.model_id.startswith("deepseek-ai/") and row.tp > 1 else 0.01
+    assert abs(fit.weights_gib_per_gpu - row.logged_weights_gib) / row.logged_weights_gib < tolerance
     if row.pp > 1:
         return  # the logged budget is rank 0's; the pool follows the smallest stage's
     implied = row.logged_available_gib * GIB / row.logged_tokens
     assert abs(fit.kv_cache_bytes_per_token_per_gpu - implied) / implied < 0.002
 
 
-def test_vllm_019_keeps_more_non_torch_memory_at_tp_above_one_than_the_older_model() -> None:
-    """The reason those rows are not fitted: at TP > 1 vLLM 0.19 logs ~2.1 GiB of non-torch memory, where
-    the vLLM < 0.21 model (0.10-0.12 logs) says 0.54; at TP 1 the two agree within 0.15 GiB."""
-    rows = between_generation_startups()
-    multi = [r for r in rows if r.tp > 1]
-    single = [r for r in rows if r.tp == 1 and r.pp == 1]
-    assert multi and single
+@pytest.mark.parametrize("row", [r for r in MID if r.pp == 1 and r.logged_non_torch_gib], ids=lambda r: r.id)
+def test_vllm_019_components_are_reproduced(row: Startup) -> None:
+    """'torch peak memory increase' and 'non-torch forward increase memory' of every vLLM 0.19 log within
+    0.15 GiB: at TP > 1 the non-torch figure (2.06-2.21 GiB, 0.54 on 0.10-0.12) is mostly FlashInfer's
+    fusion workspace, 3 x 512 MiB."""
+    fit = row.fit()
+    assert row.logged_activation_gib is not None and row.logged_non_torch_gib is not None
+    # gpt-oss's 201,088-entry vocabulary: the sampler term (16 B per row and entry) is 0.5 GiB high there
+    activation_tolerance = 0.5 if row.model_id.startswith("openai/") else 0.15
+    assert abs(fit.activation_gib - row.logged_activation_gib) <= activation_tolerance
+    assert abs(fit.non_torch_gib - row.logged_non_torch_gib) <= 0.15
+    if row.tp > 1:
+        assert (
+            fit.non_torch_gib - DEFAULT_CONSTANTS.mid_non_torch_tp_gib - DEFAULT_CONSTANTS.mid_non_torch_gib
+            == (pytest.approx(1.5, abs=0.01))
+        )
+
+
+def test_fusion_workspace_follows_flashinfer_and_the_pass_conditions() -> None:
+    """FlashInfer <= 0.6.14 (vLLM 0.18-0.26) rounds each of its three buffers up to 512 MiB; later ones
+    allocate their own size, 2 MiB aligned. No workspace without the pass: TP 1, Ada/Ampere, eager, PP
+    before 0.27, TP sizes without a fusion threshold."""
+    mid = BudgetSettings(
+        max_num_batched_tokens=8192,
+        max_num_seqs=1024,
+        generation=GENERATION_MID,
+        fusion_workspace_rounded=True,
+    )
+    new = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, generation=GENERATION_NEWER)
+    mib = 2**20
+    for tp in (2, 4, 8):
+        assert fusion_workspace_bytes(4096, tp, 1, mid) == 3 * 512 * mib
+    # 0.33 at TP 2 on Hopper: 64 MiB / (4096 x 2 B) = 8192 tokens; 2 x 8192 x 4096 x 2 B = 128 MiB, lamport 3x
+    assert fusion_workspace_bytes(4096, 2, 1, new) == (130 + 2 + 386) * mib
+    # TP 8 on Hopper fuses up to 0.5 MiB only: a few MiB
+    assert fusion_workspace_bytes(6144, 8, 1, new) < 32 * mib
+    assert fusion_workspace_bytes(4096, 2, 2, mid) == 0 and fusion_workspace_bytes(4096, 2, 2, new) > 0
+    assert fusion_workspace_bytes(4096, 1, 1, mid) == 0
+    assert fusion_workspace_bytes(4096, 3, 1, mid) == 0
+    assert fusion_workspace_bytes(4096, 2, 1, replace(mid, compute_capability=8.9)) == 0
+    assert fusion_workspace_bytes(4096, 2, 1, replace(mid, compute_capability=12.0)) == 0
+    assert fusion_workspace_bytes(4096, 2, 1, replace(mid, enforce_eager=True)) == 0
+    older = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024)
+    assert fusion_workspace_bytes(4096, 2, 1, older) == 0
+
+
+def test_vllm_019_tp_rows_would_over_promise_without_the_fusion_workspace() -> None:
+    """The reason the rows were left out before: without the workspace every vLLM 0.19 TP > 1 start-up
+    comes out 0.9-1.5 GiB per GPU too high."""
+    multi = [r for r in MID if r.tp > 1 and not r.small_budget]
+    assert len(multi) >= 6
     for r in multi:
-        assert r.logged_non_torch_gib is not None
-        assert r.logged_non_torch_gib > r.fit().non_torch_gib + 1.4, r.id
-    for r in single:
-        assert r.logged_non_torch_gib is not None
-        assert abs(r.logged_non_torch_gib - r.fit().non_torch_gib) <= 0.15, r.id
+        fit = r.fit()
+        assert fit.non_torch_gib > 2.0, r.id
+        assert r.logged_available_gib is not None
+        without = fit.available_kv_cache_gib_per_gpu + 1.5
+        assert without - r.logged_available_gib > 0.9, r.id
 
 
 def test_logged_loaded_weights_scale_the_count_up() -> None:
@@ -312,11 +373,17 @@ def test_logged_loaded_weights_scale_the_count_up() -> None:
 
 def test_the_glm5_million_token_starts_fit_vllms_own_weights_and_workspace_factor() -> None:
     """Two 1M-token GLM-5.x FP8 starts on 8x H200 agree with the model once the weights are vLLM's figure
-    and the DSA workspace factor is 0.33's (2 above 256K): GLM-5.2 left 26.5 GiB (util 0.95, logged),
-    GLM-5.3 25.94 GiB (utilization not reported; 0.95 assumed here, as in the GLM-5.2 guide)."""
-    for model, logged in (("zai-org/GLM-5.2", 26.5), ("zai-org/GLM-5.3", 25.94)):
+    and the DSA workspace factor is 0.33's (2 above 256K): GLM-5.2 left 26.5 GiB (util 0.95, logged;
+    release not stated, planned as 0.33), GLM-5.3 on vLLM 0.28.0 25.94 GiB (utilization not reported; 0.95
+    assumed here, as in the GLM-5.2 guide). Neither has FlashInfer <= 0.6.14's 1.5 GiB fusion workspace
+    (vLLM 0.20-0.26): with it, both would come out ~6 % low."""
+    for model, logged, version in (
+        ("zai-org/GLM-5.2", 26.5, (0, 33, 0)),
+        ("zai-org/GLM-5.3", 25.94, (0, 28, 0)),
+    ):
         fit = estimate_fit(
             FitInput(
+                vllm_version=version,
                 model=resolve_model(model),
                 gpu_memory_gib=139.80,
                 tensor_parallel_size=8,
@@ -332,3 +399,16 @@ def test_the_glm5_million_token_starts_fit_vllms_own_weights_and_workspace_facto
             model,
             fit.available_kv_cache_gib_per_gpu,
         )
+
+
+def test_the_plan_names_the_fusion_workspace() -> None:
+    """The budget line says how much of the non-torch figure is FlashInfer's workspace, so a user can hold
+    it against vLLM's 'non-torch forward increase memory'."""
+    model = resolve_model("zai-org/glm-4-9b-chat")
+    common = dict(model=model, gpu_memory_gib=79.19, tensor_parallel_size=2, max_model_len=8192)
+    mid = estimate_fit(FitInput(vllm_version=(0, 19, 0), **common))  # type: ignore[arg-type]
+    expected = DEFAULT_CONSTANTS.mid_non_torch_gib + DEFAULT_CONSTANTS.mid_non_torch_tp_gib + 1.5
+    line = f"non-torch {expected:.2f} GiB (of it 1.50 GiB FlashInfer all-reduce fusion workspace)"
+    assert any(line in r for r in mid.reasons)
+    single = estimate_fit(FitInput(**{**common, "tensor_parallel_size": 1}))  # type: ignore[arg-type]
+    assert not any("fusion workspace" in r for r in single.reasons)

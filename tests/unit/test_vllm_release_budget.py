@@ -1,6 +1,6 @@
 """The memory plan follows the vLLM release of the image the pods run (spec image, else the default).
 
-GLM-4-9B on an L4 at 8k is the case that flips: vLLM 0.33 (>= 0.21) takes its 0.71 GiB CUDA-graph
+GLM-4-9B on an L4 at 8k is the case that flips: vLLM 0.33 (>= 0.20) takes its 0.71 GiB CUDA-graph
 estimate out of the KV budget and leaves 0.08 GiB (0.26 of an 8k sequence) at TP=1, where vLLM 0.11
 left 0.79 GiB (2.52 sequences); so a 0.11 image plans TP=1 and the default image TP=2.
 """
@@ -72,29 +72,30 @@ def test_no_spec_image_is_the_operator_default() -> None:
     assert DEFAULT_ENGINE.version == DEFAULT_VERSION == tuple(int(p) for p in VLLM_VERSION.split("."))
 
 
-def test_cudagraphs_count_in_the_budget_from_0_21() -> None:
-    assert not cudagraph_in_budget((0, 20, 9)) and cudagraph_in_budget((0, 21, 0))
+def test_cudagraphs_count_in_the_budget_from_0_20() -> None:
+    """0.20.0's vllm/envs.py turned VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS on (0.19.x: off)."""
+    assert not cudagraph_in_budget((0, 19, 9)) and cudagraph_in_budget((0, 20, 0))
     assert cudagraph_in_budget(DEFAULT_VERSION)
     assert engine_for_version("v0.21").version == (0, 21, 0)
     with pytest.raises(ValueError):
         engine_for_version("latest")
 
 
-def test_the_fit_subtracts_cuda_graphs_for_the_default_release_only_from_0_21() -> None:
+def test_the_fit_subtracts_cuda_graphs_for_the_default_release_only_from_0_20() -> None:
     model, l4 = resolve_model("glm-4-9b-chat"), find_gpu("L4")
     new, old = (
         estimate_fit(fit_input(model, l4, engine, max_model_len=24576))
-        for engine in (DEFAULT_ENGINE, engine_for_version("0.20.0"))
+        for engine in (DEFAULT_ENGINE, engine_for_version("0.17.0"))
     )
-    assert (new.vllm_version, old.vllm_version) == (VLLM_VERSION, "0.20.0")
+    assert (new.vllm_version, old.vllm_version) == (VLLM_VERSION, "0.17.0")
     # 40 layers x 51 capture sizes of vLLM 0.33 x the fitted per-piece figure
     assert new.cudagraph_gib == pytest.approx(40 * 51 * 0.29 / 1024, abs=0.01) and old.cudagraph_gib == 0
-    # the newer profiling run (sampler, non-torch, graph estimate) leaves more than 0.20's on this GPU
+    # the newer profiling run (sampler, non-torch, graph estimate) leaves more than 0.17's on this GPU
     assert new.fits and not old.fits
     assert any("counted by vLLM 0.33.0" in r for r in new.reasons)
     # older releases capture the graphs in the 1 - utilization headroom: checked there instead
     tight = {"max_model_len": 8192, "gpu_memory_utilization": 0.98}  # 0.44 GiB of headroom
-    warned = estimate_fit(fit_input(model, l4, engine_for_version("0.20.0"), **tight))
+    warned = estimate_fit(fit_input(model, l4, engine_for_version("0.17.0"), **tight))
     counted = estimate_fit(fit_input(model, l4, DEFAULT_ENGINE, **tight))
     assert any("captured after the KV cache" in u for u in warned.uncertain)
     assert not any("captured after the KV cache" in u for u in counted.uncertain)
@@ -156,9 +157,9 @@ def test_estimate_takes_the_release_from_vllm_version_or_image(capsys: pytest.Ca
     default = json.loads(out)
     assert code == 0 and default["vllm_version"] == VLLM_VERSION and default["image"] == DEFAULT_VLLM_IMAGE
     assert any(line.startswith("Estimated CUDA graph memory") for line in default["vllm_log_lines"])
-    code, out, _ = _run(capsys, *args, "--vllm-version", "0.20.0")
+    code, out, _ = _run(capsys, *args, "--vllm-version", "0.17.0")
     old = json.loads(out)
-    assert code == 1 and old["vllm_version"] == "0.20.0" and old["cudagraph_gib"] == 0
+    assert code == 1 and old["vllm_version"] == "0.17.0" and old["cudagraph_gib"] == 0
     assert old["kv_cache_tokens"] < default["kv_cache_tokens"]
     code, out, _ = _run(capsys, *args, "--image", "vllm/vllm-openai:latest")
     assumed = json.loads(out)

@@ -125,7 +125,7 @@ ONE_LINE_KV_REPORT_SINCE: Version = (0, 33, 0)
 def vllm_log_lines(result: FitResult) -> list[str]:
     """The budget as vLLM V1 logs it at start-up (per GPU), to hold against the engine's own log.
 
-    vLLM >= 0.21, wording of 0.33.0: ``Model loading took`` (``vllm/v1/worker/gpu/model_runner.py``),
+    vLLM >= 0.20, wording of 0.33.0: ``Model loading took`` (``vllm/v1/worker/gpu/model_runner.py``),
     the DEBUG ``MemoryProfilingResult`` line of ``vllm/utils/mem_utils.py`` ("Total non KV cache memory",
     "torch peak memory increase", "total consumed (from mem_get_info)", "weights memory"),
     ``Estimated CUDA graph memory`` (``vllm/v1/worker/gpu/cudagraph_utils.py`` via the runner),
@@ -171,7 +171,7 @@ def vllm_log_lines(result: FitResult) -> list[str]:
 
 
 def _older_log_lines(r: FitResult) -> list[str]:
-    """vLLM < 0.21 (0.10-0.12 wording); graphs are captured after the KV cache."""
+    """vLLM < 0.20 (0.10-0.12 wording; 0.18-0.19 log the same figures); graphs captured after the KV cache."""
     lines = [
         f"Model loading took {r.weights_gib_per_gpu:.2f} GiB memory",
         f"Requested memory: {r.requested_gib:.2f} GiB "
@@ -180,7 +180,7 @@ def _older_log_lines(r: FitResult) -> list[str]:
         f"(profile run: max_num_batched_tokens {r.max_num_batched_tokens}, max_num_seqs {r.max_num_seqs})",
         f"non-torch forward increase memory: {r.non_torch_gib:.2f} GiB",
     ]
-    if r.cudagraph_gib:  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 on 0.18-0.20
+    if r.cudagraph_gib:  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 on 0.18-0.19
         lines.append(f"Estimated CUDA graph memory: {r.cudagraph_gib:.2f} GiB total")
     lines += [
         f"Available KV cache memory: {r.available_kv_cache_gib_per_gpu:.2f} GiB",

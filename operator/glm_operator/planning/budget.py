@@ -7,19 +7,35 @@ vLLM V1 sizes the KV cache in ``Worker.determine_available_memory``
                    - weights                 # "Model loading took X GiB"
                    - torch_peak_increase     # activation peak of profile_run()
                    - non_torch_increase      # cudaMemGetInfo used - torch reserved, since init_device
-                   - cudagraph_estimate      # only >= 0.21 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1)
+                   - cudagraph_estimate      # only >= 0.20 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1)
 
-This module models the three middle terms, for two engine generations with their own constants
-(``BudgetSettings.graph_profiling`` picks one; :mod:`glm_operator.planning.engine` says which release is
-which). The vLLM < 0.21 constants were fitted on public start-up logs from 0.9-0.19 (the rows of
-``tests/fixtures/vllm-startups.csv``: llm-d/llm-d-benchmark ``config_explorer/empirical-vllm-memory-
-results.md`` on H100, dennislee22/vLLM-benchmarking ``log/*.log`` on A100, hawkoli1987/mech-util
+This module models the three middle terms, for three engine generations with their own constants
+(``BudgetSettings.generation`` picks one; :func:`glm_operator.planning.engine.budget_generation` says
+which release is which). The vLLM < 0.18 constants were fitted on public start-up logs from 0.9-0.15
+(the rows of ``tests/fixtures/vllm-startups.csv``: llm-d/llm-d-benchmark ``config_explorer/empirical-vllm-
+memory-results.md`` on H100, dennislee22/vLLM-benchmarking ``log/*.log`` on A100, hawkoli1987/mech-util
 ``experiment_plan.md`` on H200, vllm-project/vllm#21348 and #32105, a vLLM 0.10.2 log of
-Qwen3-235B-FP8 on 8x L40S); the ``newer_*`` constants on the rows from 0.21-0.28 (RTX PRO 6000 and
-4500 Blackwell, L40S, RTX A5000, H200 with GLM-5.2). Refit and print the errors with
-``benchmarks/fit_errors.py``.
+Qwen3-235B-FP8 on 8x L40S); the ``mid_*`` constants on vLLM 0.19.0 (the llm-d-planner accuracy sweep on
+H100, jgchn/llm-d-planner ``accuracy/results/v0.19.0``, and a gpt-oss-20b start on an A100); the
+``newer_*`` constants on the rows from 0.21-0.28 (RTX PRO 6000 and 4500 Blackwell, L40S, RTX A5000,
+H200 with GLM-5.2). Refit and print the errors with ``benchmarks/fit_errors.py``.
 
-vLLM >= 0.21 (read in the 0.33.0 release; the operator's default image)::
+vLLM 0.18-0.19 (read in the 0.18.0 and 0.19.0 releases): ``determine_available_memory`` runs
+``profile_cudagraph_memory`` inside ``memory_profiling`` but, with ``VLLM_MEMORY_PROFILER_ESTIMATE_
+CUDAGRAPHS`` defaulting to 0, does not subtract it (``available = requested - non_torch_increase -
+torch_peak_increase - weights``, the torch peak taken before the graph profiling). Its "non-torch forward
+increase memory" is 0.24-0.27 GiB at TP 1 (``mid_non_torch_gib``, measured) and 2.06-2.21 GiB at TP 2-4
+on H100, where 0.10-0.12 logged 0.54: the difference is FlashInfer's all-reduce fusion workspace
+(:func:`fusion_workspace_bytes`), which the fusion pass allocates while the profiling run compiles the
+model, three buffers each rounded up to 512 MiB by FlashInfer 0.6.6 = 1.5 GiB at any TP, plus
+``mid_non_torch_tp_gib`` (fitted, 0.40; the custom all-reduce's 0.41 of 0.10-0.12). vLLM >= 0.20 does
+not show it on the rows we have because none is an H100/H200/B200 at TP > 1 with a release that rounds
+(0.20-0.26); from 0.27 the workspace is its own size (0.5 GiB at TP 2 on Hopper, a few MiB at TP 8).
+The profiling run's activation peak follows the same structure as 0.10-0.12 (forward or sampler, plus
+the fused-MoE workspace of the workspace manager) with ``mid_forward_scale``, ``mid_sampler_bytes``
+(16 bytes per row and vocabulary entry, FlashInfer's top-k/top-p) and ``mid_moe_workspace_scale``.
+
+vLLM >= 0.20 (read in the 0.20.0, 0.21.0 and 0.33.0 releases; 0.33.0 is the operator's default image)::
 
     available = requested - non_kv_cache_memory - cudagraph_estimate
     non_kv_cache_memory = total_consumed + transient_peak_headroom     (mem_utils.memory_profiling)
@@ -31,7 +47,7 @@ peak above what stays allocated. Per component:
 * the snapshot is taken after NCCL, the custom all-reduce and the cuBLAS handles exist
   (``Worker.init_device`` in ``vllm/v1/worker/gpu_worker.py`` creates the cuBLAS/cuBLASLt handles
   "before the snapshot, so they count as baseline like the NCCL buffers"): ``newer_non_torch_gib``
-  for any TP/PP (fitted: ~0).
+  for any TP/PP (fitted: ~0), plus the fusion workspace (:func:`fusion_workspace_bytes`).
 * the profiling run is Model Runner V2's by default (``VllmConfig.use_v2_model_runner``;
   ``vllm/v1/worker/gpu/model_runner.py`` ``profile_run``): one dummy forward of
   ``max_num_batched_tokens`` tokens with attention skipped (``newer_forward_scale`` x the structural
@@ -57,7 +73,7 @@ on tokens. The same log's PP=2 first stage (no sampler, all 64 layers' width) ke
 3.86 GiB: only a forward peak near the full structural estimate, graphs that shrink with TP and a
 small sampler explain all three.
 
-Activation peak, vLLM < 0.21 (``profile_run``: one dummy forward of ``max_num_batched_tokens`` tokens,
+Activation peak, vLLM < 0.18 (``profile_run``: one dummy forward of ``max_num_batched_tokens`` tokens,
 then, on the last PP stage, one dummy sampler step over ``min(max_num_seqs, max_num_batched_tokens)``
 requests)::
 
@@ -110,8 +126,8 @@ custom all-reduce (its IPC buffers; llm-d logs 0.54-0.55 at TP 2), less when it 
 without peer-to-peer, or TP across nodes: "Custom allreduce is disabled" in the log).
 
 CUDA graphs are captured after the KV cache is allocated (``compile_or_warm_up_model``) and logged
-as ``Graph capturing finished in S secs, took G GiB``. vLLM < 0.21 does not subtract them from the
-budget, they live in the ``1 - gpu_memory_utilization`` headroom; >= 0.21 subtracts its own estimate.
+as ``Graph capturing finished in S secs, took G GiB``. vLLM < 0.20 does not subtract them from the
+budget, they live in the ``1 - gpu_memory_utilization`` headroom; >= 0.20 subtracts its own estimate.
 Piecewise capture records one graph per captured batch size per layer piece::
 
     cudagraph = CUDAGRAPH_BYTES_PER_PIECE x layers on the rank x capture sizes
@@ -128,6 +144,7 @@ import math
 from dataclasses import dataclass
 
 from glm_operator.catalog.models import ModelArchitecture
+from glm_operator.planning.engine import GENERATION_MID, GENERATION_NEWER, GENERATION_OLDER
 
 GIB = 1024**3
 VOCAB_PADDING = 64
@@ -143,13 +160,25 @@ DSA_MAX_LOGITS_BYTES = 512 * 2**20  # VLLM_SPARSE_INDEXER_MAX_LOGITS_MB default
 FLASHMLA_SPARSE_CAPABILITIES = (9, 10)  # FlashMLA's sparse kernels: Hopper and datacenter Blackwell
 # fused-MoE grouped-GEMM workspace only on these GPUs (see the module docstring)
 MOE_WORKSPACE_MIN_COMPUTE_CAPABILITY = 9.0
+# FlashInfer all-reduce fusion (see fusion_workspace_bytes): the largest all-reduce it fuses, MiB, by
+# compute capability and TP size (vLLM 0.33 FI_ALLREDUCE_FUSION_MAX_SIZE_MB in
+# vllm/compilation/passes/fusion/allreduce_rms_fusion.py; 0.19 has the same figures but 2 for 10.3 at TP 8)
+FUSION_MAX_SIZE_MIB: dict[tuple[int, int], dict[int, float]] = {
+    (9, 0): {2: 64, 4: 2, 8: 0.5},
+    (10, 0): {2: 64, 4: 32, 8: 1},
+    (10, 3): {2: 64, 4: 64, 8: 4},
+}
+FUSION_BUFFER_ALIGN = 2 * 2**20  # the allocation granularity FlashInfer rounds each buffer to
+FUSION_MULTICAST_GRANULARITY = 512 * 2**20  # what FlashInfer <= 0.6.14 rounds each buffer up to
+FUSION_SIGNAL_PAD_BYTES = 2048  # flashinfer/comm/mnnvl.py SIGNAL_PAD_SIZE
+FUSION_FLAG_BYTES_PER_RANK = 256 * 4  # BarrierFlagCount int32 flags
 
 
 @dataclass(frozen=True)
 class BudgetConstants:
     """The free constants of the budget model (fitted by ``benchmarks/fit_errors.py``)."""
 
-    # free constants: fitted on the 23 used rows of tests/fixtures/vllm-startups.csv from vLLM < 0.21
+    # free constants: fitted on the 22 used rows of tests/fixtures/vllm-startups.csv from vLLM < 0.18
     # (benchmarks/fit_errors.py --refit prints the fit)
     sampler_bytes_native: float = 38.79
     sampler_bytes_flashinfer: float = 13.51
@@ -161,19 +190,28 @@ class BudgetConstants:
     non_torch_multi_gpu_gib: float = 0.105
     # not fitted: 0.50 GiB / (28 layers x 67 sizes), Qwen2-7B on an A100 (dennislee22 logs)
     cudagraph_bytes_per_piece: float = 0.27 * 2**20
-    # vLLM >= 0.21 (graph estimate in the budget, the newer profiling run): fitted apart on the rows
-    # of that generation (benchmarks/fit_errors.py --refit); see "vLLM >= 0.21" in the docstring
+    # vLLM >= 0.20 (graph estimate in the budget, the newer profiling run): fitted apart on the rows
+    # of that generation (benchmarks/fit_errors.py --refit); see "vLLM >= 0.20" in the docstring
     newer_forward_scale: float = 1.478
     newer_sampler_bytes: float = 9.11
     newer_non_torch_gib: float = 0.0
     # pipeline parallel, on every rank when PP > 1 (see non_torch_bytes): not fitted, the budget error
-    # of the only >= 0.21 PP start-up (Qwen3-32B PP=2, vLLM 0.27.1, first stage; sp-qwen3-32b-
+    # of the only >= 0.20 PP start-up (Qwen3-32B PP=2, vLLM 0.27.1, first stage; sp-qwen3-32b-
     # rtxpro6000-pp2 in tests/fixtures/vllm-startups.csv) without it: ours +0.25 GiB
     newer_pp_non_torch_gib: float = 0.25
     # not fitted: 0.52 GiB / (36 layers x 51 sizes), "Estimated CUDA graph memory" of Qwen3-8B on an
     # RTX A5000 with vLLM 0.21.0 (LMCache/LMCache#3430)
     newer_cudagraph_bytes_per_piece: float = 0.29 * 2**20
     newer_moe_workspace_scale: float = 6.851
+    # vLLM 0.18-0.19 (the profiling run also profiles CUDA graphs, which are not subtracted): fitted on
+    # that generation's rows (benchmarks/fit_errors.py --refit); see "vLLM 0.18-0.19" in the docstring
+    mid_forward_scale: float = 0.462
+    mid_sampler_bytes: float = 16.04
+    mid_moe_workspace_scale: float = 1.059
+    # measured, not fitted: "non-torch forward increase memory" 0.24-0.27 GiB at TP 1 (llm-d-planner logs)
+    mid_non_torch_gib: float = 0.25
+    # TP > 1 beyond the fusion workspace (vLLM's custom all-reduce, NCCL): fitted
+    mid_non_torch_tp_gib: float = 0.40
 
 
 DEFAULT_CONSTANTS = BudgetConstants()
@@ -191,8 +229,17 @@ class BudgetSettings:
     max_model_len: int = 0
     compute_capability: float = 9.0
     decode_context_parallel_size: int = 1
-    # vLLM >= 0.21: CUDA-graph estimate in the budget and the newer profiling run (constants newer_*)
-    graph_profiling: bool = False
+    # which constant set (planning.engine.budget_generation): GENERATION_NEWER (vLLM >= 0.20) has the
+    # CUDA-graph estimate in the budget and the newer profiling run (constants newer_*), GENERATION_MID
+    # (0.18-0.19) the mid_* constants
+    generation: int = GENERATION_OLDER
+    # FlashInfer <= 0.6.14 (vLLM 0.18-0.26): fusion buffers rounded up to 512 MiB, no fusion with PP
+    fusion_workspace_rounded: bool = False
+
+    @property
+    def graph_profiling(self) -> bool:
+        """vLLM >= 0.20: the CUDA-graph estimate is in the budget."""
+        return self.generation == GENERATION_NEWER
 
 
 @functools.lru_cache(maxsize=4096)
@@ -232,7 +279,10 @@ def padded_vocab(arch: ModelArchitecture) -> int:
 def forward_peak_bytes(
     arch: ModelArchitecture, tp: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
 ) -> float:
-    scale = c.newer_forward_scale if settings.graph_profiling else c.forward_scale
+    scale = {
+        GENERATION_NEWER: c.newer_forward_scale,
+        GENERATION_MID: c.mid_forward_scale,
+    }.get(settings.generation, c.forward_scale)
     return scale * activation_bytes_per_token(arch, tp) * settings.max_num_batched_tokens
 
 
@@ -240,8 +290,10 @@ def sampler_peak_bytes(
     arch: ModelArchitecture, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
 ) -> float:
     rows = min(settings.max_num_seqs, settings.max_num_batched_tokens)
-    if settings.graph_profiling:
+    if settings.generation == GENERATION_NEWER:
         per = c.newer_sampler_bytes
+    elif settings.generation == GENERATION_MID:
+        per = c.mid_sampler_bytes
     else:
         per = c.sampler_bytes_flashinfer if settings.flashinfer_sampler else c.sampler_bytes_native
     return per * rows * padded_vocab(arch)
@@ -256,21 +308,24 @@ def moe_workspace_bytes(
 ) -> float:
     """Fused-MoE workspace held through the profiling run.
 
-    vLLM >= 0.21 (``settings.graph_profiling``): the fused-MoE kernels take their scratch buffers from
-    the worker's workspace manager, which keeps the high-water mark for the whole process (0.33
+    vLLM >= 0.18 (``settings.generation`` mid or newer): the fused-MoE kernels take their scratch buffers
+    from the worker's workspace manager, which keeps the high-water mark for the whole process (0.33
     ``vllm/model_executor/layers/fused_moe/modular_kernel.py``: ``current_workspace_manager()
     .get_simultaneous`` of workspace13 (tokens, top-k, max(2 x I/TP, hidden)) and workspace2 (tokens,
     top-k, I/TP)), on every GPU; sized at max_num_batched_tokens, scaled by the fitted
-    ``newer_moe_workspace_scale`` (quantized kernels add scales and padding). Older releases: a fixed
-    fitted workspace on Hopper or newer with TP > 1 (see the module docstring).
+    ``newer_moe_workspace_scale`` or ``mid_moe_workspace_scale`` (quantized kernels add scales and
+    padding). Older releases: a fixed fitted workspace on Hopper or newer with TP > 1 (see the module
+    docstring).
     """
     if not arch.is_moe:
         return 0.0
-    if settings is not None and settings.graph_profiling:
+    if settings is not None and settings.generation != GENERATION_OLDER:
+        # the workspace manager exists from 0.18 on (0.19 ``Worker.init_device``: init_workspace_manager)
         inter = arch.moe_intermediate_size / tp
         k = arch.num_experts_per_tok or 1
         per_token = k * (max(2 * inter, arch.hidden_size) + inter) * 2
-        return c.newer_moe_workspace_scale * per_token * settings.max_num_batched_tokens
+        scale = c.newer_moe_workspace_scale if settings.graph_profiling else c.mid_moe_workspace_scale
+        return scale * per_token * settings.max_num_batched_tokens
     if tp <= 1 or compute_capability < MOE_WORKSPACE_MIN_COMPUTE_CAPABILITY:
         return 0.0
     return c.moe_workspace_gib * GIB
@@ -323,12 +378,58 @@ def activation_peak_bytes(
     return peak + workspaces + dsa_workspace_bytes(arch, settings)
 
 
+def fusion_workspace_bytes(hidden_size: int, tp: int, pp: int, settings: BudgetSettings) -> float:
+    """FlashInfer's all-reduce fusion workspace on one rank (vLLM >= 0.18; 0 when the pass is off).
+
+    vLLM's ``AllReduceFusionPass`` (``vllm/compilation/passes/fusion/allreduce_rms_fusion.py``) is on by
+    default with TP > 1 on compute capability 9.0 and 10.x when FlashInfer is installed
+    (``enable_allreduce_rms_fusion`` in ``vllm/config/vllm.py``; 0.18-0.21 also require PP = 1 and
+    DP = 1; off with ``--enforce-eager``, which disables torch.compile). The pass is built while the
+    profiling run compiles the model, after the worker's memory snapshot, so its workspace counts as
+    memory the profiling run took: "non-torch forward increase memory" in 0.18-0.21, ``total_consumed``
+    in 0.33. It sizes ``max_token_num = min(FUSION_MAX_SIZE_MIB / (hidden x 2 B), max_num_batched_tokens)``
+    and FlashInfer's ``trtllm_create_ipc_workspace_for_all_reduce_fusion``
+    (``flashinfer/comm/trtllm_ar.py``) allocates three buffers through ``SymmDeviceMemory``
+    (``flashinfer/comm/mnnvl.py``, cuMemCreate, outside PyTorch)::
+
+        buffer  = TP x max_token_num x hidden x 2 B
+        flags   = TP x 256 x 4 B
+        lamport = 3 x TP x max_token_num x hidden x 2 B
+
+    each plus a 2 KiB signal pad, rounded up to 2 MiB; FlashInfer <= 0.6.14 (vLLM 0.18-0.26) also rounds
+    each one up to the recommended multicast granularity, 512 MiB on Hopper and Blackwell [inferred from
+    the logs: 3 x 512 MiB = 1.5 GiB is what vLLM 0.19 on H100 logs above the 0.10-0.12 figures at TP 2 and
+    TP 4 alike, llm-d-planner sweep], although multicast is not used. FlashInfer 0.6.x refuses GPUs without
+    multicast (``CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED``: NVSwitch systems have it, PCIe cards do not);
+    this model counts the workspace on every 9.0/10.x GPU (an H100 PCIe pair plans 1.5 GiB too little KV
+    on vLLM 0.18-0.26, never too much).
+    """
+    if settings.generation == GENERATION_OLDER or settings.enforce_eager or tp <= 1 or hidden_size <= 0:
+        return 0.0
+    if settings.fusion_workspace_rounded and pp > 1:
+        return 0.0
+    cc = settings.compute_capability
+    key = (int(cc), round(10 * (cc - int(cc))))
+    max_mib = FUSION_MAX_SIZE_MIB.get(key, {}).get(tp)
+    if max_mib is None:
+        return 0.0
+    tokens = min(int(max_mib * 2**20) // (hidden_size * 2), settings.max_num_batched_tokens)
+    buffer = tp * tokens * hidden_size * 2
+    sizes = (buffer, tp * FUSION_FLAG_BYTES_PER_RANK, 3 * buffer)
+    granularity = FUSION_MULTICAST_GRANULARITY if settings.fusion_workspace_rounded else FUSION_BUFFER_ALIGN
+    return float(sum(math.ceil((b + FUSION_SIGNAL_PAD_BYTES) / granularity) * granularity for b in sizes))
+
+
 def non_torch_bytes(
-    tp: int, pp: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
+    tp: int,
+    pp: int,
+    settings: BudgetSettings,
+    c: BudgetConstants = DEFAULT_CONSTANTS,
+    hidden_size: int = 0,
 ) -> float:
     """Memory outside PyTorch's allocator that grows after vLLM's first snapshot, per rank.
 
-    vLLM >= 0.21: everything the instance holds after profiling beyond weights and the transient peak
+    vLLM >= 0.20: everything the instance holds after profiling beyond weights and the transient peak
     (0.33 ``memory_profiling``: ``total_consumed`` from cudaMemGetInfo, so persistent buffers of the
     profiling run count here too); NCCL, custom all-reduce and cuBLAS handles are created before the
     snapshot (0.33 ``Worker.init_device``), so one fitted figure for any TP. Pipeline parallel adds
@@ -338,10 +439,19 @@ def non_torch_bytes(
     runner (``vllm/v1/worker/gpu/model_runner.py``: ``PPHandler``, ``make_empty_intermediate_tensors``
     of hidden + residual x max_num_batched_tokens on non-first stages) and NCCL's point-to-point
     buffers, which NCCL sets up lazily at the first send/recv, after the snapshot.
+
+    vLLM 0.18-0.19: ``mid_non_torch_gib`` (measured at TP 1), plus at TP > 1 ``mid_non_torch_tp_gib``
+    (fitted; the custom all-reduce's 0.41 GiB of 0.10-0.12 is the same size) and the fusion workspace.
+    Both generations from 0.18 on add :func:`fusion_workspace_bytes` (``hidden_size`` of the model; 0
+    leaves it out).
     """
-    if settings.graph_profiling:
+    fusion = fusion_workspace_bytes(hidden_size, tp, pp, settings)
+    if settings.generation == GENERATION_NEWER:
         pp_extra = c.newer_pp_non_torch_gib if pp > 1 else 0.0
-        return (c.newer_non_torch_gib + pp_extra) * GIB
+        return (c.newer_non_torch_gib + pp_extra) * GIB + fusion
+    if settings.generation == GENERATION_MID:
+        tp_extra = c.mid_non_torch_tp_gib if tp > 1 else 0.0
+        return (c.mid_non_torch_gib + tp_extra) * GIB + fusion
     extra = 0.0
     if tp > 1:
         extra = c.non_torch_custom_all_reduce_gib if settings.custom_all_reduce else c.non_torch_multi_gpu_gib
@@ -383,8 +493,8 @@ def cudagraph_bytes(
 ) -> float:
     """Memory of CUDA graphs on one rank (0 with --enforce-eager).
 
-    vLLM < 0.21 (graphs captured after the KV cache): ``cudagraph_bytes_per_piece`` per layer and
-    capture size. vLLM >= 0.21 (the profiler's estimate, subtracted from the budget): per layer and
+    vLLM < 0.20 (graphs captured after the KV cache): ``cudagraph_bytes_per_piece`` per layer and
+    capture size. vLLM >= 0.20 (the profiler's estimate, subtracted from the budget): per layer and
     0.33 capture size, divided by TP (the captured pools hold the largest batch's sharded activations;
     fitted, ``newer_cudagraph_bytes_per_piece``).
     """

@@ -10,14 +10,28 @@ default image is not versioned either) and says so in its notes.
 
 Version-dependent budget rules (applied by :func:`glm_operator.planning.fit.estimate_fit`):
 
-- vLLM >= 0.21.0 estimates CUDA-graph memory in its profiling run and subtracts it from the KV-cache
+- vLLM >= 0.20.0 estimates CUDA-graph memory in its profiling run and subtracts it from the KV-cache
   budget (``gpu_worker.py`` ``determine_available_memory``: ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``
-  defaults to 1; 0.33.0 logs "CUDA graph memory profiling is enabled (default since v0.21.0)").
+  defaults to 1 in 0.20.0's and 0.21.0's ``vllm/envs.py``, 0 in 0.18.0's and 0.19.0's; the 0.20-0.33 log
+  line says "CUDA graph memory profiling is enabled (default since v0.21.0)", but the default changed
+  in 0.20.0).
 - Older releases capture the graphs after the KV cache is allocated, in the
   ``1 - gpu_memory_utilization`` headroom: not subtracted, the headroom is checked instead.
-- The same boundary separates the two sets of budget constants (:mod:`glm_operator.planning.budget`):
-  >= 0.21 runs a leaner profiling run (FlashInfer sampling, NCCL/custom all-reduce/cuBLAS before the
-  memory snapshot, Model Runner V2 in 0.33) and captures graphs at 0.33's capture sizes.
+- Three sets of budget constants (:mod:`glm_operator.planning.budget`), by :func:`budget_generation`:
+  before 0.18 (fitted on 0.9-0.15 start-ups); 0.18-0.19, where the profiling run also profiles the
+  CUDA graphs (``profile_cudagraph_memory`` inside ``memory_profiling``) without subtracting them and
+  FlashInfer's all-reduce fusion workspace lands in "non-torch" memory; >= 0.20, the graph estimate in
+  the budget, a leaner profiling run (FlashInfer sampling, Model Runner V2 in 0.33) and 0.33's capture
+  sizes. The boundary at 0.18 is the first release read with that profiling run (0.13-0.17 were not
+  read and keep the older constants).
+- FlashInfer's all-reduce fusion workspace (:func:`glm_operator.planning.budget.fusion_workspace_bytes`)
+  is rounded up to the 512 MiB multicast granularity per buffer by FlashInfer <= 0.6.14, which vLLM
+  0.18-0.26 pin (0.18/0.19: 0.6.6, 0.20/0.21: 0.6.8.post1, 0.25: 0.6.13, 0.26: 0.6.14); vLLM 0.27 pins
+  0.6.16.post3 and 0.33 pins 0.7.2.post1, which allocate the buffers' own size (FlashInfer 0.6.15 moved
+  the rounding under ``if self._enable_multicast`` in ``flashinfer/comm/mnnvl.py``). Up to 0.21 the
+  fusion pass is off with pipeline or data parallelism (``enable_allreduce_rms_fusion`` in
+  ``vllm/config/vllm.py``); 0.33 has no such condition; the releases in between were not read and are
+  assumed to change with the FlashInfer pin.
 - The default ``max_num_batched_tokens`` of the OpenAI server (the profiling run's batch, so the
   activation peak; the operator does not set it) is 16384 on GPUs with >= 160 GiB (B200, B300) in
   0.33.0 (``arg_utils.py`` ``get_batch_defaults``), 8192 on the other >= 70 GiB GPUs but the A100,
@@ -43,7 +57,13 @@ from glm_operator.catalog.vllm import (
 )
 
 #: First release that subtracts its CUDA-graph estimate from the KV-cache budget.
-CUDAGRAPH_IN_BUDGET_SINCE: Version = (0, 21, 0)
+CUDAGRAPH_IN_BUDGET_SINCE: Version = (0, 20, 0)
+#: First release read whose profiling run also profiles the CUDA graphs (the 0.18-0.19 constants).
+GRAPH_PROFILING_RUN_SINCE: Version = (0, 18, 0)
+#: First release pinning a FlashInfer (>= 0.6.15) that does not round the fusion workspace up to 512 MiB.
+EXACT_FUSION_WORKSPACE_SINCE: Version = (0, 27, 0)
+#: The budget constant sets (``glm_operator.planning.budget``).
+GENERATION_OLDER, GENERATION_MID, GENERATION_NEWER = 0, 1, 2
 DEFAULT_VERSION: Version = parse_version(VLLM_VERSION)
 #: GPUs at least this large (torch total, GiB) get vLLM 0.33's largest default token budget.
 LARGEST_BATCH_GPU_GIB = 160.0
@@ -53,6 +73,20 @@ LARGE_GPU_BATCH_SINCE: Version = (0, 33, 0)
 def cudagraph_in_budget(version: Version) -> bool:
     """Whether vLLM ``version`` takes CUDA-graph memory out of the KV-cache budget."""
     return version >= CUDAGRAPH_IN_BUDGET_SINCE
+
+
+def budget_generation(version: Version) -> int:
+    """Which budget constants plan vLLM ``version``: before 0.18, 0.18-0.19, or >= 0.20."""
+    if cudagraph_in_budget(version):
+        return GENERATION_NEWER
+    if version >= GRAPH_PROFILING_RUN_SINCE:
+        return GENERATION_MID
+    return GENERATION_OLDER
+
+
+def fusion_workspace_rounded(version: Version) -> bool:
+    """Whether ``version``'s FlashInfer rounds each all-reduce fusion buffer up to 512 MiB (0.18-0.26)."""
+    return GRAPH_PROFILING_RUN_SINCE <= version < EXACT_FUSION_WORKSPACE_SINCE
 
 
 def large_gpu_batch_tier(version: Version) -> bool:
