@@ -29,7 +29,7 @@ from glm_operator.planning.budget import (
     non_torch_bytes,
     sampler_peak_bytes,
 )
-from glm_operator.planning.engine import GENERATION_MID, GENERATION_NEWER
+from glm_operator.planning.engine import GENERATION_MID, GENERATION_NEWER, model_runner_v2
 from glm_operator.planning.fit import FitInput, estimate_fit, max_context_for
 from tests.fit_truth import (
     FREE,
@@ -412,3 +412,26 @@ def test_the_plan_names_the_fusion_workspace() -> None:
     assert any(line in r for r in mid.reasons)
     single = estimate_fit(FitInput(**{**common, "tensor_parallel_size": 1}))  # type: ignore[arg-type]
     assert not any("fusion workspace" in r for r in single.reasons)
+
+
+def test_model_runner_v2_follows_each_release_default() -> None:
+    # 0.21 defaults VLLM_USE_V2_MODEL_RUNNER to 0; 0.24 lists architectures; 0.27-0.28 add dense models;
+    # 0.33 runs V2 everywhere
+    assert not model_runner_v2((0, 21, 0), "Qwen3ForCausalLM", is_moe=False)
+    assert model_runner_v2((0, 24, 0), "Qwen3ForCausalLM", is_moe=False)
+    assert not model_runner_v2((0, 24, 0), "Qwen2ForCausalLM", is_moe=False)
+    assert not model_runner_v2((0, 24, 0), "Qwen3MoeForCausalLM", is_moe=True)
+    assert model_runner_v2((0, 27, 1), "Qwen2ForCausalLM", is_moe=False)
+    assert not model_runner_v2((0, 28, 0), "GptOssForCausalLM", is_moe=True)
+    assert not model_runner_v2((0, 28, 0), "Qwen3NextForCausalLM", is_moe=False, hybrid=True)
+    assert model_runner_v2((0, 33, 0), "GptOssForCausalLM", is_moe=True)
+
+
+def test_v1_runner_rows_sample_at_the_older_rate() -> None:
+    """Qwen3-Coder-30B-A3B on vLLM 0.24.0 runs the V1 runner's PyTorch sampler: 1.4 GiB, not the V2 rate's
+    0.33; with the V2 rate the row would over-promise by about 4 %."""
+    row = next(s for s in load_startups() if s.id == "aws-qwen3-coder-30b-l40s-tp4")
+    assert abs(row_error(row).relative) <= 0.01
+    v2 = replace(row, vllm_version=(0, 33, 0))
+    f1, f2 = row.fit(), v2.fit()
+    assert f1.activation_gib - f2.activation_gib > 0.9

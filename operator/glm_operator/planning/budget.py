@@ -202,7 +202,7 @@ class BudgetConstants:
     # not fitted: 0.52 GiB / (36 layers x 51 sizes), "Estimated CUDA graph memory" of Qwen3-8B on an
     # RTX A5000 with vLLM 0.21.0 (LMCache/LMCache#3430)
     newer_cudagraph_bytes_per_piece: float = 0.29 * 2**20
-    newer_moe_workspace_scale: float = 6.851
+    newer_moe_workspace_scale: float = 6.63
     # vLLM 0.18-0.19 (the profiling run also profiles CUDA graphs, which are not subtracted): fitted on
     # that generation's rows (benchmarks/fit_errors.py --refit); see "vLLM 0.18-0.19" in the docstring
     mid_forward_scale: float = 0.462
@@ -235,6 +235,9 @@ class BudgetSettings:
     generation: int = GENERATION_OLDER
     # FlashInfer <= 0.6.14 (vLLM 0.18-0.26): fusion buffers rounded up to 512 MiB, no fusion with PP
     fusion_workspace_rounded: bool = False
+    # vLLM >= 0.20 profiling with the V1 model runner (planning.engine.model_runner_v2 is False): its
+    # sampler pass is the older one (sampler_bytes_native / sampler_bytes_flashinfer)
+    model_runner_v1: bool = False
 
     @property
     def graph_profiling(self) -> bool:
@@ -289,8 +292,18 @@ def forward_peak_bytes(
 def sampler_peak_bytes(
     arch: ModelArchitecture, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
 ) -> float:
+    """The profiling run's dummy sampler pass over min(max_num_seqs, max_num_batched_tokens) rows.
+
+    Model Runner V2 (vLLM >= 0.20 where it is the default): ``newer_sampler_bytes``. The V1 runner, which
+    vLLM 0.20-0.32 still use for some models (:func:`glm_operator.planning.engine.model_runner_v2`), runs
+    ``_dummy_sampler_run`` in 0.24 as in 0.11 (``vllm/v1/worker/gpu_model_runner.py``): the older rates,
+    PyTorch's sort path (``VLLM_USE_FLASHINFER_SAMPLER=0``) or FlashInfer's. Qwen3-Coder-30B-A3B
+    (``Qwen3MoeForCausalLM``, not on 0.24's V2 list) at TP 4 on L40S with vLLM 0.24.0 and the PyTorch
+    sampler keeps 1.03 GiB less for the KV cache than the V2 rate says: 38.8 B x 256 x 151,936 = 1.40 GiB
+    where the V2 rate gives 0.33.
+    """
     rows = min(settings.max_num_seqs, settings.max_num_batched_tokens)
-    if settings.generation == GENERATION_NEWER:
+    if settings.generation == GENERATION_NEWER and not settings.model_runner_v1:
         per = c.newer_sampler_bytes
     elif settings.generation == GENERATION_MID:
         per = c.mid_sampler_bytes

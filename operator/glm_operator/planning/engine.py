@@ -24,6 +24,9 @@ Version-dependent budget rules (applied by :func:`glm_operator.planning.fit.esti
   the budget, a leaner profiling run (FlashInfer sampling, Model Runner V2 in 0.33) and 0.33's capture
   sizes. The boundary at 0.18 is the first release read with that profiling run (0.13-0.17 were not
   read and keep the older constants).
+- Within >= 0.20 the profiling run's sampler pass depends on the model runner (:func:`model_runner_v2`):
+  Model Runner V2 samples at ``newer_sampler_bytes``; the V1 runner, still the default for every model in
+  0.20-0.23 and for MoE models outside V2's list up to 0.32 (Qwen3-MoE, gpt-oss), samples like 0.10-0.12.
 - FlashInfer's all-reduce fusion workspace (:func:`glm_operator.planning.budget.fusion_workspace_bytes`)
   is rounded up to the 512 MiB multicast granularity per buffer by FlashInfer <= 0.6.14, which vLLM
   0.18-0.26 pin (0.18/0.19: 0.6.6, 0.20/0.21: 0.6.8.post1, 0.25: 0.6.13, 0.26: 0.6.14); vLLM 0.27 pins
@@ -68,6 +71,24 @@ DEFAULT_VERSION: Version = parse_version(VLLM_VERSION)
 #: GPUs at least this large (torch total, GiB) get vLLM 0.33's largest default token budget.
 LARGEST_BATCH_GPU_GIB = 160.0
 LARGE_GPU_BATCH_SINCE: Version = (0, 33, 0)
+#: Model Runner V2 (the profiling run the >= 0.20 constants describe) is the default for the
+#: architectures of ``V2_RUNNER_ARCHITECTURES`` from 0.24, for every dense model too from 0.27, and for
+#: every model in 0.33 (``VllmConfig.use_v2_model_runner`` in ``vllm/config/vllm.py``; 0.21 defaults
+#: ``VLLM_USE_V2_MODEL_RUNNER`` to 0). Releases between those read are planned with the older rule.
+V2_RUNNER_LISTED_SINCE: Version = (0, 24, 0)
+V2_RUNNER_DENSE_SINCE: Version = (0, 27, 0)
+V2_RUNNER_EVERYWHERE_SINCE: Version = (0, 33, 0)
+#: 0.24.0's ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` (0.27.1's list keeps the MoE ones of these)
+V2_RUNNER_ARCHITECTURES = frozenset(
+    {
+        "Qwen3ForCausalLM",
+        "DeepseekV2ForCausalLM",
+        "Qwen2MoeForCausalLM",
+        "GraniteMoeForCausalLM",
+        "LlamaForCausalLM",
+        "MistralForCausalLM",
+    }
+)
 
 
 def cudagraph_in_budget(version: Version) -> bool:
@@ -82,6 +103,22 @@ def budget_generation(version: Version) -> int:
     if version >= GRAPH_PROFILING_RUN_SINCE:
         return GENERATION_MID
     return GENERATION_OLDER
+
+
+def model_runner_v2(version: Version, architecture: str, is_moe: bool, hybrid: bool = False) -> bool:
+    """Whether vLLM ``version`` profiles ``architecture`` with Model Runner V2 by default (>= 0.20 only).
+
+    0.20-0.23: never; 0.24-0.26: the listed architectures; 0.27-0.32: those and every dense model that is
+    not hybrid; 0.33: every model. The V1 runner's profiling run samples like 0.10-0.12
+    (``_dummy_sampler_run``: one top-k/top-p pass over min(max_num_seqs, max_num_batched_tokens) rows),
+    so its sampler peak is the older one (:func:`glm_operator.planning.budget.sampler_peak_bytes`).
+    """
+    if version >= V2_RUNNER_EVERYWHERE_SINCE:
+        return True
+    listed = architecture in V2_RUNNER_ARCHITECTURES
+    if version >= V2_RUNNER_DENSE_SINCE:
+        return listed or not (is_moe or hybrid)
+    return listed and version >= V2_RUNNER_LISTED_SINCE
 
 
 def fusion_workspace_rounded(version: Version) -> bool:

@@ -99,6 +99,7 @@ from glm_operator.planning.engine import (
     cudagraph_in_budget,
     fusion_workspace_rounded,
     large_gpu_batch_tier,
+    model_runner_v2,
 )
 
 GIB = 1024**3
@@ -642,6 +643,9 @@ def estimate_fit(inp: FitInput) -> FitResult:
         decode_context_parallel_size=dcp,
         generation=budget_generation(inp.vllm_version),  # the release's profiling run
         fusion_workspace_rounded=fusion_workspace_rounded(inp.vllm_version),
+        model_runner_v1=not model_runner_v2(
+            inp.vllm_version, arch.architecture, arch.is_moe, arch.linear_attention_layers > 0
+        ),
     )
     # only the last PP stage runs the profiling run's sampler
     acts = [
