@@ -469,6 +469,8 @@ class RowError:
     ours: float
     logged: float
     budget_error_gib: float | None  # ours - logged "Available KV cache memory" (when logged)
+    # held out: free constants this row depends on that no training row informs (see leave_one_model_out)
+    uninformed: tuple[str, ...] = ()
 
     @property
     def relative(self) -> float:
@@ -579,9 +581,33 @@ def leave_one_model_out(
     out = []
     for model in sorted({s.model_group for s in rows}):
         train = [s for s in rows if s.model_group != model]
+        held = [s for s in rows if s.model_group == model]
         constants = fitter(train)
-        out.extend(row_error(s, constants) for s in rows if s.model_group == model)
+        blind = uninformed_constants(train, held, constants)
+        out.extend(replace(row_error(s, constants), uninformed=blind) for s in held)
     return out
+
+
+def uninformed_constants(
+    train: Sequence[Startup], held: Sequence[Startup], constants: BudgetConstants
+) -> tuple[str, ...]:
+    """Free constants the held-out rows depend on that the training rows cannot pin down.
+
+    Either no training row depends on the constant, or fewer training rows depend on any of the held-out
+    rows' constants than there are such constants (the refit is then underdetermined and keeps values
+    fitted with the held-out rows). Such held-out errors are not predictions: ``benchmarks/fit_errors.py``
+    reports those rows apart.
+    """
+
+    def moves(rows: Sequence[Startup], name: str) -> bool:
+        lo, hi = free_constants([*train, *held])[name]
+        return _loss(rows, replace(constants, **{name: lo})) != _loss(rows, replace(constants, **{name: hi}))
+
+    needed = [name for name in free_constants([*train, *held]) if moves(held, name)]
+    informative = [s for s in train if any(moves([s], name) for name in needed)]
+    if len(informative) < len(needed):
+        return tuple(needed)
+    return tuple(name for name in needed if not moves(train, name))
 
 
 def percentile(values: Iterable[float], q: float) -> float:

@@ -17,8 +17,11 @@ memory-results.md`` on H100, dennislee22/vLLM-benchmarking ``log/*.log`` on A100
 ``experiment_plan.md`` on H200, vllm-project/vllm#21348 and #32105, a vLLM 0.10.2 log of
 Qwen3-235B-FP8 on 8x L40S); the ``mid_*`` constants on vLLM 0.19.0 (the llm-d-planner accuracy sweep on
 H100, jgchn/llm-d-planner ``accuracy/results/v0.19.0``, and a gpt-oss-20b start on an A100); the
-``newer_*`` constants on the rows from 0.21-0.28 (RTX PRO 6000 and 4500 Blackwell, L40S, RTX A5000,
-H200 with GLM-5.2). Refit and print the errors with ``benchmarks/fit_errors.py``.
+``newer_*`` constants on the Model Runner V2 rows from 0.27 on (Qwen3-32B on RTX PRO 6000 Blackwell,
+GLM-5.2 on H200). The >= 0.20 rows profiled by the V1 model runner (0.21-0.28: Qwen3-8B on an RTX A5000,
+Qwen2.5 on an RTX 4090, Qwen3-Coder-30B-A3B on L40S, gpt-oss-120b on RTX PRO 4500 Blackwell) are planned
+with the ``mid_*`` constants (``BudgetSettings.profiling_run``; the graph estimate still subtracted) and
+fitted on none: they are predictions. Refit and print the errors with ``benchmarks/fit_errors.py``.
 
 vLLM 0.18-0.19 (read in the 0.18.0 and 0.19.0 releases): ``determine_available_memory`` runs
 ``profile_cudagraph_memory`` inside ``memory_profiling`` but, with ``VLLM_MEMORY_PROFILER_ESTIMATE_
@@ -192,7 +195,7 @@ class BudgetConstants:
     cudagraph_bytes_per_piece: float = 0.27 * 2**20
     # vLLM >= 0.20 (graph estimate in the budget, the newer profiling run): fitted apart on the rows
     # of that generation (benchmarks/fit_errors.py --refit); see "vLLM >= 0.20" in the docstring
-    newer_forward_scale: float = 1.478
+    newer_forward_scale: float = 1.543
     newer_sampler_bytes: float = 9.11
     newer_non_torch_gib: float = 0.0
     # pipeline parallel, on every rank when PP > 1 (see non_torch_bytes): not fitted, the budget error
@@ -202,7 +205,7 @@ class BudgetConstants:
     # not fitted: 0.52 GiB / (36 layers x 51 sizes), "Estimated CUDA graph memory" of Qwen3-8B on an
     # RTX A5000 with vLLM 0.21.0 (LMCache/LMCache#3430)
     newer_cudagraph_bytes_per_piece: float = 0.29 * 2**20
-    newer_moe_workspace_scale: float = 6.63
+    newer_moe_workspace_scale: float = 6.554
     # vLLM 0.18-0.19 (the profiling run also profiles CUDA graphs, which are not subtracted): fitted on
     # that generation's rows (benchmarks/fit_errors.py --refit); see "vLLM 0.18-0.19" in the docstring
     mid_forward_scale: float = 0.462
@@ -236,13 +239,23 @@ class BudgetSettings:
     # FlashInfer <= 0.6.14 (vLLM 0.18-0.26): fusion buffers rounded up to 512 MiB, no fusion with PP
     fusion_workspace_rounded: bool = False
     # vLLM >= 0.20 profiling with the V1 model runner (planning.engine.model_runner_v2 is False): its
-    # sampler pass is the older one (sampler_bytes_native / sampler_bytes_flashinfer)
+    # profiling run is 0.18-0.19's (the mid_* constants; see profiling_run), the graph estimate aside
     model_runner_v1: bool = False
+    # FP8 expert weights (vLLM >= 0.18: the fused-MoE workspace at newer_moe_workspace_scale, else mid_*)
+    fp8_experts: bool = False
 
     @property
     def graph_profiling(self) -> bool:
         """vLLM >= 0.20: the CUDA-graph estimate is in the budget."""
         return self.generation == GENERATION_NEWER
+
+    @property
+    def profiling_run(self) -> int:
+        """Whose constants model the profiling run: vLLM >= 0.20 with the V1 model runner profiles like
+        0.18-0.19 (the mid_* constants), the graph estimate aside."""
+        if self.generation == GENERATION_NEWER and self.model_runner_v1:
+            return GENERATION_MID
+        return self.generation
 
 
 @functools.lru_cache(maxsize=4096)
@@ -285,7 +298,7 @@ def forward_peak_bytes(
     scale = {
         GENERATION_NEWER: c.newer_forward_scale,
         GENERATION_MID: c.mid_forward_scale,
-    }.get(settings.generation, c.forward_scale)
+    }.get(settings.profiling_run, c.forward_scale)
     return scale * activation_bytes_per_token(arch, tp) * settings.max_num_batched_tokens
 
 
@@ -296,16 +309,17 @@ def sampler_peak_bytes(
 
     Model Runner V2 (vLLM >= 0.20 where it is the default): ``newer_sampler_bytes``. The V1 runner, which
     vLLM 0.20-0.32 still use for some models (:func:`glm_operator.planning.engine.model_runner_v2`), runs
-    ``_dummy_sampler_run`` in 0.24 as in 0.11 (``vllm/v1/worker/gpu_model_runner.py``): the older rates,
-    PyTorch's sort path (``VLLM_USE_FLASHINFER_SAMPLER=0``) or FlashInfer's. Qwen3-Coder-30B-A3B
-    (``Qwen3MoeForCausalLM``, not on 0.24's V2 list) at TP 4 on L40S with vLLM 0.24.0 and the PyTorch
-    sampler keeps 1.03 GiB less for the KV cache than the V2 rate says: 38.8 B x 256 x 151,936 = 1.40 GiB
-    where the V2 rate gives 0.33.
+    ``_dummy_sampler_run`` in 0.24 as in 0.11 (``vllm/v1/worker/gpu_model_runner.py``): FlashInfer's
+    pass at 0.18-0.19's ``mid_sampler_bytes``, or PyTorch's sort path (``VLLM_USE_FLASHINFER_SAMPLER=0``)
+    at ``sampler_bytes_native``. Qwen3-Coder-30B-A3B (``Qwen3MoeForCausalLM``, not on 0.24's V2 list) at
+    TP 4 on L40S with vLLM 0.24.0 and the PyTorch sampler keeps 1.03 GiB less for the KV cache than the
+    V2 rate says: 38.8 B x 256 x 151,936 = 1.40 GiB where the V2 rate gives 0.33.
     """
     rows = min(settings.max_num_seqs, settings.max_num_batched_tokens)
-    if settings.generation == GENERATION_NEWER and not settings.model_runner_v1:
+    native_on_v1 = settings.model_runner_v1 and not settings.flashinfer_sampler
+    if settings.profiling_run == GENERATION_NEWER:
         per = c.newer_sampler_bytes
-    elif settings.generation == GENERATION_MID:
+    elif settings.profiling_run == GENERATION_MID and not native_on_v1:
         per = c.mid_sampler_bytes
     else:
         per = c.sampler_bytes_flashinfer if settings.flashinfer_sampler else c.sampler_bytes_native
@@ -326,8 +340,10 @@ def moe_workspace_bytes(
     ``vllm/model_executor/layers/fused_moe/modular_kernel.py``: ``current_workspace_manager()
     .get_simultaneous`` of workspace13 (tokens, top-k, max(2 x I/TP, hidden)) and workspace2 (tokens,
     top-k, I/TP)), on every GPU; sized at max_num_batched_tokens, scaled by the fitted
-    ``newer_moe_workspace_scale`` or ``mid_moe_workspace_scale`` (quantized kernels add scales and
-    padding). Older releases: a fixed fitted workspace on Hopper or newer with TP > 1 (see the module
+    ``newer_moe_workspace_scale`` for FP8 experts or ``mid_moe_workspace_scale`` for the others (the
+    block-scaled FP8 grouped GEMMs add quantized copies, scales and per-expert padding: GLM-5.2-FP8 on
+    H200 and GLM-5.3-FP8 on vLLM 0.28 need the larger scale, bf16 Qwen3-MoE on 0.24 and MXFP4 gpt-oss on
+    0.28 the 0.19 one). Older releases: a fixed fitted workspace on Hopper or newer with TP > 1 (see the module
     docstring).
     """
     if not arch.is_moe:
@@ -337,7 +353,10 @@ def moe_workspace_bytes(
         inter = arch.moe_intermediate_size / tp
         k = arch.num_experts_per_tok or 1
         per_token = k * (max(2 * inter, arch.hidden_size) + inter) * 2
-        scale = c.newer_moe_workspace_scale if settings.graph_profiling else c.mid_moe_workspace_scale
+        # the workspace manager is the fused-MoE layer's, whichever model runner profiles; its size follows
+        # the expert kernels: FP8 block-scaled grouped GEMMs (GLM-5.x FP8 on H200 with vLLM 0.28 and 0.33)
+        # hold far more than the bf16 / MXFP4 kernels (0.19 sweep; Qwen3-MoE bf16 on 0.24, gpt-oss on 0.28)
+        scale = c.newer_moe_workspace_scale if settings.fp8_experts else c.mid_moe_workspace_scale
         return scale * per_token * settings.max_num_batched_tokens
     if tp <= 1 or compute_capability < MOE_WORKSPACE_MIN_COMPUTE_CAPABILITY:
         return 0.0
@@ -459,10 +478,10 @@ def non_torch_bytes(
     leaves it out).
     """
     fusion = fusion_workspace_bytes(hidden_size, tp, pp, settings)
-    if settings.generation == GENERATION_NEWER:
+    if settings.profiling_run == GENERATION_NEWER:
         pp_extra = c.newer_pp_non_torch_gib if pp > 1 else 0.0
         return (c.newer_non_torch_gib + pp_extra) * GIB + fusion
-    if settings.generation == GENERATION_MID:
+    if settings.profiling_run == GENERATION_MID:
         tp_extra = c.mid_non_torch_tp_gib if tp > 1 else 0.0
         return (c.mid_non_torch_gib + tp_extra) * GIB + fusion
     extra = 0.0

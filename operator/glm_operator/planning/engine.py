@@ -24,9 +24,12 @@ Version-dependent budget rules (applied by :func:`glm_operator.planning.fit.esti
   the budget, a leaner profiling run (FlashInfer sampling, Model Runner V2 in 0.33) and 0.33's capture
   sizes. The boundary at 0.18 is the first release read with that profiling run (0.13-0.17 were not
   read and keep the older constants).
-- Within >= 0.20 the profiling run's sampler pass depends on the model runner (:func:`model_runner_v2`):
-  Model Runner V2 samples at ``newer_sampler_bytes``; the V1 runner, still the default for every model in
-  0.20-0.23 and for MoE models outside V2's list up to 0.32 (Qwen3-MoE, gpt-oss), samples like 0.10-0.12.
+- Within >= 0.20 the profiling run depends on the model runner (:func:`model_runner_v2`): Model Runner V2
+  is modelled by the ``newer_*`` constants; the V1 runner, still the default for every model in 0.20-0.23,
+  for models outside V2's list in 0.24-0.26 (Qwen2, Qwen3-MoE) and for MoE models outside it up to 0.32
+  (Qwen3-MoE, gpt-oss), profiles as 0.18-0.19 did (the ``mid_*`` constants, ``BudgetSettings.
+  profiling_run``), with the graph estimate subtracted. Five such start-ups (0.21-0.28), none of which the
+  ``mid_*`` constants were fitted on, land within 5 % with them (``benchmarks/fit_errors.py``).
 - FlashInfer's all-reduce fusion workspace (:func:`glm_operator.planning.budget.fusion_workspace_bytes`)
   is rounded up to the 512 MiB multicast granularity per buffer by FlashInfer <= 0.6.14, which vLLM
   0.18-0.26 pin (0.18/0.19: 0.6.6, 0.20/0.21: 0.6.8.post1, 0.25: 0.6.13, 0.26: 0.6.14); vLLM 0.27 pins

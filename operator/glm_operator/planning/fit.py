@@ -632,6 +632,8 @@ def estimate_fit(inp: FitInput) -> FitResult:
     state = per_request_state_bytes(arch, tp, pp)
     block = inp.block_size or default_block_size(arch, inp.compute_capability)
     requested = inp.gpu_memory_gib * GIB * inp.gpu_memory_utilization
+    hybrid = arch.linear_attention_layers > 0
+    runner_v2 = model_runner_v2(inp.vllm_version, arch.architecture, arch.is_moe, hybrid)
     settings = BudgetSettings(
         max_num_batched_tokens=mnbt,
         max_num_seqs=max_num_seqs,
@@ -643,9 +645,8 @@ def estimate_fit(inp: FitInput) -> FitResult:
         decode_context_parallel_size=dcp,
         generation=budget_generation(inp.vllm_version),  # the release's profiling run
         fusion_workspace_rounded=fusion_workspace_rounded(inp.vllm_version),
-        model_runner_v1=not model_runner_v2(
-            inp.vllm_version, arch.architecture, arch.is_moe, arch.linear_attention_layers > 0
-        ),
+        fp8_experts=precision == "fp8",
+        model_runner_v1=cudagraph_in_budget(inp.vllm_version) and not runner_v2,
     )
     # only the last PP stage runs the profiling run's sampler
     acts = [
