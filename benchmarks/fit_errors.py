@@ -71,7 +71,7 @@ def _generation(truth: ModuleType, label: str, rows: list, lomo: bool) -> tuple[
                 f"{e.ours:,.2f}",
                 f"{e.logged:,.2f}",
                 f"{100 * e.relative:+.2f}",
-                f"{100 * h.relative:+.2f}" if h else "-",
+                f"{100 * h.relative:+.2f}{'*' if h.uninformed else ''}" if h else "-",
                 f"{e.budget_error_gib:+.2f}" if e.budget_error_gib is not None else "-",
             )
         )
@@ -80,8 +80,9 @@ def _generation(truth: ModuleType, label: str, rows: list, lomo: bool) -> tuple[
     for kind, errors in (("in sample", in_sample), ("leave-one-model-out", list(held_out.values()))):
         if not errors:
             continue
-        normal = [e for e in errors if not e.startup.small_budget]
-        small = [e for e in errors if e.startup.small_budget]
+        blind = [e for e in errors if e.uninformed]
+        normal = [e for e in errors if not e.startup.small_budget and not e.uninformed]
+        small = [e for e in errors if e.startup.small_budget and not e.uninformed]
         families = sorted({e.startup.family for e in normal})
         out = [("errors " + kind, "rows", "median %", "p90 %", "worst %", "worst over-promise %")]
         for fam in [*families, "all"]:
@@ -104,6 +105,11 @@ def _generation(truth: ModuleType, label: str, rows: list, lomo: bool) -> tuple[
             print(
                 f"  KV budget < 5 % of the GPU: {e.startup.id}: ours {e.ours:,.2f} vs logged {e.logged:,.2f} "
                 f"{unit} (budget {e.budget_error_gib:+.2f} GiB)"
+            )
+        for e in blind:
+            print(
+                f"  not a prediction (the other rows cannot pin down {', '.join(e.uninformed)}): "
+                f"{e.startup.id}: {100 * e.relative:+.2f} %"
             )
         print()
     return in_sample, list(held_out.values())
@@ -139,7 +145,7 @@ def startups(refit: bool, lomo: bool) -> None:
     ]
     out = [("all generations", "rows", "median %", "p90 %", "worst %", "worst over-promise %")]
     for kind, index in (("in sample", 0), ("leave-one-model-out", 1)):
-        sel = [e.relative for r in results for e in r[index] if not e.startup.small_budget]
+        sel = [e.relative for r in results for e in r[index] if not (e.startup.small_budget or e.uninformed)]
         if not sel:
             continue
         med, p90, worst = truth.summary(sel)
