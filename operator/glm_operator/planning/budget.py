@@ -343,8 +343,8 @@ def moe_workspace_bytes(
     ``newer_moe_workspace_scale`` for FP8 experts or ``mid_moe_workspace_scale`` for the others (the
     block-scaled FP8 grouped GEMMs add quantized copies, scales and per-expert padding: GLM-5.2-FP8 on
     H200 and GLM-5.3-FP8 on vLLM 0.28 need the larger scale, bf16 Qwen3-MoE on 0.24 and MXFP4 gpt-oss on
-    0.28 the 0.19 one). Older releases: a fixed fitted workspace on Hopper or newer with TP > 1 (see the module
-    docstring).
+    0.28 the 0.19 one). Older releases: a fixed fitted workspace on Hopper or newer with TP > 1 (see the
+    module docstring).
     """
     if not arch.is_moe:
         return 0.0
