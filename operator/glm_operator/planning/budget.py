@@ -340,7 +340,8 @@ def moe_workspace_bytes(
     ``vllm/model_executor/layers/fused_moe/modular_kernel.py``: ``current_workspace_manager()
     .get_simultaneous`` of workspace13 (tokens, top-k, max(2 x I/TP, hidden)) and workspace2 (tokens,
     top-k, I/TP)), on every GPU; sized at max_num_batched_tokens, scaled by the fitted
-    ``newer_moe_workspace_scale`` for FP8 experts or ``mid_moe_workspace_scale`` for the others (the
+    ``newer_moe_workspace_scale`` for FP8 experts and under Model Runner V2 (no V2 row with other experts:
+    kept conservative), else ``mid_moe_workspace_scale`` (the
     block-scaled FP8 grouped GEMMs add quantized copies, scales and per-expert padding: GLM-5.2-FP8 on
     H200 and GLM-5.3-FP8 on vLLM 0.28 need the larger scale, bf16 Qwen3-MoE on 0.24 and MXFP4 gpt-oss on
     0.28 the 0.19 one). Older releases: a fixed fitted workspace on Hopper or newer with TP > 1 (see the
@@ -356,7 +357,9 @@ def moe_workspace_bytes(
         # the workspace manager is the fused-MoE layer's, whichever model runner profiles; its size follows
         # the expert kernels: FP8 block-scaled grouped GEMMs (GLM-5.x FP8 on H200 with vLLM 0.28 and 0.33)
         # hold far more than the bf16 / MXFP4 kernels (0.19 sweep; Qwen3-MoE bf16 on 0.24, gpt-oss on 0.28)
-        scale = c.newer_moe_workspace_scale if settings.fp8_experts else c.mid_moe_workspace_scale
+        # (no Model Runner V2 row has bf16 experts: V2 keeps the larger scale whatever the precision)
+        large = settings.fp8_experts or settings.profiling_run == GENERATION_NEWER
+        scale = c.newer_moe_workspace_scale if large else c.mid_moe_workspace_scale
         return scale * per_token * settings.max_num_batched_tokens
     if tp <= 1 or compute_capability < MOE_WORKSPACE_MIN_COMPUTE_CAPABILITY:
         return 0.0
