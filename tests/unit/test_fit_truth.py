@@ -439,7 +439,8 @@ def test_v1_runner_rows_sample_at_the_older_rate() -> None:
     assert abs(row_error(row).relative) <= 0.02
     v2 = replace(row, vllm_version=(0, 33, 0))
     f1, f2 = row.fit(), v2.fit()
-    assert f1.activation_gib - f2.activation_gib > 0.9
+    # sampler 1.40 vs 0.33 GiB, less the larger MoE workspace V2 keeps (0.46 vs 0.07 GiB)
+    assert f1.activation_gib - f2.activation_gib > 0.6
 
 
 def test_v1_runner_rows_are_predicted_with_the_vllm_019_constants() -> None:
