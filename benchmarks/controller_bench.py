@@ -316,6 +316,27 @@ def scrape(port: int) -> dict[str, float]:
 APISERVER_RESOURCES = ("glmdeployments", "deployments", "pods", "services", "events", "replicasets", "leases")
 
 
+IDEAL_REQUESTS = (("POST", "glmdeployments"), ("POST", "deployments"), ("POST", "services"))
+IDEAL_APPLIES = (("POST", "glmdeployments"), ("APPLY", "deployments"), ("APPLY", "services"))
+
+
+def request_means(
+    before: dict[tuple[str, str, str], tuple[float, float]],
+    after: dict[tuple[str, str, str], tuple[float, float]],
+    requests: tuple[tuple[str, str], ...],
+) -> str:
+    """Server-side mean latency of some (verb, resource) requests between two apiserver scrapes."""
+    parts = []
+    for verb, resource in requests:
+        tot, cnt = after.get((verb, resource, ""), (0.0, 0.0))
+        b_tot, b_cnt = before.get((verb, resource, ""), (0.0, 0.0))
+        if cnt > b_cnt:
+            parts.append(
+                f"{verb} {resource} {cnt - b_cnt:.0f} x mean {(tot - b_tot) / (cnt - b_cnt) * 1000:.0f} ms"
+            )
+    return ", ".join(parts) or "none"
+
+
 def scrape_apiserver(local: LocalCluster) -> dict[tuple[str, str, str], tuple[float, float]]:
     """kube-apiserver request latency on loopback: {(verb, resource, subresource): (sum s, count)}."""
     server, token = local.server_url(), local.token()
@@ -562,12 +583,17 @@ class IdealController:
     """What the apiserver allows an event-driven controller under the same burst: a watch on
     GLMDeployments labelled ``bench-ideal`` (in ``ideal*-*`` namespaces, which the operator does not
     serve); on ADDED, ``threads`` clients create that GLMDeployment's children (the operator's own
-    Deployment + Service, copied) with POST: no planning, no rendering, no status, no queue."""
+    Deployment + Service, copied) with POST, or with server-side apply like the operator
+    (``apply``): no planning, no rendering, no status, no queue."""
 
     def __init__(
-        self, kubeconfig: Path, pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]], threads: int
+        self,
+        kubeconfig: Path,
+        pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]],
+        threads: int,
+        apply: bool = False,
     ):
-        self.kubeconfig, self.pairs = kubeconfig, pairs
+        self.kubeconfig, self.pairs, self.apply = kubeconfig, pairs, apply
         self.pool = ThreadPoolExecutor(max_workers=threads)
         self.local = threading.local()
         self.seen: dict[str, float] = {}  # ns/name -> GLMDeployment ADDED seen by this controller
@@ -586,8 +612,14 @@ class IdealController:
             self.local.apps, self.local.core = k8s.AppsV1Api(client), k8s.CoreV1Api(client)
         dep, svc = self.pairs[name]
         try:
-            self.local.apps.create_namespaced_deployment(namespace, dep, _request_timeout=30)
-            self.local.core.create_namespaced_service(namespace, svc, _request_timeout=30)
+            if self.apply:
+                ssa = {"field_manager": "ideal-controller", "force": True, "_request_timeout": 30}
+                ssa["_content_type"] = "application/apply-patch+yaml"
+                self.local.apps.patch_namespaced_deployment(dep["metadata"]["name"], namespace, dep, **ssa)
+                self.local.core.patch_namespaced_service(svc["metadata"]["name"], namespace, svc, **ssa)
+            else:
+                self.local.apps.create_namespaced_deployment(namespace, dep, _request_timeout=30)
+                self.local.core.create_namespaced_service(namespace, svc, _request_timeout=30)
         except k8s.ApiException:
             self.errors += 1
 
@@ -628,6 +660,7 @@ def run_ideal_controller(
     threads: int,
     create_threads: int,
     schedule: dict[str, float],
+    apply: bool = False,
 ) -> tuple[list[float], list[float], float, int]:
     """The measured burst again, into ``ideal<threads>-*`` namespaces, each create sent at the same
     offset as in the operator's burst (``schedule``, by name), answered by an ``IdealController``
@@ -637,7 +670,7 @@ def run_ideal_controller(
     label = f"{IDEAL_LABEL}={threads}"
     ns_names = [f"ideal{threads}-{i}" for i in range(namespaces)]
     create_namespaces(local, ns_names)
-    ideal = IdealController(local.kubeconfig, ideal_pairs(pairs, str(threads)), threads)
+    ideal = IdealController(local.kubeconfig, ideal_pairs(pairs, str(threads)), threads, apply)
     docs = [d for d in glmd_docs(glmds, ns_names) if d["metadata"]["name"] in ideal.pairs]
     for d in docs:
         d["metadata"]["labels"] = {IDEAL_LABEL: str(threads)}
@@ -733,6 +766,11 @@ def main() -> int:
         type=lambda v: [int(x) for x in v.split(",") if x],
         default=[8, OperatorConfig.workers],
         help="client threads of the ideal controller, one burst each (comma-separated; '' = skip)",
+    )
+    ap.add_argument(
+        "--ideal-apply",
+        action="store_true",
+        help="the ideal controller uses server-side apply (as the operator does) instead of POST",
     )
     ap.add_argument("--planned-timeout", type=float, default=150.0)
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs) after the run")
@@ -1218,14 +1256,30 @@ def main() -> int:
         schedule = {k.split("/", 1)[1]: t - first_sent for k, t in sent.items()}
         for threads in args.ideal_threads:
             settled = wait_pods_settled(k8s.CoreV1Api())
+            ideal_before = scrape_apiserver(local)
             lat_ideal, lat_seen, ideal_seconds, errors = run_ideal_controller(
-                local, custom, pairs, args.glmds, args.namespaces, threads, args.create_threads, schedule
+                local,
+                custom,
+                pairs,
+                args.glmds,
+                args.namespaces,
+                threads,
+                args.create_threads,
+                schedule,
+                args.ideal_apply,
             )
+            ideal_after = scrape_apiserver(local)
             if not settled:
                 print("  (pods of the previous phase were still starting when this burst began)", flush=True)
             out(f"apply -> child Deployment ({threads} thr.)", dist(lat_ideal))
             out(f"apply -> GLMDeployment seen ({threads} thr.)", dist(lat_seen))
             out("created", f"{len(lat_seen)} GLMDeployments in {ideal_seconds:.2f} s; {errors} create errors")
+            out(
+                "its creates, server side",
+                request_means(
+                    ideal_before, ideal_after, IDEAL_APPLIES if args.ideal_apply else IDEAL_REQUESTS
+                ),
+            )
             if lat_ideal and lat_child:
                 out(
                     f"operator / ideal ({threads} threads)",
