@@ -1150,6 +1150,15 @@ def main() -> int:
                 f"queue wait, {lane} lane",
                 f"p50~{waits[0]:.0f} ms, p99~{waits[1]:.0f} ms (from the histogram)",
             )
+        for lane in ("urgent", "routine"):
+            steps = []
+            for step in ("plan", "apply", "status"):
+                sname, slabels = "glm_operator_reconcile_step_seconds", f'lane="{lane}",step="{step}",'
+                q50, q99 = (
+                    histogram_quantile(m_before, m_after, sname, q, slabels) * 1000 for q in (0.5, 0.99)
+                )
+                steps.append(f"{step} p50~{q50:.0f}/p99~{q99:.0f} ms")
+            out(f"reconcile steps, {lane} lane", ", ".join(steps))
         out("operator CPU (burst+settle)", f"{cpu_op:.1f} s ({cpu_op / window_s * 100:.0f}% of one core)")
         out("operator RSS before burst", f"{rss_before / 1024:.0f} MiB ({args.nodes} nodes cached, warm)")
         out("operator RSS peak during burst", f"{rss_peak / 1024:.0f} MiB")

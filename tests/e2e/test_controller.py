@@ -549,6 +549,11 @@ def test_health_and_metrics_endpoints(cluster: E2ECluster, operator: RunningOper
             text = resp.read().decode()
         assert 'glm_operator_planned_replicas{gpu_product="NVIDIA-L4",name="probe"' in text
         assert "glm_operator_reconcile_duration_seconds_count" in text
+        # The first reconcile of the new spec planned, applied and wrote status in the urgent lane.
+        for step in ("plan", "apply", "status"):
+            series = f'glm_operator_reconcile_step_seconds_count{{lane="urgent",step="{step}"}}'
+            counts = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(series)]
+            assert counts and counts[0] >= 1, f"no {series} in /metrics"
         assert reconciles(metrics_port) > 0
     finally:
         operator.stop()

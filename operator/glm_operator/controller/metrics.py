@@ -27,8 +27,24 @@ QUEUE_WAIT_SECONDS = Histogram(
 )
 
 
+RECONCILE_STEP_SECONDS = Histogram(
+    "glm_operator_reconcile_step_seconds",
+    "Time of one step of a reconcile, by lane (urgent: a spec not planned yet; routine: the rest) "
+    "and step (plan: including the wait for a planning thread; apply: what the reconcile waits "
+    "for, at most the apply budget unless too many applies are already in the background; "
+    "status: the status write).",
+    ["lane", "step"],
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+    registry=REGISTRY,
+)
+
+
 def observe_queue_wait(urgent: bool, seconds: float) -> None:
     QUEUE_WAIT_SECONDS.labels(lane="urgent" if urgent else "routine").observe(seconds)
+
+
+def observe_step(urgent: bool, step: str, seconds: float) -> None:
+    RECONCILE_STEP_SECONDS.labels(lane="urgent" if urgent else "routine", step=step).observe(seconds)
 
 
 PLANNED_REPLICAS = Gauge(

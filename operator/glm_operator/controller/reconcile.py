@@ -168,8 +168,10 @@ async def execute(
     # the other kinds at most ``max_pending_applies`` run in the background, beyond that a
     # reconcile waits for its workloads: a slow apiserver slows the operator instead of piling up.
     to_apply.sort(key=lambda item: item[2]["kind"] not in WORKLOAD_KIND_NAMES)
+    urgent = not spec_planned(observed.body)
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + SLOW_APPLY_SECONDS
+    started = loop.time()
+    deadline = started + SLOW_APPLY_SECONDS
     first = [op.submit_apply(obj) for _, _, obj in to_apply if obj["kind"] in WORKLOAD_KIND_NAMES]
     if first and op.pending_workload_applies() >= op.max_pending_applies:
         await asyncio.wait(first)
@@ -178,6 +180,7 @@ async def execute(
     tasks = first + [op.submit_apply(obj) for _, _, obj in to_apply[len(first) :]]
     if tasks:
         await asyncio.wait(tasks, timeout=max(0.0, deadline - loop.time()))
+        metrics.observe_step(urgent, "apply", loop.time() - started)
     rejected: list[Rejection] = []
     failure: BaseException | None = None
     pending = False
@@ -221,9 +224,11 @@ async def execute(
         status = with_rejections(observed, status, rejected)
     old_status = dict(observed.body.get("status") or {})
     if _status_changed(old_status, status):
+        started = loop.time()
         written = await asyncio.to_thread(
             op.api.patch_status, namespace, name, status, str(meta.get("resourceVersion") or "") or None
         )
+        metrics.observe_step(urgent, "status", loop.time() - started)
         op.cache.owned.set_glmdeployment(written)
     events = list(desired.events)
     if rejected and _status_changed(old_status, status):
@@ -289,8 +294,11 @@ async def plan(op: Operator, observed: Observed) -> Desired:
     urgent = not spec_planned(observed.body)
     slow = bool(((observed.body.get("spec") or {}).get("model") or {}).get("config"))  # inline config
     future = asyncio.wrap_future(op.planning_pool.submit(compute_desired, observed, urgent=urgent, slow=slow))
+    started = asyncio.get_running_loop().time()
     try:
-        return await asyncio.wait_for(asyncio.shield(future), bound)
+        desired = await asyncio.wait_for(asyncio.shield(future), bound)
+        metrics.observe_step(urgent, "plan", asyncio.get_running_loop().time() - started)
+        return desired
     except TimeoutError as exc:
         op.slow_plans.add(key)
         future.add_done_callback(lambda _: op.slow_plans.discard(key))
