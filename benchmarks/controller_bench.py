@@ -381,12 +381,16 @@ def histogram_quantile(
     before: dict[str, float], after: dict[str, float], name: str, q: float, labels: str = ""
 ) -> float:
     """Prometheus-style quantile of a histogram over the (after - before) window; ``labels``: the
-    series' other labels as exposed, e.g. 'lane="urgent",'."""
+    series' other labels, e.g. 'lane="urgent",' (prometheus_client sorts them, ``le`` included)."""
+    wanted = dict(re.findall(r'(\w+)="([^"]*)"', labels))
     buckets = []
     for key, value in after.items():
-        m = re.fullmatch(name + r"_bucket\{" + re.escape(labels) + r'le="([^"]+)"\}', key)
-        if m:
-            buckets.append((float(m.group(1)), value - before.get(key, 0.0)))
+        if not key.startswith(name + "_bucket{"):
+            continue
+        series = dict(re.findall(r'(\w+)="([^"]*)"', key[len(name) + 8 :]))
+        le = series.pop("le", None)
+        if le is not None and series == wanted:
+            buckets.append((float(le), value - before.get(key, 0.0)))
     buckets.sort()
     if not buckets or buckets[-1][1] <= 0:
         return float("nan")
