@@ -556,23 +556,41 @@ def _plain_copy(obj: dict[str, Any], api_version: str, kind: str) -> dict[str, A
     }
 
 
+class PairWriter:
+    """Writes (Deployment, Service) pairs from several threads, one API client per thread: POST, or
+    server-side apply (``apply``, forced, its own field manager) as the operator does."""
+
+    def __init__(self, kubeconfig: Path, apply: bool = False) -> None:
+        self.kubeconfig, self.apply = kubeconfig, apply
+        self.local = threading.local()
+
+    def write(self, namespace: str, dep: dict[str, Any], svc: dict[str, Any]) -> None:
+        if getattr(self.local, "apps", None) is None:
+            client = k8s_config.new_client_from_config(str(self.kubeconfig))
+            self.local.apps, self.local.core = k8s.AppsV1Api(client), k8s.CoreV1Api(client)
+        if self.apply:
+            ssa = {"field_manager": "ideal-controller", "force": True, "_request_timeout": 30}
+            ssa["_content_type"] = "application/apply-patch+yaml"
+            self.local.apps.patch_namespaced_deployment(dep["metadata"]["name"], namespace, dep, **ssa)
+            self.local.core.patch_namespaced_service(svc["metadata"]["name"], namespace, svc, **ssa)
+        else:
+            self.local.apps.create_namespaced_deployment(namespace, dep, _request_timeout=30)
+            self.local.core.create_namespaced_service(namespace, svc, _request_timeout=30)
+
+
 def create_baseline(
     kubeconfig: Path, pairs: list[tuple[dict[str, Any], dict[str, Any]]], namespaces: list[str], threads: int
 ) -> tuple[dict[str, float], float]:
     """Create each (Deployment, Service) pair directly from ``threads`` clients, as the operator
     would (one pair after the other per client); {namespace/deployment: send time}, total s."""
     sent: dict[str, float] = {}
-    local = threading.local()
+    writer = PairWriter(kubeconfig)
 
     def one(item: tuple[int, tuple[dict[str, Any], dict[str, Any]]]) -> None:
         i, (dep, svc) = item
-        if getattr(local, "apps", None) is None:
-            client = k8s_config.new_client_from_config(str(kubeconfig))
-            local.apps, local.core = k8s.AppsV1Api(client), k8s.CoreV1Api(client)
         ns = namespaces[i % len(namespaces)]
         sent[f"{ns}/{dep['metadata']['name']}"] = time.monotonic()
-        local.apps.create_namespaced_deployment(ns, dep, _request_timeout=30)
-        local.core.create_namespaced_service(ns, svc, _request_timeout=30)
+        writer.write(ns, dep, svc)
 
     t0 = time.monotonic()
     with ThreadPoolExecutor(max_workers=threads) as pool:
@@ -597,9 +615,8 @@ class IdealController:
         threads: int,
         apply: bool = False,
     ):
-        self.kubeconfig, self.pairs, self.apply = kubeconfig, pairs, apply
+        self.pairs, self.writer = pairs, PairWriter(kubeconfig, apply)
         self.pool = ThreadPoolExecutor(max_workers=threads)
-        self.local = threading.local()
         self.seen: dict[str, float] = {}  # ns/name -> GLMDeployment ADDED seen by this controller
         self.errors = 0
 
@@ -611,19 +628,9 @@ class IdealController:
             self.pool.submit(self.create, str(meta["namespace"]), str(meta["name"]))
 
     def create(self, namespace: str, name: str) -> None:
-        if getattr(self.local, "apps", None) is None:
-            client = k8s_config.new_client_from_config(str(self.kubeconfig))
-            self.local.apps, self.local.core = k8s.AppsV1Api(client), k8s.CoreV1Api(client)
         dep, svc = self.pairs[name]
         try:
-            if self.apply:
-                ssa = {"field_manager": "ideal-controller", "force": True, "_request_timeout": 30}
-                ssa["_content_type"] = "application/apply-patch+yaml"
-                self.local.apps.patch_namespaced_deployment(dep["metadata"]["name"], namespace, dep, **ssa)
-                self.local.core.patch_namespaced_service(svc["metadata"]["name"], namespace, svc, **ssa)
-            else:
-                self.local.apps.create_namespaced_deployment(namespace, dep, _request_timeout=30)
-                self.local.core.create_namespaced_service(namespace, svc, _request_timeout=30)
+            self.writer.write(namespace, dep, svc)
         except k8s.ApiException:
             self.errors += 1
 
@@ -1263,7 +1270,8 @@ def main() -> int:
         # create in front of it and without any wait for a free client thread)
         print(
             "  ideal controller: the same burst into ideal*-* namespaces (not served by the operator), "
-            "answered by a watch that POSTs the same children (no planning, rendering, status or queue):"
+            "answered by a watch that POSTs (--ideal-apply: applies) the same children "
+            "(no planning, status or queue):"
         )
         first_sent = min(sent.values())
         schedule = {k.split("/", 1)[1]: t - first_sent for k, t in sent.items()}
