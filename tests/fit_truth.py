@@ -535,10 +535,24 @@ FREE_MID: dict[str, tuple[float, float]] = {
 # measure them directly ("non-torch forward increase memory" 0.13-0.14 GiB at TP 1, 0.54-0.55 at TP 2).
 
 
+# Rows predicted and asserted but never fitted on: their profiling run holds memory the budget does not
+# model, so fitting the text-model constants to them would move those constants for every other model.
+NOT_FITTED = {
+    # vLLM 0.11.0's multimodal profile_run encodes 8192 // 3080 = 2 maximum-size images with the Pixtral
+    # encoder first and keeps their embeddings, padded to the 8192-token encoder budget (0.16 GiB), alive
+    # through the text forward and the sampler; the planner has no vision-encoder shapes. Fitted on, it
+    # raised forward_scale and took GLM-4.6's leave-one-model-out error from -1 % to -6.6 %.
+    "llmd-mistral-small-3.2-24b",
+}
+
+
 def _loss(rows: Sequence[Startup], c: BudgetConstants) -> float:
-    """Sum of squared relative KV errors; rows with a small budget count by their GiB error instead."""
+    """Sum of squared relative KV errors; rows with a small budget count by their GiB error instead.
+    Rows in NOT_FITTED do not count."""
     total = 0.0
     for s in rows:
+        if s.id in NOT_FITTED:
+            continue
         e = row_error(s, c)
         if s.small_budget and e.budget_error_gib is not None:
             total += (e.budget_error_gib / s.gpu_memory_gib) ** 2

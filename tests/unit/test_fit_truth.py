@@ -35,7 +35,9 @@ from tests.fit_truth import (
     FREE,
     FREE_MID,
     FREE_NEWER,
+    NOT_FITTED,
     Startup,
+    _loss,
     load_startups,
     mid_engine_startups,
     newer_engine_startups,
@@ -46,11 +48,6 @@ from tests.fit_truth import (
 
 DEFAULT_TOLERANCE = 0.02
 WIDER: dict[str, tuple[float, str]] = {
-    "llmd-mistral-small-3.2-24b": (
-        0.10,
-        "multimodal (Mistral3): vLLM logs 2.12 GiB activation where the sampler term predicts ~4.8 GiB; "
-        "not explained, kept as a known miss",
-    ),
     "dl22-gptoss120b-a100-4nodes": (0.04, "MXFP4 experts through Marlin on SM80, TP over 4 nodes (Ray)"),
 }
 # Rows whose KV budget is under 5 % of the GPU: checked in GiB (a tiny budget makes any error huge).
@@ -138,7 +135,8 @@ def test_logged_components_are_reproduced() -> None:
     """Where the log splits the budget (llm-d DEBUG logs), each component lands within 0.15 GiB."""
     checked = 0
     for row in ROWS:
-        if row.logged_activation_gib is None or row.model_id.startswith("mistralai/"):
+        # the multimodal row's profiling run also holds image embeddings: test_multimodal_row_...
+        if row.logged_activation_gib is None or row.id in NOT_FITTED:
             continue
         fit = row.fit()
         assert abs(fit.activation_gib - row.logged_activation_gib) <= 0.15, row.id
@@ -286,6 +284,27 @@ def test_weights_and_kv_bytes_per_token_match_the_vllm_019_sweep(row: Startup) -
         return  # the logged budget is rank 0's; the pool follows the smallest stage's
     implied = row.logged_available_gib * GIB / row.logged_tokens
     assert abs(fit.kv_cache_bytes_per_token_per_gpu - implied) / implied < 0.002
+
+
+def test_multimodal_row_ran_flashinfer_sampler_and_held_image_embeddings() -> None:
+    """Mistral-Small-3.2 on vLLM 0.11.0 logs a 2.12 GiB activation peak: less than PyTorch's top-k/top-p
+    sort path alone takes for 1024 rows x 131,072 entries (0.11.0 takes FlashInfer's whenever it is
+    installed; 0.11.1 made it opt-in), and FlashInfer's sampler plus the two profiled images' embeddings
+    (padded to the 8192-token encoder budget, 5120 wide, bf16) leave under 0.3 GiB unexplained."""
+    row = next(r for r in ROWS if r.id == "llmd-mistral-small-3.2-24b")
+    assert row.flashinfer_sampler and row.logged_activation_gib is not None
+    native = replace(row, flashinfer_sampler=False).fit().activation_gib
+    assert native > row.logged_activation_gib + 2.0
+    image_embeddings_gib = 2 * 8192 * 5120 * 2 / 2**30
+    unexplained = row.logged_activation_gib - (row.fit().activation_gib + image_embeddings_gib)
+    assert 0.0 <= unexplained <= 0.3
+
+
+def test_rows_not_fitted_do_not_move_the_fit() -> None:
+    """NOT_FITTED rows are predicted and asserted but carry no weight in the fitted constants."""
+    assert NOT_FITTED and NOT_FITTED.issubset(r.id for r in ROWS)
+    fitted = [r for r in ROWS if r.id not in NOT_FITTED]
+    assert _loss(ROWS, DEFAULT_CONSTANTS) == _loss(fitted, DEFAULT_CONSTANTS)
 
 
 @pytest.mark.parametrize("row", [r for r in MID if r.pp == 1 and r.logged_non_torch_gib], ids=lambda r: r.id)

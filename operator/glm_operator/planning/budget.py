@@ -91,8 +91,10 @@ index), takes a softmax and a cumulative sum over the full vocabulary, about 38 
 for Llama-3.1-8B (vocabulary 128256), 5.56/5.64 GiB for Qwen3-0.6B/32B (151936, the same at TP 1
 and 2: logits are gathered in full on every rank) and 7.38 GiB for gpt-oss-20b (201088), i.e.
 38.5-38.9 bytes each. The logs where vLLM says "Using FlashInfer for top-p & top-k sampling"
-(FlashInfer installed, vLLM 0.10) need far less (``SAMPLER_BYTES_FLASHINFER``). vLLM 0.11+
-(the operator's image) uses the PyTorch path unless ``VLLM_USE_FLASHINFER_SAMPLER=1``.
+(FlashInfer installed) need far less (``SAMPLER_BYTES_FLASHINFER``): vLLM 0.10.x-0.11.0 take FlashInfer's
+sampler whenever it is installed (``VLLM_USE_FLASHINFER_SAMPLER`` unset counts as on; 0.11.0
+``topk_topp_sampler.py`` L46-57); 0.11.1 only with ``VLLM_USE_FLASHINFER_SAMPLER=1`` (its L34-46).
+Mistral-Small-3.2 on 0.11.0 (2.12 GiB peak with a 131,072-entry vocabulary, 1024 rows) is the former.
 
 ``activation_bytes_per_token`` is a structural estimate of one layer's live tensors per token
 (residual stream, attention projections, MLP or routed-expert intermediates on this rank);
