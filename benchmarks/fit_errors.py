@@ -25,6 +25,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,6 +51,12 @@ def _table(lines: list[tuple[str, ...]]) -> None:
         print(" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
 
 
+def _marks(truth: ModuleType, e: Any) -> str:
+    """'*': the refit cannot pin this row's constants; '†': the row is never fitted on."""
+    blind = "*" if e.uninformed else ""
+    return blind + ("†" if e.startup.id in truth.NOT_FITTED else "")
+
+
 def _generation(truth: ModuleType, label: str, rows: list, lomo: bool) -> tuple[list, list]:
     """Per-row errors, then median / p90 / worst by family, in sample and leave-one-model-out (returned)."""
     print(f"== {label}: {len(rows)} start-ups used ==")
@@ -71,11 +78,14 @@ def _generation(truth: ModuleType, label: str, rows: list, lomo: bool) -> tuple[
                 f"{e.ours:,.2f}",
                 f"{e.logged:,.2f}",
                 f"{100 * e.relative:+.2f}",
-                f"{100 * h.relative:+.2f}{'*' if h.uninformed else ''}" if h else "-",
+                f"{100 * h.relative:+.2f}{_marks(truth, h)}" if h else "-",
                 f"{e.budget_error_gib:+.2f}" if e.budget_error_gib is not None else "-",
             )
         )
     _table(lines)
+    not_fitted = [s.id for s in rows if s.id in truth.NOT_FITTED]
+    if not_fitted:
+        print("  † never fitted on (memory the budget does not model; NOT_FITTED):", ", ".join(not_fitted))
     print()
     for kind, errors in (("in sample", in_sample), ("leave-one-model-out", list(held_out.values()))):
         if not errors:
