@@ -105,6 +105,11 @@ vLLM 0.10.2 DEBUG log of Qwen3-235B-A22B-2507-FP8 TP8 with expert parallel on 8x
 1.40 GiB peak activation, the sampler term alone (1.41 GiB), where the log says
 "CutlassBlockScaledGroupedGemm not supported on the current platform" (Triton MoE path) [inferred:
 the workspace belongs to the SM90+ grouped-GEMM paths].
+The two Hopper models take different paths (GLM-4.6 bf16 experts with expert parallel, Qwen3-235B
+FP8 block-quantised experts TP-sharded) and the flat constant is a compromise: held out, each is
+predicted from the other alone (Qwen3-235B-FP8 +6.2 %, an over-promise, with GLM-4.6's 1.44 GiB
+against its own 1.95) [inferred: the FP8 grouped-GEMM path keeps quantised activations and per-expert
+alignment padding the bf16 path does not]. A third Hopper MoE model on vLLM < 0.18 would settle it.
 
 DSA models (GLM-5.x, DeepSeek-V3.2: a sparse-attention indexer) reserve prefill workspaces sized
 by ``max_model_len`` during the profiling run, so their activation grows with the context (vLLM
