@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
-from glm_operator.controller.workqueue import Key, WorkQueue
+from glm_operator.controller.workqueue import Key, Tail, WorkQueue
 
 
 async def _drain(queue: WorkQueue, n: int, delay: float = 0.0) -> list[Key]:
@@ -160,3 +161,162 @@ def test_the_time_each_key_waited_is_reported_by_lane() -> None:
     assert [u for u, _ in waits] == [True, False]
     urgent_wait, routine_wait = waits[0][1], waits[1][1]
     assert 0 <= urgent_wait < 0.1 <= routine_wait < 5
+
+
+class Tails:
+    """A handler whose every reconcile returns a tail that waits until ``release`` is set."""
+
+    def __init__(self, queue: WorkQueue) -> None:
+        self.queue = queue
+        self.release = asyncio.Event()
+        self.handled: list[Key] = []
+        self.tails_done: list[Key] = []
+        self.running_tails: set[Key] = set()
+        self.most_tails = 0
+        self.fail: set[Key] = set()  # keys whose next tail raises
+
+    async def handle(self, key: Key) -> Tail:
+        assert key not in self.running_tails, "a key ran while its tail was still running"
+        self.handled.append(key)
+
+        async def tail() -> None:
+            self.running_tails.add(key)
+            self.most_tails = max(self.most_tails, len(self.running_tails))
+            try:
+                await self.release.wait()
+                if key in self.fail:
+                    self.fail.discard(key)
+                    raise RuntimeError("status write refused")
+            finally:
+                self.running_tails.discard(key)
+            self.tails_done.append(key)
+
+        return tail
+
+    def start(self, workers: int) -> list[asyncio.Task[None]]:
+        async def gate() -> None:
+            return None
+
+        return [asyncio.create_task(self.queue.run_worker(self.handle, gate)) for _ in range(workers)]
+
+
+async def wait_until(check: Callable[[], bool], seconds: float = 2.0) -> None:
+    for _ in range(int(seconds / 0.01)):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached")
+
+
+def test_a_key_whose_tail_runs_is_not_taken_again_but_its_worker_takes_the_next_key() -> None:
+    async def scenario() -> None:
+        q = WorkQueue()
+        t = Tails(q)
+        workers = t.start(1)  # one worker: it must be free while the tail runs
+        q.add(("ns", "a"))
+        await wait_until(lambda: t.running_tails == {("ns", "a")})
+        q.add(("ns", "b"))
+        q.add(("ns", "a"))  # e.g. the echo of its own status write: waits for the tail
+        await wait_until(lambda: t.handled == [("ns", "a"), ("ns", "b")])
+        await asyncio.sleep(0.05)
+        assert t.handled == [("ns", "a"), ("ns", "b")] and q.in_flight(("ns", "a"))
+        t.release.set()
+        await wait_until(lambda: len(t.handled) == 3 and not q.tails_in_flight)
+        await asyncio.sleep(0.05)
+        assert t.handled == [("ns", "a"), ("ns", "b"), ("ns", "a")]  # once more, after its tail
+        assert t.tails_done.index(("ns", "a")) < 2
+        for w in workers:
+            w.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_adds_during_a_tail_run_exactly_once_after_it_with_the_urgent_flag() -> None:
+    async def scenario() -> list[bool]:
+        q = WorkQueue()
+        lanes: list[bool] = []
+        q.observe_wait = lambda urgent, _: lanes.append(urgent)
+        t = Tails(q)
+        workers = t.start(3)
+        key = ("ns", "a")
+        q.add(key)
+        await wait_until(lambda: key in t.running_tails)
+        q.add(key)
+        q.add(key, urgent=True)  # a spec change while the status write is on the wire
+        q.add(key)
+        await asyncio.sleep(0.05)
+        assert len(t.handled) == 1 and len(q) == 0
+        t.release.set()
+        await wait_until(lambda: len(t.tails_done) == 2)
+        await asyncio.sleep(0.05)
+        assert t.handled == [key, key]
+        for w in workers:
+            w.cancel()
+        return lanes
+
+    assert asyncio.run(scenario()) == [False, True]
+
+
+def test_a_failing_tail_re_adds_its_key_with_backoff() -> None:
+    async def scenario() -> None:
+        from glm_operator.controller.ratelimit import RateLimiter
+
+        q = WorkQueue()
+        q.limiter = RateLimiter(base=0.2, jitter=0.0)
+        t = Tails(q)
+        t.release.set()
+        key = ("ns", "a")
+        t.fail.add(key)
+        workers = t.start(2)
+        q.add(key)
+        await wait_until(lambda: key in q._waiting)  # backing off, not queued at once
+        failed_at = asyncio.get_running_loop().time()
+        assert len(q) == 0 and not q.in_flight(key)
+        q.add(key)  # a routine event during the backoff does not run it earlier
+        await wait_until(lambda: t.tails_done == [key])  # the retry ran after the backoff
+        assert asyncio.get_running_loop().time() - failed_at >= 0.15
+        assert t.handled == [key, key]
+        for w in workers:
+            w.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_no_more_tails_than_the_bound_run_at_once() -> None:
+    async def scenario() -> None:
+        q = WorkQueue(max_tails=2)
+        t = Tails(q)
+        workers = t.start(3)
+        for i in range(6):
+            q.add(("ns", f"k{i}"))
+        # Two tails hold the slots; each worker then holds one key waiting for a slot.
+        await wait_until(lambda: len(t.handled) == 5)
+        await asyncio.sleep(0.1)
+        assert q.tails_in_flight == 2 and len(t.running_tails) == 2
+        assert len(t.handled) == 5 and len(q) == 1  # the sixth waits for a worker
+        t.release.set()
+        await wait_until(lambda: len(t.tails_done) == 6)
+        assert t.most_tails == 2
+        for w in workers:
+            w.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_cancel_tails_cancels_every_status_write_in_flight_and_releases_their_keys() -> None:
+    async def scenario() -> None:
+        q = WorkQueue()
+        t = Tails(q)
+        workers = t.start(2)
+        q.add(("ns", "a"))
+        q.add(("ns", "b"))
+        await wait_until(lambda: q.tails_in_flight == 2)
+        for w in workers:
+            w.cancel()
+        tails = q.cancel_tails()
+        await asyncio.gather(*tails, return_exceptions=True)
+        assert all(task.cancelled() for task in tails)
+        assert t.tails_done == [] and q.tails_in_flight == 0
+        assert not q.in_flight(("ns", "a")) and not q.in_flight(("ns", "b"))
+
+    asyncio.run(scenario())

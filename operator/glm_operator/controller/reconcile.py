@@ -4,9 +4,10 @@ Observe reads the GLMDeployment, its children, its pods, the nodes and GPU usage
 watch-fed caches (no apiserver request); ``compute_desired`` decides, in a thread pool and
 bounded in time, so one huge spec never stalls the event loop; execute server-side-applies the
 wanted objects, prunes the unwanted, writes status only when it changed (conditional on the
-resourceVersion it was computed from), and posts Events. A child the apiserver refuses (422
-invalid, 500) makes the GLMDeployment Degraded/ChildRejected with the apiserver's message and
-field; the caller retries it with backoff.
+resourceVersion it was computed from), and posts Events; the status write and the Events after
+it are ``Outcome.finish``, which the work queue runs as a tail without holding a worker. A child
+the apiserver refuses (422 invalid, 500) makes the GLMDeployment Degraded/ChildRejected with the
+apiserver's message and field; the caller retries it with backoff.
 An object whose rendered form is the one this process last applied successfully, and which
 still carries the version that apply returned (``metadata.generation`` of a workload: spec
 edits by hand bump it; ``resourceVersion`` of a Service), is not sent again (the apiserver
@@ -24,7 +25,7 @@ import datetime as dt
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -140,10 +141,30 @@ def _pod_monitor_api_missing(obj: Mapping[str, Any], summary: ApiErrorSummary) -
     return summary.status == 404 or (summary.status == 403 and "terminating" in summary.message)
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """A reconcile whose children are applied and pruned. ``finish`` writes the status (when
+    ``status_changed``) and then posts the Events: only the apiserver is waited on there, so the
+    work queue runs it as a tail, without holding a worker (see ``workqueue``)."""
+
+    rejected: list[Rejection]
+    status_changed: bool
+    finish: Callable[[], Awaitable[None]]
+
+
 async def execute(
     op: Operator, observed: Observed, services: list[dict[str, Any]], desired: Desired
 ) -> list[Rejection]:
     """Apply, prune, write status, post Events. Returns the children the apiserver rejected."""
+    outcome = await apply_children(op, observed, services, desired)
+    await outcome.finish()
+    return outcome.rejected
+
+
+async def apply_children(
+    op: Operator, observed: Observed, services: list[dict[str, Any]], desired: Desired
+) -> Outcome:
+    """Apply and prune; the status write and the Events are left to ``Outcome.finish``."""
     meta = observed.body["metadata"]
     namespace, name = str(meta["namespace"]), str(meta["name"])
     key = (namespace, name)
@@ -222,23 +243,26 @@ async def execute(
     status = own_status_fields(observed.body, desired.status, autoscaler_running=op.autoscaler is not None)
     if rejected:
         status = with_rejections(observed, status, rejected)
-    old_status = dict(observed.body.get("status") or {})
-    if _status_changed(old_status, status):
-        started = loop.time()
-        written = await asyncio.to_thread(
-            op.api.patch_status, namespace, name, status, str(meta.get("resourceVersion") or "") or None
-        )
-        metrics.observe_step(urgent, "status", loop.time() - started)
-        op.cache.owned.set_glmdeployment(written)
-    events = list(desired.events)
-    if rejected and _status_changed(old_status, status):
-        events += [Event("Warning", "ChildRejected", _rejection_message(r)) for r in rejected]
-    op.post_events(observed.body, events)
-    if desired.plan is not None:
-        metrics.PLAN_FITS.labels(namespace, name).set(1 if desired.plan.fits else 0)
-        for v in desired.plan.variants:
-            metrics.PLANNED_REPLICAS.labels(namespace, name, v.gpu_product).set(v.replicas)
-    return rejected
+    changed = _status_changed(dict(observed.body.get("status") or {}), status)
+
+    async def finish() -> None:
+        if changed:
+            started = loop.time()
+            written = await asyncio.to_thread(
+                op.api.patch_status, namespace, name, status, str(meta.get("resourceVersion") or "") or None
+            )
+            metrics.observe_step(urgent, "status", loop.time() - started)
+            op.cache.owned.set_glmdeployment(written)  # before the key can run again
+        events = list(desired.events)
+        if rejected and changed:
+            events += [Event("Warning", "ChildRejected", _rejection_message(r)) for r in rejected]
+        op.post_events(observed.body, events)
+        if desired.plan is not None:
+            metrics.PLAN_FITS.labels(namespace, name).set(1 if desired.plan.fits else 0)
+            for v in desired.plan.variants:
+                metrics.PLANNED_REPLICAS.labels(namespace, name, v.gpu_product).set(v.replicas)
+
+    return Outcome(rejected, changed, finish)
 
 
 def own_status_fields(
@@ -342,12 +366,22 @@ def warm_up_planner(default_image: str) -> Desired:
 async def reconcile(op: Operator, namespace: str, name: str) -> list[Rejection] | None:
     """Bring one GLMDeployment to its desired state. None when it no longer exists; else the
     children the apiserver rejected (the caller retries those with backoff)."""
+    outcome = await reconcile_children(op, namespace, name)
+    if outcome is None:
+        return None
+    await outcome.finish()
+    return outcome.rejected
+
+
+async def reconcile_children(op: Operator, namespace: str, name: str) -> Outcome | None:
+    """``reconcile`` up to the status write, which is left to ``Outcome.finish``; None when the
+    GLMDeployment no longer exists."""
     found = observe(op, namespace, name)
     if found is None:
         return None
     observed, services = found
     desired = await plan(op, observed)
-    rejected = await execute(op, observed, services, desired)
+    outcome = await apply_children(op, observed, services, desired)
     if desired.requeue_after is not None:  # a node grace period ends: no watch event will say so
         asyncio.get_running_loop().call_later(desired.requeue_after, op.queue.add, (namespace, name))
-    return rejected
+    return outcome

@@ -27,7 +27,7 @@ from glm_operator.controller.leader import LeaderElector
 from glm_operator.controller.nodepools import NodePoolCache
 from glm_operator.controller.planning_pool import PlanningPool
 from glm_operator.controller.pod_monitors import pod_monitor_wanted
-from glm_operator.controller.workqueue import Key, WorkQueue
+from glm_operator.controller.workqueue import Key, Tail, WorkQueue
 from glm_operator.planning.pools import node_group_label_keys
 from glm_operator.render import names
 from glm_operator.render.monitoring import (
@@ -75,7 +75,8 @@ class Operator:
         if api is not None:
             api.on_request = metrics.count_api_request
         self.cache = ClusterCache(node_group_label_keys(config.node_groups))
-        self.queue = WorkQueue()
+        # Status writes run as tails, off the workers, at most one per worker at once.
+        self.queue = WorkQueue(max_tails=config.workers)
         self.queue.observe_wait = metrics.observe_queue_wait
         self.elector: LeaderElector | None = None
         if config.leader_election:
@@ -171,7 +172,8 @@ class Operator:
             self._pod_monitor_check.cancel()
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
+        tails = self.queue.cancel_tails()
+        for task in [*self._tasks, *tails]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
@@ -193,6 +195,9 @@ class Operator:
         self._leading.clear()
         for task in self._tasks:
             task.cancel()
+        self.queue.cancel_tails()  # status writes in flight: nothing may be written from now on
+        for event_task in list(self._event_tasks):
+            event_task.cancel()
         self.exit_code = 1
         self.stop_flag.set()
         # kopf shuts down gracefully; if anything hangs, leave anyway.
@@ -530,35 +535,58 @@ class Operator:
             self.queue.add_all(self.cache.owned.glmdeployments)
 
     # -- reconcile ---------------------------------------------------------------------------
-    async def reconcile_key(self, key: Key) -> None:
+    async def reconcile_key(self, key: Key) -> Tail | None:
         """One reconcile; a failure re-adds the key with backoff and logs one line (traceback at
-        debug level), a success resets the key's backoff."""
-        from glm_operator.controller.reconcile import reconcile
+        debug level), a success resets the key's backoff. A status write is returned as the
+        tail (see ``workqueue``): it fails and succeeds the same way, off the worker."""
+        from glm_operator.controller.reconcile import reconcile_children
 
         namespace, name = key
         started = time.perf_counter()
         try:
-            rejected = await reconcile(self, namespace, name)
+            outcome = await reconcile_children(self, namespace, name)
         except Exception as exc:
-            if not isinstance(exc, NotLeader):
-                metrics.RECONCILES.labels(result="error").inc()
-            retry_failed(self.queue, key, "reconcile", exc)
-            return
-        finally:
             metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
-        if rejected is None:
+            self._reconcile_failed(key, exc)
+            return None
+        if outcome is None:
+            metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
             self.queue.forget(key)
             metrics.forget(namespace, name)
             for applied_key in [k for k in self.applied if k[0] == namespace]:
                 self.applied.pop(applied_key, None)  # its children are gone with it
             metrics.RECONCILES.labels(result="ok").inc()
-        elif rejected:
+            return None
+
+        async def tail() -> None:
+            try:
+                await outcome.finish()
+            except Exception as exc:
+                self._reconcile_failed(key, exc)
+                return
+            finally:
+                metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
+            self._reconciled(key, outcome.rejected)
+
+        if outcome.status_changed:
+            return tail
+        await tail()  # nothing to wait for: Events are posted in the background
+        return None
+
+    def _reconcile_failed(self, key: Key, exc: Exception) -> None:
+        if not isinstance(exc, NotLeader):
+            metrics.RECONCILES.labels(result="error").inc()
+        retry_failed(self.queue, key, "reconcile", exc)
+
+    def _reconciled(self, key: Key, rejected: list[Any]) -> None:
+        """A reconcile that ran to its end: rejected children are retried with backoff."""
+        if rejected:
             metrics.RECONCILES.labels(result="error").inc()
             delay = self.queue.add_rate_limited(key)
             log.warning(
                 "reconcile %s/%s: the apiserver rejected %s; Degraded/ChildRejected, retry in %.2f s",
-                namespace,
-                name,
+                key[0],
+                key[1],
                 "; ".join(f"{r.kind} {r.name}: {r.error.line()}" for r in rejected)[:2000],
                 delay,
             )

@@ -15,23 +15,37 @@ after a success resets the key's backoff. While a key waits out its backoff, rou
 (pods, children, nodes) do not run it earlier: the retry is level-based and sees what they
 changed. A spec change (urgent) still runs at once, unless the apiserver answered the last try
 with a ``Retry-After`` (429): then nothing runs the key before that time.
+
+A handler may return a *tail*: the end of its reconcile that only waits on the apiserver (the
+status write and the Events after it). The tail runs in the background and the worker takes the
+next key at once; the key stays in flight until the tail has finished, so per-key order holds
+(no second reconcile of it starts before, and an add meanwhile runs once after it, urgent flag
+kept). At most ``max_tails`` tails run at once; beyond that a worker waits for one to finish
+before it takes another key, so a slow apiserver slows the workers down instead of piling up
+writes. A tail handles its own failures (see ``runtime``); one that raises anyway is logged
+and its key re-added with backoff. ``cancel_tails`` cancels them all (lost leadership).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 
 from glm_operator.controller.ratelimit import RateLimiter
 
+log = logging.getLogger(__name__)
+
 Key = tuple[str, str]  # (namespace, name)
+Tail = Callable[[], Awaitable[None]]  # the rest of a reconcile, run without holding a worker
+DEFAULT_MAX_TAILS = 32
 ROUTINE_BATCH_SECONDS = 0.5  # pod and child events of one key within this run one reconcile
 
 
 class WorkQueue:
-    def __init__(self) -> None:
+    def __init__(self, max_tails: int = DEFAULT_MAX_TAILS) -> None:
         self._urgent: deque[Key] = deque()
         self._normal: deque[Key] = deque()
         self._items = asyncio.Semaphore(0)  # one release per deque entry
@@ -47,6 +61,9 @@ class WorkQueue:
         self._since: dict[Key, float] = {}  # loop time a queued key was added (or promoted)
         # Called with (urgent, seconds a key waited in the queue) when a worker takes it.
         self.observe_wait: Callable[[bool, float], None] | None = None
+        self.max_tails = max_tails
+        self._tail_slots = asyncio.Semaphore(max_tails)
+        self._tails: set[asyncio.Task[None]] = set()
 
     def add_rate_limited(self, key: Key, retry_after: float | None = None) -> float:
         """Re-add ``key`` after its backoff (and no earlier than ``retry_after``); the delay."""
@@ -135,17 +152,59 @@ class WorkQueue:
                     self.observe_wait(urgent, time.monotonic() - since)
                 return key
 
+    @property
+    def tails_in_flight(self) -> int:
+        return len(self._tails)
+
+    def in_flight(self, key: Key) -> bool:
+        """Whether a worker or a tail holds ``key``."""
+        return key in self._active
+
+    def cancel_tails(self) -> list[asyncio.Task[None]]:
+        """Cancel every tail in flight; the tasks, to wait for them."""
+        tails = list(self._tails)
+        for task in tails:
+            task.cancel()
+        return tails
+
+    def _release(self, key: Key) -> None:
+        self._active.discard(key)
+        if key in self._dirty:
+            self.add(key, urgent=self._dirty.pop(key))
+
+    def _start_tail(self, key: Key, tail: Tail) -> None:
+        async def run() -> None:
+            try:
+                await tail()
+            except Exception as exc:  # a tail handles its failures; this is the last guard
+                delay = self.add_rate_limited(key)
+                log.warning("tail of %s/%s failed: %s; retry in %.2f s", *key, exc, delay)
+            finally:
+                self._tail_slots.release()
+                self._release(key)
+
+        task = asyncio.create_task(run(), name=f"tail-{key[0]}/{key[1]}")
+        self._tails.add(task)
+        task.add_done_callback(self._tails.discard)
+
     async def run_worker(
-        self, handle: Callable[[Key], Awaitable[None]], gate: Callable[[], Awaitable[None]]
+        self,
+        handle: Callable[[Key], Awaitable[Tail | None]],
+        gate: Callable[[], Awaitable[None]],
     ) -> None:
-        """Process keys forever; ``gate`` waits until this replica may act (leader election)."""
+        """Process keys forever; ``gate`` waits until this replica may act (leader election).
+        A tail ``handle`` returns runs in the background, the key in flight until it ends."""
         while True:
             key = await self._take()
             self._active.add(key)
+            handed_off = False
             try:
                 await gate()
-                await handle(key)
+                tail = await handle(key)
+                if tail is not None:
+                    await self._tail_slots.acquire()
+                    self._start_tail(key, tail)  # no await in between: nothing cancels it here
+                    handed_off = True
             finally:
-                self._active.discard(key)
-                if key in self._dirty:
-                    self.add(key, urgent=self._dirty.pop(key))
+                if not handed_off:
+                    self._release(key)
