@@ -146,3 +146,41 @@ def test_a_slow_service_never_holds_the_status_even_when_background_applies_are_
         blocked.cancel()
 
     asyncio.run(scenario())
+
+
+def test_new_specs_keep_a_share_of_the_background_applies_routine_reconciles_may_not_use() -> None:
+    """Between ``routine_pending_applies`` and ``max_pending_applies`` background applies, a
+    routine reconcile waits for its own workloads and an urgent one (a new spec) does not; at the
+    global bound both wait."""
+
+    async def reconcile_with_pending(pending: int, planned: bool) -> bool:
+        """Whether the reconcile returned with its Deployment apply still on the wire."""
+        api = SlowServiceApi(slow_kind="Deployment")
+        op = Operator(OperatorConfig(leader_election=False, workers=8), api=api)  # type: ignore[arg-type]
+        op.cache.replace_nodes(NODES)
+        body = copy.deepcopy(BODY)
+        if planned:  # a routine reconcile: this generation was planned already
+            body["status"] = {"observedGeneration": 1}
+        op.cache.owned.set_glmdeployment(body)
+        blocked = asyncio.get_running_loop().create_future()
+        for i in range(pending):
+            op.pending_applies[("other", "Deployment", f"d{i}")] = blocked
+        task = asyncio.create_task(reconcile(op, "llm", "g"))
+        done, _ = await asyncio.wait([task], timeout=1.5)
+        api.release.set()
+        await asyncio.wait_for(task, 5)
+        blocked.cancel()
+        op.planning_pool.shutdown()
+        return bool(done)
+
+    async def scenario() -> None:
+        op = Operator(OperatorConfig(leader_election=False, workers=8), api=SlowServiceApi())  # type: ignore[arg-type]
+        routine_mark, bound = op.routine_pending_applies, op.max_pending_applies
+        op.planning_pool.shutdown()
+        assert 0 < routine_mark < bound == 8
+        assert await reconcile_with_pending(routine_mark - 1, planned=True)
+        assert not await reconcile_with_pending(routine_mark, planned=True)
+        assert await reconcile_with_pending(bound - 1, planned=False)
+        assert not await reconcile_with_pending(bound, planned=False)
+
+    asyncio.run(scenario())

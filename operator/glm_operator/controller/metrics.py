@@ -39,6 +39,15 @@ RECONCILE_STEP_SECONDS = Histogram(
 )
 
 
+APPLY_BACKPRESSURE = Counter(
+    "glm_operator_apply_backpressure_total",
+    "Reconciles that waited for their own workload applies because too many applies were already "
+    "in the background, by lane (urgent keys may use a share routine ones may not).",
+    ["lane"],
+    registry=REGISTRY,
+)
+
+
 def observe_queue_wait(urgent: bool, seconds: float) -> None:
     QUEUE_WAIT_SECONDS.labels(lane="urgent" if urgent else "routine").observe(seconds)
 

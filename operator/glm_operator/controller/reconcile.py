@@ -188,13 +188,17 @@ async def apply_children(
     # Services have a lane of their own with a few threads (queued ones hold no connection); of
     # the other kinds at most ``max_pending_applies`` run in the background, beyond that a
     # reconcile waits for its workloads: a slow apiserver slows the operator instead of piling up.
+    # A routine reconcile waits already at ``routine_pending_applies``: the last quarter is kept
+    # for new specs, so a burst of them is not held behind a resync's re-applies.
     to_apply.sort(key=lambda item: item[2]["kind"] not in WORKLOAD_KIND_NAMES)
     urgent = not spec_planned(observed.body)
     loop = asyncio.get_running_loop()
     started = loop.time()
     deadline = started + SLOW_APPLY_SECONDS
+    limit = op.max_pending_applies if urgent else op.routine_pending_applies
     first = [op.submit_apply(obj) for _, _, obj in to_apply if obj["kind"] in WORKLOAD_KIND_NAMES]
-    if first and op.pending_workload_applies() >= op.max_pending_applies:
+    if first and op.pending_workload_applies() >= limit:
+        metrics.APPLY_BACKPRESSURE.labels(lane="urgent" if urgent else "routine").inc()
         await asyncio.wait(first)
     elif first and len(first) < len(to_apply):
         await asyncio.wait(first, timeout=SLOW_APPLY_SECONDS)

@@ -104,6 +104,9 @@ class Operator:
         # applies that outlived their reconcile (see reconcile.execute): memo key -> the request
         self.pending_applies: dict[tuple[str, str, str], asyncio.Future[Any]] = {}
         self.max_pending_applies = config.workers
+        # Routine reconciles (a resync's re-applies, re-plans) wait for their own workloads at a
+        # lower mark: the rest is reserved for new specs, whose first applies start serving.
+        self.routine_pending_applies = max(1, self.max_pending_applies - self.max_pending_applies // 4)
         self.service_lane = concurrent.futures.ThreadPoolExecutor(
             max_workers=SERVICE_LANE_THREADS, thread_name_prefix="service-apply"
         )
