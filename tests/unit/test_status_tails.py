@@ -31,6 +31,10 @@ class SlowStatusApi(SlowServiceApi):
         self.errors: list[ApiException] = []
         self.writes: list[tuple[str, float]] = []  # (name, when sent)
         self.lock = threading.Lock()
+        self.events: list[str] = []  # reasons of the Events posted
+
+    def create_event(self, *_: Any, **kw: Any) -> None:
+        self.events.append(kw["reason"])
 
     def patch_status(
         self, namespace: str, name: str, status: dict[str, Any], rv: str | None
@@ -90,6 +94,7 @@ def test_the_worker_takes_the_next_key_while_a_status_write_is_on_the_wire() -> 
         # g ran once more after its tail and read the status just written from the cache:
         # nothing left to write.
         assert [n for n, _ in api.writes] == ["g", "h"]
+        assert api.events.count("Planned") == 2  # posted after each status write
         assert op.cache.owned.glmdeployments[("llm", "g")]["metadata"]["resourceVersion"] == "8"
         for w in workers:
             w.cancel()
@@ -117,6 +122,43 @@ def test_a_refused_status_write_is_retried_with_backoff_and_retry_after_then_for
         assert op.cache.owned.glmdeployments[key]["metadata"]["resourceVersion"] == "8"
         for w in workers:
             w.cancel()
+        op.planning_pool.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_lost_leadership_cancels_the_status_writes_in_flight_and_what_follows_them(
+    monkeypatch: Any,
+) -> None:
+    """A tail cancelled by lost leadership neither updates the cache nor posts its Events (the
+    write already on the wire is refused by the client's may_write check in production)."""
+    import glm_operator.controller.runtime as runtime
+
+    class NoBackstop:  # _stopped_leading arms an os._exit timer for a hung shutdown
+        def __init__(self, *_: Any, **__: Any) -> None:
+            self.daemon = False
+
+        def start(self) -> None:
+            pass
+
+    monkeypatch.setattr(runtime.threading, "Timer", NoBackstop)
+
+    async def scenario() -> None:
+        api = SlowStatusApi()
+        op = Operator(OperatorConfig(leader_election=False, workers=2), api=api)  # type: ignore[arg-type]
+        op.cache.replace_nodes(NODES)
+        op.cache.owned.set_glmdeployment(body("g"))
+        op._tasks.extend(await start(op))
+        op.queue.add(("llm", "g"), urgent=True)
+        await wait_until(lambda: op.queue.tails_in_flight == 1, 5)
+        tails = list(op.queue._tails)
+        op._stopped_leading()
+        await asyncio.gather(*tails, *op._tasks, return_exceptions=True)
+        assert all(t.cancelled() for t in tails) and op.exit_code == 1
+        api.status_release.set()  # the write's thread returns; nobody is left to use it
+        await asyncio.sleep(0.2)
+        assert op.cache.owned.glmdeployments[("llm", "g")]["metadata"]["resourceVersion"] == "5"
+        assert api.events == [] and not op.queue.in_flight(("llm", "g"))
         op.planning_pool.shutdown()
 
     asyncio.run(scenario())
