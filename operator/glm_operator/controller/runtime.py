@@ -2,8 +2,10 @@
 
 kopf delivers watch events to the thin handlers in ``glm_operator.handlers``; they update the
 caches and enqueue GLMDeployment keys. Workers (only on the leader) run one level-based
-``reconcile`` per key, reading the GLMDeployment again from the apiserver so every reconcile
-works from actual state, never from the event that woke it.
+``reconcile`` per key, reading the GLMDeployment from the watch-fed cache so every reconcile
+works from the latest state seen, never from the event that woke it. The status write that ends
+a reconcile runs as a work-queue tail (at most ``workers`` at once): the worker takes the next
+key meanwhile, the key itself waits for it. Lost leadership cancels the workers and the tails.
 """
 
 from __future__ import annotations
