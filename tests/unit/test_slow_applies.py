@@ -184,3 +184,32 @@ def test_new_specs_keep_a_share_of_the_background_applies_routine_reconciles_may
         assert not await reconcile_with_pending(bound, planned=False)
 
     asyncio.run(scenario())
+
+
+def test_companion_applies_in_the_background_never_hold_back_a_new_workload() -> None:
+    """Services, PDBs and PodMonitors wait in their own lane: however many of them are still on
+    the wire, a reconcile does not wait for its own workload apply (only workloads count)."""
+
+    async def scenario() -> None:
+        api = SlowServiceApi(slow_kind="Deployment")
+        op = Operator(OperatorConfig(leader_election=False, workers=2), api=api)  # type: ignore[arg-type]
+        op.cache.replace_nodes(NODES)
+        op.cache.owned.set_glmdeployment(copy.deepcopy(BODY))
+        blocked = asyncio.get_running_loop().create_future()
+        for i in range(op.max_pending_applies):
+            for kind in ("Service", "PodDisruptionBudget", "PodMonitor"):
+                op.pending_applies[("other", kind, f"c{i}")] = blocked
+        assert op.pending_workload_applies() == 0
+        started = time.monotonic()
+        # The Deployment apply is never released here: waiting for it would time out.
+        await asyncio.wait_for(reconcile(op, "llm", "g"), 5)
+        assert time.monotonic() - started < 4
+        assert "Deployment" not in api.applied
+        assert [kind for ns, kind, _ in op.pending_applies if ns == "llm"] == ["Deployment"]
+        # A workload of another GLMDeployment on the wire does count.
+        op.pending_applies[("other", "Deployment", "d")] = blocked
+        assert op.pending_workload_applies() == 2
+        api.release.set()
+        blocked.cancel()
+
+    asyncio.run(scenario())

@@ -185,9 +185,10 @@ async def apply_children(
     # PodMonitor follow (nothing uses them before a pod is Ready, minutes later). All of them
     # share one budget of SLOW_APPLY_SECONDS; what is still running then (a Service waiting for
     # its ClusterIP on a busy apiserver) finishes in the background and does not hold the worker.
-    # Services have a lane of their own with a few threads (queued ones hold no connection); of
-    # the other kinds at most ``max_pending_applies`` run in the background, beyond that a
-    # reconcile waits for its workloads: a slow apiserver slows the operator instead of piling up.
+    # The companions (Service, PDB, PodMonitor) have a lane of their own with a few threads
+    # (queued ones hold no connection); of the workloads at most ``max_pending_applies`` run in
+    # the background, beyond that a reconcile waits for its workloads: a slow apiserver slows the
+    # operator instead of piling up.
     # A routine reconcile waits already at ``routine_pending_applies``: the last quarter is kept
     # for new specs, so a burst of them is not held behind a resync's re-applies.
     to_apply.sort(key=lambda item: item[2]["kind"] not in WORKLOAD_KIND_NAMES)

@@ -24,6 +24,7 @@ from glm_operator.clients.kube import API_VERSION, KubeClient, NotLeader, summar
 from glm_operator.controller import metrics
 from glm_operator.controller.cache import ClusterCache, is_known, spec_planned
 from glm_operator.controller.config import OperatorConfig
+from glm_operator.controller.desired import WORKLOAD_KINDS
 from glm_operator.controller.gateway import GatewayController
 from glm_operator.controller.leader import LeaderElector
 from glm_operator.controller.nodepools import NodePoolCache
@@ -44,7 +45,9 @@ GATEWAY_WORKERS = 2
 
 EVENT_SENDERS = 4  # Event posts in flight at once
 REPLAN_MIN_INTERVAL = 5.0  # seconds between two node-driven re-plans of every GLMDeployment
-SERVICE_LANE_THREADS = 4  # Service applies in flight at once (the apiserver allocates ClusterIPs)
+_WORKLOADS = frozenset(kind for _, kind in WORKLOAD_KINDS)
+COMPANION_LANE_THREADS = 4  # Service, PDB and PodMonitor applies in flight at once (the apiserver
+# allocates a Service's ClusterIP under a lock; nothing uses these objects before a pod is Ready)
 
 
 def crd_serves(crd: dict[str, Any], api_version: str) -> bool:
@@ -109,8 +112,8 @@ class Operator:
         # Routine reconciles (a resync's re-applies, re-plans) wait for their own workloads at a
         # lower mark: the rest is reserved for new specs, whose first applies start serving.
         self.routine_pending_applies = max(1, self.max_pending_applies - self.max_pending_applies // 4)
-        self.service_lane = concurrent.futures.ThreadPoolExecutor(
-            max_workers=SERVICE_LANE_THREADS, thread_name_prefix="service-apply"
+        self.companion_lane = concurrent.futures.ThreadPoolExecutor(
+            max_workers=COMPANION_LANE_THREADS, thread_name_prefix="companion-apply"
         )
         self.autoscaler: Any = None  # glm_operator.controller.autoscaling.Autoscaler when enabled
         self.lws_available = False  # LeaderWorkerSet CRD installed (multi-node variants)
@@ -375,14 +378,16 @@ class Operator:
 
     # -- applies that finish in the background -------------------------------------------------
     def submit_apply(self, obj: dict[str, Any]) -> asyncio.Future[Any]:
-        """Start a server-side apply; Services in their own lane (see reconcile.execute)."""
+        """Start a server-side apply; workloads in the shared pool, the GLMDeployment-wide
+        companions (Service, PDB, PodMonitor) in their own lane (see reconcile.execute)."""
         loop = asyncio.get_running_loop()
-        pool = self.service_lane if obj.get("kind") == "Service" else None
+        pool = None if obj.get("kind") in _WORKLOADS else self.companion_lane
         return loop.run_in_executor(pool, self.api.apply, obj)
 
     def pending_workload_applies(self) -> int:
-        """Background applies that hold a thread of the shared pool (all but Services)."""
-        return sum(1 for (_, kind, _) in self.pending_applies if kind != "Service")
+        """Background workload applies (they hold a thread of the shared pool; the companions
+        wait in their own lane and are bounded by its threads)."""
+        return sum(1 for (_, kind, _) in self.pending_applies if kind in _WORKLOADS)
 
     def track_pending_apply(
         self,
