@@ -1170,6 +1170,14 @@ def main() -> int:
                 )
                 steps.append(f"{step} p50~{q50:.0f}/p99~{q99:.0f} ms")
             out(f"reconcile steps, {lane} lane", ", ".join(steps))
+        held = {
+            lane: mdiff(f'glm_operator_apply_backpressure_total{{lane="{lane}"}}')
+            for lane in ("urgent", "routine")
+        }
+        out(
+            "reconciles held for their own workload applies (backpressure)",
+            f"urgent {held['urgent']:.0f}, routine {held['routine']:.0f}",
+        )
         out("operator CPU (burst+settle)", f"{cpu_op:.1f} s ({cpu_op / window_s * 100:.0f}% of one core)")
         out("operator RSS before burst", f"{rss_before / 1024:.0f} MiB ({args.nodes} nodes cached, warm)")
         out("operator RSS peak during burst", f"{rss_peak / 1024:.0f} MiB")
