@@ -59,13 +59,59 @@ peak above what stays allocated. Per component:
   about 10 bytes where the 0.10-0.12 PyTorch sort path took 39.
 * fused-MoE scratch comes from the worker's workspace manager, which keeps its high-water mark
   (``moe_workspace_bytes``), sized by max_num_batched_tokens x top-k x hidden on every GPU.
-* CUDA graphs: ``profile_cudagraph_memory`` (``vllm/v1/worker/gpu/cudagraph_utils.py``) captures every
-  PIECEWISE graph into a throwaway pool and extrapolates FULL ones from the two largest, logging
-  ``Estimated CUDA graph memory: X GiB total``; it is subtracted unless
-  ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0``. Modelled per layer and 0.33 capture size
-  (FULL_AND_PIECEWISE, sizes 1, 2, 4, 8-248 step 8, 256-512 step 16) divided by TP; the per-piece
-  figure is measured, not fitted (0.52 GiB for Qwen3-8B's 36 layers x 51 sizes, vLLM 0.21.0 on an
-  RTX A5000, LMCache/LMCache#3430).
+* CUDA graphs: see "CUDA graphs, vLLM >= 0.18" below; subtracted unless
+  ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0``.
+
+CUDA graphs, vLLM >= 0.18 (read in the 0.33.0 release; line numbers from its wheel). After the profiling
+run, ``Worker.determine_available_memory`` (``vllm/v1/worker/gpu_worker.py`` L707-717) calls
+``profile_cudagraph_memory`` whenever ``cudagraph_mode != NONE`` and (L720-757) takes the result off the
+budget: ``available = requested - non_kv_cache_memory - cudagraph_estimate``. What that estimate is:
+
+* capture sizes (``VllmConfig._set_cudagraph_sizes``, ``vllm/config/vllm.py`` L2398-): 1, 2, 4, every 8
+  below 256, every 16 up to ``min(2 x max_num_seqs x decode_query_len, 512)`` (1024 on data-center
+  Blackwell; ``decode_query_len`` = 1 + speculative tokens), plus ``max_num_batched_tokens`` when it
+  fits (:func:`newer_cudagraph_capture_sizes`).
+* FULL_AND_PIECEWISE (the default) captures one PIECEWISE graph set per capture size (every layer piece
+  between attention calls is its own graph) and one FULL decode graph per capture size up to
+  ``max_num_seqs x decode_query_len`` (``ModelCudaGraphManager._init_candidates``,
+  ``vllm/v1/worker/gpu/cudagraph_utils.py`` L256-380), all into one graph pool, largest first, PIECEWISE
+  before FULL ("FULL activations should fit in already allocated buffers in the graph pool", L442-445).
+* Model Runner V2 (0.33's default, ``profile_cudagraph_memory`` in ``cudagraph_utils.py`` L922-1028):
+  builds a minimal KV cache (``min(max_num_seqs, largest capture size)`` blocks, L1042-1062), captures
+  every PIECEWISE graph and the two largest FULL graphs into a throwaway pool, measured by
+  ``cudaMemGetInfo`` around ``capture_model`` (``vllm/v1/worker/gpu/model_runner.py`` L1106, L1152,
+  L1161), and replaces the FULL samples by ``first + (n_full - 1) x max(second, 1 MiB)``
+  (``_extrapolate_full_graph_memory`` L1031-1039; ``_MIN_PER_GRAPH_BYTES`` L918)::
+
+      estimate = PIECEWISE(all sizes, measured) + FULL_first + (n_full - 1) x max(FULL_second, 1 MiB)
+
+* the V1 runner (0.18-0.32 for models off V2's list; ``GPUModelRunner.profile_cudagraph_memory``,
+  ``vllm/v1/worker/gpu_model_runner.py`` L6268-6414 in 0.33, the same log lines in 0.19) extrapolates
+  both modes from their two largest graphs and overlays the first captures (one pool)::
+
+      estimate = max(PW_first, FULL_first) + (n_pw - 1) x max(PW_second, 1 MiB)
+                 + (n_full - 1) x max(FULL_second, 1 MiB)
+
+What depends on TP [inferred from the code and the 0.19 logs]: the pool holds the largest batch's
+activations between pieces, and the residual stream and norms are full hidden size on every rank (only
+attention and MLP intermediates are hidden / TP); the rest is CUDA driver memory per instantiated graph
+(kernel nodes per piece, which TP does not reduce; the custom all-reduce only IPC-registers the graphs'
+buffers, ``custom_all_reduce.py`` L464-494, no new allocation). vLLM 0.19 on H100 logs 0.91 / 0.76 /
+0.67 GiB for Llama-3.1-8B at TP 1 / 2 / 4, 1.61 / 1.51 for Qwen2.5-72B at TP 2 / 4, 0.81 / 0.84 for
+phi-4 at TP 1 / 2 and 1.09 / 1.09 for gpt-oss-20b at TP 2 / 4: no term divides by TP.
+:func:`cudagraph_bytes` still divides its >= 0.20 per-piece figure by TP (``newer_cudagraph_bytes_per_piece``,
+measured at TP 1), which for GLM-4.6 at TP 8 (92 layers, 51 sizes) budgets 0.17 GiB where the 0.19
+shape says about 1.3. A TP-free model (``graph_bytes_per_piece`` x layers x sizes +
+``graph_bytes_per_decode_seq`` x min(max_num_seqs, largest size): 0.26 MiB and 1.09 MiB by least squares
+on the 31 logged estimates of vLLM 0.19-0.24, rms 0.22 GiB) was tried and not adopted: on the >= 0.20 rows
+it takes 1.0 GiB more from Qwen3-32B at TP 2 on RTX PRO 6000 (vLLM 0.27.1, Model Runner V2) than that
+start-up leaves for everything but weights and KV (-12 % tokens), and the refit then drives
+``newer_sampler_bytes`` to 0, below the 4 bytes of the fp32 logits alone. So Model Runner V2's estimate
+(every PIECEWISE size measured, 0.27+) is smaller than the V1 runner's extrapolation at the same shape,
+or falls with TP where 0.19's does not; the rows we have cannot tell which [open: a 0.33 start-up at
+TP > 1 with its "Estimated CUDA graph memory" line would].
+Not modelled: speculative decoding
+(``decode_query_len`` > 1 multiplies the FULL sizes), LoRA capture cases, encoder graphs.
 
 Why the 0.10-0.12 constants failed there: Qwen3-32B at TP=2 on an RTX PRO 6000 with vLLM 0.27.1 keeps
 8.22 GiB for the KV cache of a 40.47 GiB budget with 30.59 GiB of weights, so everything else is
