@@ -9,7 +9,9 @@ that model's rows predicted). Rows whose KV budget is under 5 % of the GPU are r
 budget error dominates). The three engine generations (planning.engine.budget_generation) are fitted and
 reported apart: vLLM < 0.18, 0.18-0.19 (graphs profiled but not subtracted, FlashInfer's fusion workspace)
 and >= 0.20 (the CUDA-graph estimate in the budget; the operator's default image). --refit prints the
-constants fitted on each generation's rows (what planning/budget.py ships).
+constants fitted on each generation's rows (what planning/budget.py ships). The V1 model runner's logged
+CUDA-graph estimates (vLLM 0.19-0.24) are printed against ours, and --refit also prints their least-squares
+constants (graph_bytes_per_piece, graph_bytes_per_decode_seq).
 
 Part 2, tests/fixtures/fit-examples.csv (one line per figure):
 
@@ -125,6 +127,30 @@ def _generation(truth: ModuleType, label: str, rows: list, lomo: bool) -> tuple[
     return in_sample, list(held_out.values())
 
 
+def graphs(truth: ModuleType, refit: bool) -> None:
+    """The V1 runner's logged "Estimated CUDA graph memory" against ours (budget.cudagraph_bytes)."""
+    rows = truth.graph_estimate_startups()
+    print(f"== CUDA-graph estimate, V1 model runner (vLLM 0.19-0.24): {len(rows)} logged ==")
+    lines = [("row", "vLLM", "TP/PP", "logged GiB", "ours GiB", "error GiB")]
+    errors = []
+    for s in rows:
+        ours = s.fit().cudagraph_capture_gib
+        errors.append(ours - s.logged_graph_gib)
+        version = ".".join(map(str, s.vllm_version)) if s.vllm_version else "?"
+        logged = f"{s.logged_graph_gib:.2f}"
+        lines.append((s.id, version, f"{s.tp}/{s.pp}", logged, f"{ours:.2f}", f"{errors[-1]:+.2f}"))
+    _table(lines)
+    rms = (sum(e * e for e in errors) / len(errors)) ** 0.5
+    print(f"rms {rms:.2f} GiB, worst {max(errors, key=abs):+.2f} GiB")
+    if refit:
+        c = truth.fit_graph_constants(rows)
+        print(
+            f"fitted: graph_bytes_per_piece {c.graph_bytes_per_piece / 2**20:.3f} MiB, "
+            f"graph_bytes_per_decode_seq {c.graph_bytes_per_decode_seq / 2**20:.3f} MiB"
+        )
+    print()
+
+
 def startups(refit: bool, lomo: bool) -> None:
     truth = _load_truth()
     older, mid, newer = truth.used_startups(), truth.mid_engine_startups(), truth.newer_engine_startups()
@@ -164,6 +190,7 @@ def startups(refit: bool, lomo: bool) -> None:
     print("== every generation, its own constants (KV budget >= 5 % of the GPU) ==")
     _table(out)
     print()
+    graphs(truth, refit)
     if refit:
         print("constants fitted on the vLLM < 0.18 rows:", truth.fit_constants(older))
         print("constants fitted on the vLLM 0.18-0.19 rows:", truth.fit_constants(mid))

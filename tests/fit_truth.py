@@ -624,6 +624,31 @@ def uninformed_constants(
     return tuple(name for name in needed if not moves(train, name))
 
 
+def graph_estimate_startups() -> list[Startup]:
+    """Used rows from vLLM >= 0.18 that log the V1 model runner's "Estimated CUDA graph memory"."""
+    return [s for s in load_startups() if s.use and s.generation != GENERATION_OLDER and s.logged_graph_gib]
+
+
+def fit_graph_constants(rows: Sequence[Startup]) -> BudgetConstants:
+    """Least squares (GiB) of the V1 runner's graph estimate, ``graph_bytes_per_piece`` x layers x sizes +
+    ``graph_bytes_per_decode_seq`` x decode requests, on the rows' logged estimates (a component fit)."""
+    unit = replace(DEFAULT_CONSTANTS, graph_bytes_per_piece=GIB, graph_bytes_per_decode_seq=0.0)
+    per_seq = replace(DEFAULT_CONSTANTS, graph_bytes_per_piece=0.0, graph_bytes_per_decode_seq=GIB)
+    xs = [(s.fit(unit).cudagraph_capture_gib, s.fit(per_seq).cudagraph_capture_gib) for s in rows]
+    ys = [s.logged_graph_gib or 0.0 for s in rows]
+    a11 = sum(x * x for x, _ in xs)
+    a12 = sum(x * z for x, z in xs)
+    a22 = sum(z * z for _, z in xs)
+    b1 = sum(x * y for (x, _), y in zip(xs, ys, strict=True))
+    b2 = sum(z * y for (_, z), y in zip(xs, ys, strict=True))
+    det = a11 * a22 - a12 * a12
+    return replace(
+        DEFAULT_CONSTANTS,
+        graph_bytes_per_piece=(b1 * a22 - b2 * a12) / det * GIB,
+        graph_bytes_per_decode_seq=(a11 * b2 - a12 * b1) / det * GIB,
+    )
+
+
 def percentile(values: Iterable[float], q: float) -> float:
     vals = sorted(values)
     if not vals:

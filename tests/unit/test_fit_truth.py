@@ -20,6 +20,7 @@ from glm_operator.planning.budget import (
     GIB,
     BudgetSettings,
     activation_peak_bytes,
+    cudagraph_bytes,
     cudagraph_capture_sizes,
     dsa_workspace_bytes,
     forward_peak_bytes,
@@ -38,6 +39,8 @@ from tests.fit_truth import (
     NOT_FITTED,
     Startup,
     _loss,
+    fit_graph_constants,
+    graph_estimate_startups,
     load_startups,
     mid_engine_startups,
     newer_engine_startups,
@@ -63,6 +66,14 @@ MID_TOLERANCE = 0.01
 # error of each, asserted within NEWER_TOLERANCE. Leave-one-model-out errors (benchmarks/fit_errors.py)
 # are wider (worst 8.4 %, worst over-promise 5.3 %): seven rows from five models fit four constants.
 NEWER_TOLERANCE = 0.05
+NEWER_WIDER: dict[str, tuple[float, str]] = {
+    "vllm51590-gptoss120b-rtxpro4500-tp8": (
+        0.06,
+        "V1 runner on 0.28: its graph estimate is not divided by TP (gpt-oss-20b logs 1.09 GiB at TP 2 and"
+        " TP 4 on 0.19); the 0.83 GiB the reported budget leaves beside the weights (a table rounded to"
+        " 0.1 GiB) is less than that plus a sampler pass; ours keeps 1.1 GiB less (under-promise)",
+    ),
+}
 
 
 def test_every_row_is_attributed_and_complete() -> None:
@@ -116,7 +127,8 @@ def test_newer_engine_rows_are_apart_and_subtract_the_graph_estimate() -> None:
 def test_newer_engine_rows_within_tolerance(row: Startup) -> None:
     err = row_error(row)
     assert err.figure in ("tokens", "budget")
-    assert abs(err.relative) <= NEWER_TOLERANCE, (err.figure, err.ours, err.logged)
+    tolerance = NEWER_WIDER.get(row.id, (NEWER_TOLERANCE, ""))[0]
+    assert abs(err.relative) <= tolerance, (err.figure, err.ours, err.logged)
 
 
 def test_pipeline_parallel_halves_the_kv_bytes_per_token_like_tp() -> None:
@@ -399,10 +411,13 @@ def test_the_glm5_million_token_starts_fit_vllms_own_weights_and_workspace_facto
     (vLLM 0.20-0.26): with it, both would come out ~6 % low."""
     # GLM-5.3 on 0.28 is profiled by the V1 runner (GlmMoeDsaForCausalLM is not on its V2 list), planned
     # with the 0.18-0.19 profiling constants, whose 0.40 GiB TP > 1 non-torch the three V1 rows at TP > 1
-    # (0.24, 0.28) do not show: it comes out 0.7 GiB (2.7 %) low, on the safe side
+    # (0.24, 0.28) do not show, and with the V1 runner's graph estimate, which vLLM 0.19 logs without a
+    # TP divisor (1.56 GiB here; the same profile_cudagraph_memory in 0.19 and 0.28) while the fused-MoE
+    # workspace scale comes from GLM-5.2's start, planned with Model Runner V2's estimate divided by TP
+    # (0.14 GiB): it comes out 2.1 GiB (8.2 %) low, on the safe side (budget.py "CUDA graphs")
     for model, logged, version, tolerance in (
         ("zai-org/GLM-5.2", 26.5, (0, 33, 0), 0.02),
-        ("zai-org/GLM-5.3", 25.94, (0, 28, 0), 0.03),
+        ("zai-org/GLM-5.3", 25.94, (0, 28, 0), 0.09),
     ):
         fit = estimate_fit(
             FitInput(
@@ -455,7 +470,8 @@ def test_v1_runner_rows_sample_at_the_older_rate() -> None:
     """Qwen3-Coder-30B-A3B on vLLM 0.24.0 runs the V1 runner's PyTorch sampler: 1.4 GiB, not the V2 rate's
     0.33; with the V2 rate the row would over-promise by about 4 %."""
     row = next(s for s in load_startups() if s.id == "aws-qwen3-coder-30b-l40s-tp4")
-    assert abs(row_error(row).relative) <= 0.02
+    # -3.1 %: the V1 runner's graph estimate is not divided by TP (0.89 GiB at TP 4, was 0.18)
+    assert abs(row_error(row).relative) <= 0.035
     v2 = replace(row, vllm_version=(0, 33, 0))
     f1, f2 = row.fit(), v2.fit()
     # sampler 1.40 vs 0.33 GiB, less the larger MoE workspace V2 keeps (0.46 vs 0.07 GiB)
@@ -464,7 +480,8 @@ def test_v1_runner_rows_sample_at_the_older_rate() -> None:
 
 def test_v1_runner_rows_are_predicted_with_the_vllm_019_constants() -> None:
     """The >= 0.20 rows profiled by the V1 runner (0.21 Qwen3-8B, 0.24 Qwen2.5 on an RTX 4090, 0.24
-    Qwen3-MoE, 0.28 gpt-oss) are predicted by the 0.18-0.19 constants, which never saw them: within 5 %."""
+    Qwen3-MoE, 0.28 gpt-oss) are predicted by the 0.18-0.19 constants, which never saw them: within 5 %
+    (gpt-oss-120b: NEWER_WIDER)."""
     v1 = [
         s
         for s in newer_engine_startups()
@@ -475,7 +492,7 @@ def test_v1_runner_rows_are_predicted_with_the_vllm_019_constants() -> None:
     ]
     assert len(v1) == 5
     for s in v1:
-        assert abs(row_error(s).relative) <= NEWER_TOLERANCE, s.id
+        assert abs(row_error(s).relative) <= NEWER_WIDER.get(s.id, (NEWER_TOLERANCE, ""))[0], s.id
 
 
 def test_a_held_out_row_whose_constants_no_other_row_pins_is_not_a_prediction() -> None:
@@ -488,3 +505,36 @@ def test_a_held_out_row_whose_constants_no_other_row_pins_is_not_a_prediction() 
     held = [s for s in mid if s.model_id == "meta-llama/Llama-3.1-8B-Instruct"]
     train = [s for s in mid if s.model_id != "meta-llama/Llama-3.1-8B-Instruct"]
     assert uninformed_constants(train, held, DEFAULT_CONSTANTS) == ()
+
+
+GRAPH_ROWS = graph_estimate_startups()
+
+
+def test_graph_constants_are_the_least_squares_fit_of_the_logged_estimates() -> None:
+    """graph_bytes_per_piece and graph_bytes_per_decode_seq are what fit_graph_constants gives (rounded)."""
+    assert len(GRAPH_ROWS) >= 30
+    fitted = fit_graph_constants(GRAPH_ROWS)
+    assert fitted.graph_bytes_per_piece == pytest.approx(DEFAULT_CONSTANTS.graph_bytes_per_piece, rel=0.02)
+    assert fitted.graph_bytes_per_decode_seq == pytest.approx(
+        DEFAULT_CONSTANTS.graph_bytes_per_decode_seq, rel=0.02
+    )
+
+
+@pytest.mark.parametrize("row", GRAPH_ROWS, ids=lambda r: r.id)
+def test_v1_runner_graph_estimate_within_0_7_gib_of_the_log(row: Startup) -> None:
+    """The logged "Estimated CUDA graph memory" (vLLM 0.19-0.24, V1 model runner) against ours; the worst
+    is DeepSeek-V2-Lite at TP 1 (MLA + MoE, 1.57 GiB logged, 0.89 ours)."""
+    assert row.logged_graph_gib is not None
+    assert abs(row.fit().cudagraph_capture_gib - row.logged_graph_gib) <= 0.7
+
+
+def test_v1_runner_graph_estimate_does_not_shrink_with_tp() -> None:
+    """vLLM 0.19 logs Llama-3.1-8B's estimate at 0.91 / 0.76 / 0.67 GiB for TP 1 / 2 / 4 and Qwen2.5-72B's
+    at 1.61 / 1.51 for TP 2 / 4: not the quarter a per-rank activation term would leave at TP 4. Model
+    Runner V2 (vLLM >= 0.33) keeps the per-piece figure divided by TP (see budget.py)."""
+    v1 = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, generation=GENERATION_MID)
+    assert cudagraph_bytes(32, v1, tp=1) == cudagraph_bytes(32, v1, tp=4)
+    v2 = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, generation=GENERATION_NEWER)
+    assert cudagraph_bytes(32, v2, tp=4) == pytest.approx(cudagraph_bytes(32, v2, tp=1) / 4)
+    logged = {r.id: r.logged_graph_gib for r in GRAPH_ROWS}
+    assert logged["llmdp-llama31-8b-tp4"] > 0.5 * (logged["llmdp-llama31-8b-tp1"] or 0)

@@ -86,8 +86,9 @@ budget: ``available = requested - non_kv_cache_memory - cudagraph_estimate``. Wh
       estimate = PIECEWISE(all sizes, measured) + FULL_first + (n_full - 1) x max(FULL_second, 1 MiB)
 
 * the V1 runner (0.18-0.32 for models off V2's list; ``GPUModelRunner.profile_cudagraph_memory``,
-  ``vllm/v1/worker/gpu_model_runner.py`` L6268-6414 in 0.33, the same log lines in 0.19) extrapolates
-  both modes from their two largest graphs and overlays the first captures (one pool)::
+  ``vllm/v1/worker/gpu_model_runner.py`` L6268-6414 in 0.33, L5862 in 0.19.0, L6780 in 0.28.0: the same
+  extrapolation) extrapolates both modes from their two largest graphs and overlays the first captures
+  (one pool)::
 
       estimate = max(PW_first, FULL_first) + (n_pw - 1) x max(PW_second, 1 MiB)
                  + (n_full - 1) x max(FULL_second, 1 MiB)
@@ -99,17 +100,31 @@ attention and MLP intermediates are hidden / TP); the rest is CUDA driver memory
 buffers, ``custom_all_reduce.py`` L464-494, no new allocation). vLLM 0.19 on H100 logs 0.91 / 0.76 /
 0.67 GiB for Llama-3.1-8B at TP 1 / 2 / 4, 1.61 / 1.51 for Qwen2.5-72B at TP 2 / 4, 0.81 / 0.84 for
 phi-4 at TP 1 / 2 and 1.09 / 1.09 for gpt-oss-20b at TP 2 / 4: no term divides by TP.
-:func:`cudagraph_bytes` still divides its >= 0.20 per-piece figure by TP (``newer_cudagraph_bytes_per_piece``,
-measured at TP 1), which for GLM-4.6 at TP 8 (92 layers, 51 sizes) budgets 0.17 GiB where the 0.19
-shape says about 1.3. A TP-free model (``graph_bytes_per_piece`` x layers x sizes +
-``graph_bytes_per_decode_seq`` x min(max_num_seqs, largest size): 0.26 MiB and 1.09 MiB by least squares
-on the 31 logged estimates of vLLM 0.19-0.24, rms 0.22 GiB) was tried and not adopted: on the >= 0.20 rows
-it takes 1.0 GiB more from Qwen3-32B at TP 2 on RTX PRO 6000 (vLLM 0.27.1, Model Runner V2) than that
-start-up leaves for everything but weights and KV (-12 % tokens), and the refit then drives
-``newer_sampler_bytes`` to 0, below the 4 bytes of the fp32 logits alone. So Model Runner V2's estimate
-(every PIECEWISE size measured, 0.27+) is smaller than the V1 runner's extrapolation at the same shape,
-or falls with TP where 0.19's does not; the rows we have cannot tell which [open: a 0.33 start-up at
-TP > 1 with its "Estimated CUDA graph memory" line would].
+
+The V1 runner's ``profile_cudagraph_memory`` is the same code in 0.19.0 and 0.28.0 (both wheels read),
+so :func:`cudagraph_bytes` models it for every release that profiles with the V1 runner (0.18-0.19, and
+0.20-0.32 for models off Model Runner V2's list, GLM-4.x/5.x among them) without a TP divisor::
+
+    graphs = graph_bytes_per_piece x layers on the rank x capture sizes            (PIECEWISE sets)
+             + graph_bytes_per_decode_seq x min(max_num_seqs, largest capture size) (FULL decode graphs)
+
+least squares on the 31 logged estimates of vLLM 0.19-0.24 (``graph_bytes_per_piece`` 0.26 MiB,
+``graph_bytes_per_decode_seq`` 1.09 MiB; rms 0.22 GiB, worst DeepSeek-V2-Lite at TP 1, 1.57 logged and
+0.89 ours: MLA and MoE layers take more; the 256-sequence rows on Ampere and Ada come out 0.1-0.3 GiB
+high). The per-request term stands for the FULL decode graphs and the first FULL capture at the largest
+decode batch [inferred: the logs at 256 sequences keep 0.2-0.3 GiB outside the per-layer term, at 1024
+sequences 0.5].
+
+Model Runner V2 (vLLM 0.33 for every model) keeps ``newer_cudagraph_bytes_per_piece`` per layer and
+capture size divided by TP. The TP-free shape was tried there and not adopted: on Qwen3-32B at TP 2 on
+RTX PRO 6000 (vLLM 0.27.1, V2) it takes 1.37 GiB of the 1.66 GiB that start-up leaves beside weights
+and KV cache, where the profiling run's sampler alone holds 0.29 GiB of bf16 logits (1024 x 151,936);
+refitted, the >= 0.20 constants put that row at -7.2 % and ``newer_sampler_bytes`` at its floor of 4
+bytes (the fp32 logits), and ``newer_moe_workspace_scale`` goes from 6.55 to 5.49. So V2's estimate is
+smaller at TP > 1 than the V1 runner's, or the rows cannot tell [open: a 0.33 start-up at TP > 1 that
+logs "Estimated CUDA graph memory" would]. For GLM at TP 8 on 0.33 this keeps 0.14-0.17 GiB of graphs;
+if V2 were TP-free like the V1 runner, those plans would promise 1.4-1.6 GiB per GPU too much, less what
+the GLM-5.2-fitted workspace scale already holds back (0.8 GiB at 8192 tokens).
 Not modelled: speculative decoding
 (``decode_query_len`` > 1 multiplies the FULL sizes), LoRA capture cases, encoder graphs.
 
@@ -255,9 +270,15 @@ class BudgetConstants:
     # of the only >= 0.20 PP start-up (Qwen3-32B PP=2, vLLM 0.27.1, first stage; sp-qwen3-32b-
     # rtxpro6000-pp2 in tests/fixtures/vllm-startups.csv) without it: ours +0.25 GiB
     newer_pp_non_torch_gib: float = 0.25
-    # not fitted: 0.52 GiB / (36 layers x 51 sizes), "Estimated CUDA graph memory" of Qwen3-8B on an
-    # RTX A5000 with vLLM 0.21.0 (LMCache/LMCache#3430)
+    # Model Runner V2's graph estimate, divided by TP (see cudagraph_bytes): not fitted, 0.52 GiB / (36 layers
+    # x 51 sizes), "Estimated CUDA graph memory" of Qwen3-8B on an RTX A5000 with vLLM 0.21.0
+    # (LMCache/LMCache#3430)
     newer_cudagraph_bytes_per_piece: float = 0.29 * 2**20
+    # the V1 model runner's graph estimate (vLLM >= 0.18; see cudagraph_bytes), not divided by TP: least
+    # squares on the 31 logged "Estimated CUDA graph memory" figures of vLLM 0.19-0.24 (tests/fit_truth.py
+    # fit_graph_constants), a component fit on no KV-token figure
+    graph_bytes_per_piece: float = 0.26 * 2**20  # per layer on the rank and capture size
+    graph_bytes_per_decode_seq: float = 1.09 * 2**20  # per request of the largest FULL decode graph
     newer_moe_workspace_scale: float = 6.554
     # vLLM 0.18-0.19 (the profiling run also profiles CUDA graphs, which are not subtracted): fitted on
     # that generation's rows (benchmarks/fit_errors.py --refit); see "vLLM 0.18-0.19" in the docstring
@@ -538,7 +559,9 @@ def non_torch_bytes(
         pp_extra = c.newer_pp_non_torch_gib if pp > 1 else 0.0
         return (c.newer_non_torch_gib + pp_extra) * GIB + fusion
     if settings.profiling_run == GENERATION_MID:
-        tp_extra = c.mid_non_torch_tp_gib if tp > 1 else 0.0
+        # the custom all-reduce's buffers; without it (PCIe beyond two GPUs, multi-node) NCCL's alone
+        custom = c.mid_non_torch_tp_gib if settings.custom_all_reduce else c.non_torch_multi_gpu_gib
+        tp_extra = custom if tp > 1 else 0.0
         return (c.mid_non_torch_gib + tp_extra) * GIB + fusion
     extra = 0.0
     if tp > 1:
@@ -579,19 +602,28 @@ def newer_cudagraph_capture_sizes(
 def cudagraph_bytes(
     layers_on_rank: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS, tp: int = 1
 ) -> float:
-    """Memory of CUDA graphs on one rank (0 with --enforce-eager).
+    """Memory of CUDA graphs on one rank (0 with --enforce-eager); see "CUDA graphs, vLLM >= 0.18" in the
+    module docstring.
 
-    vLLM < 0.20 (graphs captured after the KV cache): ``cudagraph_bytes_per_piece`` per layer and
-    capture size. vLLM >= 0.20 (the profiler's estimate, subtracted from the budget): per layer and
-    0.33 capture size, divided by TP (the captured pools hold the largest batch's sharded activations;
-    fitted, ``newer_cudagraph_bytes_per_piece``).
+    vLLM < 0.18 (graphs captured after the KV cache): ``cudagraph_bytes_per_piece`` per layer and
+    capture size. vLLM >= 0.18, the V1 model runner's estimate (0.18-0.19, and 0.20-0.32 for models off
+    Model Runner V2's list), not divided by TP::
+
+        graph_bytes_per_piece x layers on the rank x capture sizes
+        + graph_bytes_per_decode_seq x min(max_num_seqs, largest capture size)
+
+    Model Runner V2 (0.33 for every model): ``newer_cudagraph_bytes_per_piece`` per layer and capture
+    size, divided by TP.
     """
     if settings.enforce_eager:
         return 0.0
-    if settings.graph_profiling:
-        sizes = newer_cudagraph_capture_sizes(
-            settings.max_num_seqs, settings.max_num_batched_tokens, settings.compute_capability
-        )
+    if settings.generation == GENERATION_OLDER:
+        pieces = layers_on_rank * len(cudagraph_capture_sizes(settings.max_num_seqs))
+        return c.cudagraph_bytes_per_piece * pieces
+    sizes = newer_cudagraph_capture_sizes(
+        settings.max_num_seqs, settings.max_num_batched_tokens, settings.compute_capability
+    )
+    if settings.profiling_run == GENERATION_NEWER:
         return c.newer_cudagraph_bytes_per_piece * layers_on_rank * len(sizes) / max(1, tp)
-    pieces = layers_on_rank * len(cudagraph_capture_sizes(settings.max_num_seqs))
-    return c.cudagraph_bytes_per_piece * pieces
+    decode = min(settings.max_num_seqs, sizes[-1]) if sizes else 0
+    return c.graph_bytes_per_piece * layers_on_rank * len(sizes) + c.graph_bytes_per_decode_seq * decode
