@@ -296,7 +296,16 @@ DEFAULT_CONSTANTS = BudgetConstants()
 
 @dataclass(frozen=True)
 class BudgetSettings:
-    """The engine settings the non-KV memory depends on (beyond the model and TP/PP)."""
+    """The engine settings the non-KV memory depends on (beyond the model and TP/PP).
+
+    Data parallelism is not among them: every budget here is for one engine with DP = 1, the only layout
+    the operator renders (``--data-parallel-*`` are managed flags that ``serving.extraArgs`` may not set,
+    ``glm_operator.api.vllm_args``). What DP > 1 would add per rank in vLLM 0.33, not modelled: with expert
+    parallel the fused-MoE layers switch to all-to-all kernels (``use_all2all_kernels`` is ``use_ep and
+    dp_size > 1``, ``vllm/model_executor/layers/fused_moe/config.py`` L1035-1038) and their dispatch/combine
+    buffers, and the DP ranks pad each step, the captured graphs included, to a common batch
+    (``vllm/v1/worker/gpu/dp_utils.py``).
+    """
 
     max_num_batched_tokens: int
     max_num_seqs: int
