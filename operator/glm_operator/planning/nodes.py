@@ -16,11 +16,14 @@ except those passed in ``held`` (node -> resource -> GPUs the deployment's own p
 ``glm_operator.planning.outages``): a node in its outage grace period stays a pool, but only the GPUs
 already held count as free, so running replicas keep their place and new ones go elsewhere. GPUs
 already requested by running pods can be passed as ``gpus_used`` (node -> resource -> count). Work is
-O(nodes); nothing here talks to the apiserver.
+O(nodes) once per list of Node dicts (a node cache hands the same dicts until a node changes), then
+O(nodes in ``gpus_used``) per call; nothing here talks to the apiserver.
 """
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -81,6 +84,19 @@ class GpuPool:
     def gpus_free_when_available(self) -> int:
         """GPUs free once the node is available again (for ordering: an outage must not reorder)."""
         return max(0, self.gpu_count - self.gpus_used)
+
+    # Derived once per pool object: a node set's pools are shared by every plan until a node
+    # changes (see _NodeSet), so placement's grouping and counting read these instead of
+    # recomputing them from the fields on each plan.
+    @functools.cached_property
+    def group_key(self) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+        """What makes two pools the same candidate variant: GPU type, resource, nodeSelector."""
+        return (self.gpu_product, self.resource_name, self.node_selector)
+
+    @functools.cached_property
+    def capacity_key(self) -> tuple[int, int, bool]:
+        """(gpus_free_when_available, gpus_free, on a node an autoscaler would add)."""
+        return (self.gpus_free_when_available, self.gpus_free, bool(self.elastic_pool))
 
 
 def _quantity(value: Any) -> int:
@@ -163,7 +179,7 @@ def _pools_of(node: Mapping[str, Any]) -> tuple[GpuPool, ...]:
 
 # Node dict identity -> (the dict, its schedulability, its pools). The operator's node cache
 # replaces a node's dict when the node changes and hands the planner the same dicts otherwise,
-# so each reconcile re-reads 1,000 nodes in ~1 ms instead of parsing their labels again (30 ms).
+# so a changed node set re-reads 1,000 nodes in ~1 ms instead of parsing their labels again (30 ms).
 # The entry keeps the dict alive, so its id cannot be reused while the entry exists.
 _NODE_MEMO: dict[int, tuple[Mapping[str, Any], bool, tuple[GpuPool, ...]]] = {}
 _NODE_MEMO_SLACK = 1024  # entries beyond twice the nodes of a call before the memo is emptied
@@ -178,9 +194,73 @@ def _node_facts(node: Mapping[str, Any]) -> tuple[bool, tuple[GpuPool, ...]]:
     return facts
 
 
-def node_is_available(node: Mapping[str, Any]) -> bool:
-    """Ready (or no Ready condition reported) and not cordoned; remembered like the pools."""
-    return _node_facts(node)[0]
+class _NodeSet:
+    """One list of Node dicts read once: the pools of its available nodes as if nothing used
+    their GPUs (in node order), where each node's pools sit in that tuple, and the nodes that
+    are not available. Reconciles between two node changes see the same list of dicts, so they
+    share one of these and only overlay their GPU usage (``parse_gpu_pools``)."""
+
+    def __init__(self, nodes: list[Mapping[str, Any]]) -> None:
+        self.nodes = list(nodes)
+        pools: list[GpuPool] = []
+        positions: dict[str, list[int]] = {}
+        unavailable: list[Mapping[str, Any]] = []
+        for node in nodes:
+            schedulable, node_pools = _node_facts(node)
+            if not schedulable:
+                unavailable.append(node)
+                continue
+            for pool in node_pools:
+                positions.setdefault(pool.node_name, []).append(len(pools))
+                pools.append(pool)
+        self.available = tuple(pools)
+        self.positions = {name: tuple(at) for name, at in positions.items()}
+        self.unavailable = tuple(unavailable)
+        # (position in ``available``, GPUs used) -> that pool with its usage: a node's usage
+        # changes rarely between reconciles, so its pool object (and what placement derives
+        # from it) is reused. Bounded: emptied past _USAGE_MEMO_FACTOR entries per pool.
+        self._with_usage: dict[tuple[int, int], GpuPool] = {}
+
+    def pool_with_usage(self, at: int, gpus_used: int) -> GpuPool:
+        """The pool at position ``at`` of ``available`` with ``gpus_used`` GPUs in use."""
+        key = (at, gpus_used)
+        pool = self._with_usage.get(key)
+        if pool is None:
+            if len(self._with_usage) > _USAGE_MEMO_FACTOR * len(self.available) + _NODE_MEMO_SLACK:
+                self._with_usage.clear()
+            pool = replace(self.available[at], gpus_used=gpus_used)
+            self._with_usage[key] = pool
+        return pool
+
+
+# The last few node sets read, newest last, so planning threads still working on the previous
+# node set do not evict the current one. A list of Node dicts matches one when it holds the same
+# dicts in the same order: ``==`` on two lists checks identity before value, so the usual case
+# (the node cache's unchanged dicts) costs microseconds, and a list that differs stops at the
+# first node that differs.
+_NODE_SETS: list[_NodeSet] = []
+_NODE_SETS_KEPT = 2
+_USAGE_MEMO_FACTOR = 4
+_NODE_SETS_LOCK = threading.Lock()
+
+
+def _node_set(items: list[Mapping[str, Any]]) -> _NodeSet:
+    with _NODE_SETS_LOCK:
+        for known in reversed(_NODE_SETS):
+            if known.nodes == items:
+                return known
+    if len(_NODE_MEMO) > 2 * len(items) + _NODE_MEMO_SLACK:
+        _NODE_MEMO.clear()  # entries of replaced node dicts: start again from the current ones
+    built = _NodeSet(items)
+    with _NODE_SETS_LOCK:
+        _NODE_SETS.append(built)
+        del _NODE_SETS[:-_NODE_SETS_KEPT]
+    return built
+
+
+def unavailable_nodes(nodes: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+    """The nodes that are not Ready or are cordoned (read once per node set, like the pools)."""
+    return _node_set(list(nodes)).unavailable
 
 
 def parse_gpu_pools(
@@ -194,14 +274,37 @@ def parse_gpu_pools(
     Node dicts. Nodes without GPUs produce no pool; GPUs of unknown type produce a pool with
     ``gpu_product == ""`` so the planner can say which label it did not recognise. Callers must
     not mutate a Node dict after passing it (a new dict per change, as a watch cache keeps them).
+
+    The same list of Node dicts is read once (see ``_NodeSet``); a call then costs one lookup per
+    node in ``gpus_used``, not a walk over every node. With ``held`` (an outage, rare) every node
+    is walked (``walk_gpu_pools``).
     """
+    items = list(_node_items(nodes))
+    if held:
+        return walk_gpu_pools(items, gpus_used, held)
+    node_set = _node_set(items)
+    if not gpus_used:
+        return node_set.available
+    base, positions = node_set.available, node_set.positions
+    pools = list(base)
+    for name, node_used in gpus_used.items():
+        for at in positions.get(name, ()):
+            used = node_used.get(base[at].resource_name)
+            if used:  # none used: the pool as read (equal to one with gpus_used=0)
+                pools[at] = node_set.pool_with_usage(at, int(used))
+    return tuple(pools)
+
+
+def walk_gpu_pools(
+    nodes: Iterable[Mapping[str, Any]],
+    gpus_used: Mapping[str, Mapping[str, int]] | None = None,
+    held: Mapping[str, Mapping[str, int]] | None = None,
+) -> tuple[GpuPool, ...]:
+    """``parse_gpu_pools`` by walking every node (its definition; the tests compare the two)."""
     used = gpus_used or {}
     held = held or {}
     pools: list[GpuPool] = []
-    items = list(_node_items(nodes))
-    if len(_NODE_MEMO) > 2 * len(items) + _NODE_MEMO_SLACK:
-        _NODE_MEMO.clear()  # entries of replaced node dicts: start again from the current ones
-    for node in items:
+    for node in nodes:
         schedulable, node_pools = _node_facts(node)
         if not node_pools:
             continue

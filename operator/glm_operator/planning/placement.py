@@ -43,8 +43,10 @@ O(nodes) grouping and capacity counting; the fits are computed once per group.
 from __future__ import annotations
 
 import bisect
+import collections
 import functools
 import math
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,6 +74,7 @@ TYPICAL_SEQUENCE_TOKENS = 4096
 MAX_NUM_SEQS_CAP = 256
 MAX_PIPELINE_PARALLEL = 8  # nodes per replica the planner considers when choosing PP
 FP8_LOAD_PEAK_FRACTION = 0.95  # of a GPU's memory: room for the CUDA context while loading
+_CAPACITY_KEY = operator.attrgetter("capacity_key")
 
 
 @dataclass(frozen=True)
@@ -197,25 +200,24 @@ class _Group:
 
     @property
     def max_gpus_per_node(self) -> int:
-        return max(p.gpu_count for p in self.pools)
+        return self._sorted_counts[-1]
 
     @functools.cached_property
     def _free_counts(self) -> dict[tuple[bool, bool], tuple[tuple[int, int], ...]]:
         """(when_available, existing nodes only) -> (free GPUs, pools with that many) pairs: a
         thousand identical nodes are a handful of pairs, so capacity() need not walk every pool.
-        One pass over the pools, reading the fields gpus_free / gpus_free_when_available derive
-        from (this runs for every plan, on every pool)."""
+        The pools are first counted by their ``capacity_key`` (derived once per pool object, and
+        a node set's pools are shared between plans), then the few distinct keys are spread
+        over the four kinds."""
         counts: dict[tuple[bool, bool], dict[int, int]] = {
             (a, e): {} for a in (False, True) for e in (False, True)
         }
-        for p in self.pools:
-            when_available = max(0, p.gpu_count - p.gpus_used)
-            now = when_available if p.held_gpus is None else min(p.held_gpus, p.gpu_count)
-            kinds = ((False, False), (True, False)) if p.elastic_pool else tuple(counts)
+        for (when_available, now, elastic), n in collections.Counter(map(_CAPACITY_KEY, self.pools)).items():
+            kinds = ((False, False), (True, False)) if elastic else tuple(counts)
             for kind in kinds:
                 free = when_available if kind[0] else now
                 bucket = counts[kind]
-                bucket[free] = bucket.get(free, 0) + 1
+                bucket[free] = bucket.get(free, 0) + n
         return {kind: tuple(bucket.items()) for kind, bucket in counts.items()}
 
     def _replicas(self, tp: int, pp: int, when_available: bool, existing: bool) -> int:
@@ -593,7 +595,12 @@ def _group_pools(pools: tuple[GpuPool, ...], details: list[str], rejected: list[
             continue
         if pool.estimated is not None:
             estimated.setdefault(pool.gpu_product, pool.estimated)
-        buckets.setdefault((pool.gpu_product, pool.resource_name, pool.node_selector), []).append(pool)
+        key = pool.group_key
+        bucket = buckets.get(key)
+        if bucket is None:
+            buckets[key] = [pool]
+        else:
+            bucket.append(pool)
     for (label, why), names in sorted(unknown.items()):
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         reason = why or f"GPU type {label!r} is not in the catalog"
