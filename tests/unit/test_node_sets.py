@@ -1,19 +1,23 @@
 """The planner's per-node-set memo (planning.nodes) decides exactly as walking every node does.
 
 Random clusters are built from the fixture's nodes (GFD, GKE, per-type resources, unknown and
-estimated GPU types, CPU nodes) with random readiness, cordons, GPU usage and outages held, and
-changed between calls the way the operator's node cache changes them (a changed node is a new
-dict, the others stay the same dicts): pools, outages, plans and whole reconciles must equal
-those of the uncached walk.
+estimated GPU types, CPU nodes) with random readiness, cordons, GPU usage, outages held and
+Karpenter NodePools, and changed between calls the way the operator's node cache changes them (a
+changed node is a new dict, the others stay the same dicts): pools, their grouping, outages,
+plans and whole reconciles must equal those of the uncached walk.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import dataclasses
 import datetime as dt
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 import yaml
@@ -22,14 +26,23 @@ from hypothesis import strategies as st
 
 from glm_operator.controller import desired as desired_module
 from glm_operator.controller.desired import compute_desired
-from glm_operator.planning.nodes import GpuPool, parse_gpu_pools, walk_gpu_pools
+from glm_operator.planning import nodes as nodes_module
+from glm_operator.planning.capacity import ElasticCapacityInput, capacity_pools
+from glm_operator.planning.nodes import GpuPool, group_pools, parse_gpu_pools, walk_gpu_pools
 from glm_operator.planning.outages import node_outage, node_outages
 from glm_operator.planning.placement import plan_placement
+from glm_operator.planning.pools import ElasticPool, parse_karpenter_nodepools
 from glm_operator.planning.request import PlanningInputError, placement_request_from_spec
 from glm_operator.testing.scenarios import observed
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu-cluster.yaml"
 TEMPLATES: list[dict[str, Any]] = yaml.safe_load(FIXTURE.read_text())["items"]
+NODEPOOLS = [
+    d
+    for d in yaml.safe_load_all((FIXTURE.parent / "karpenter" / "nodepools.yaml").read_text())
+    if d["kind"] == "NodePool"
+]
+ELASTIC: tuple[ElasticPool, ...] = parse_karpenter_nodepools(NODEPOOLS)[0]
 NOW = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
 
 EXTRA_TEMPLATES: list[dict[str, Any]] = [
@@ -118,6 +131,16 @@ def change_some(rng: random.Random, nodes: list[dict[str, Any]], counter: list[i
     return out
 
 
+@contextlib.contextmanager
+def uncached() -> Iterator[None]:
+    """The planner without the node-set memo: every node walked, every pool grouped."""
+    with (
+        mock.patch.object(desired_module, "parse_gpu_pools", walk_gpu_pools),
+        mock.patch.object(nodes_module, "_known_prefix", lambda pools: None),
+    ):
+        yield
+
+
 def plan_or_error(spec: dict[str, Any], pools: tuple[GpuPool, ...]) -> Any:
     try:
         return plan_placement(placement_request_from_spec({**spec, "replicas": 3}, pools))
@@ -146,7 +169,19 @@ def test_cached_pools_outages_and_plans_equal_the_walk(seed: int, size: int) -> 
         assert node_outages(nodes, NOW, 300.0) == every
         spec = rng.choice(SPECS)
         pools = parse_gpu_pools(nodes, used, held)
-        assert plan_or_error(spec, pools) == plan_or_error(spec, walk_gpu_pools(nodes, used, held))
+        elastic = rng.sample(ELASTIC, k=rng.randint(0, len(ELASTIC)))
+        with_elastic = capacity_pools(pools, elastic, (), replicas=rng.randint(1, 3))
+        for grouped in (pools, with_elastic):
+            with uncached():  # grouped by walking every pool
+                walked_groups = group_pools(grouped)
+            assert group_pools(grouped) == walked_groups
+            if not held and pools:  # a node set's result (not a walk): grouped by its layout
+                assert nodes_module._known_prefix(grouped) is not None
+        cached_plans = [plan_or_error(spec, p) for p in (pools, with_elastic)]
+        with uncached():
+            walked = walk_gpu_pools(nodes, used, held)
+            walked_elastic = capacity_pools(walked, elastic, (), replicas=len(with_elastic) - len(pools))
+            assert cached_plans == [plan_or_error(spec, p) for p in (walked, walked_elastic)]
         if rng.random() < 0.5:
             nodes = change_some(rng, nodes, counter)
 
@@ -165,8 +200,9 @@ def test_a_changed_node_dict_is_read_again() -> None:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_whole_reconciles_equal_the_uncached_walk(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """compute_desired over a changing cluster: the same Desired with the memo as without it."""
+def test_whole_reconciles_equal_the_uncached_walk(seed: int) -> None:
+    """compute_desired over a changing cluster (with and without NodePools): the same Desired
+    with the memo as without it."""
     rng = random.Random(seed)
     counter = [0]
     nodes = [random_node(rng, f"n{i}") for i in range(30)]
@@ -174,10 +210,9 @@ def test_whole_reconciles_equal_the_uncached_walk(seed: int, monkeypatch: pytest
         spec = {**rng.choice(SPECS), "replicas": rng.randint(1, 4)}
         obs = observed(spec, nodes, name=f"g{step}")
         used = random_usage(rng, walk_gpu_pools(nodes), nodes)
-        obs = type(obs)(**{**obs.__dict__, "gpus_used": used})
+        nodepools = rng.sample(NODEPOOLS, k=rng.randint(0, 2))
+        obs = dataclasses.replace(obs, gpus_used=used, elastic=ElasticCapacityInput(nodepools=nodepools))
         cached = compute_desired(obs)
-        with monkeypatch.context() as patched:
-            patched.setattr(desired_module, "parse_gpu_pools", walk_gpu_pools)
-            uncached = compute_desired(obs)
-        assert cached == uncached
+        with uncached():
+            assert compute_desired(obs) == cached
         nodes = change_some(rng, nodes, counter)

@@ -23,8 +23,9 @@ O(nodes in ``gpus_used``) per call; nothing here talks to the apiserver.
 from __future__ import annotations
 
 import functools
+import operator
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -221,6 +222,11 @@ class _NodeSet:
         # from it) is reused. Bounded: emptied past _USAGE_MEMO_FACTOR entries per pool.
         self._with_usage: dict[tuple[int, int], GpuPool] = {}
 
+    @functools.cached_property
+    def groups(self) -> _GroupLayout:
+        """``available`` grouped (positions per group): the same for every overlay of usage."""
+        return _group_layout(self.available)
+
     def pool_with_usage(self, at: int, gpus_used: int) -> GpuPool:
         """The pool at position ``at`` of ``available`` with ``gpus_used`` GPUs in use."""
         key = (at, gpus_used)
@@ -258,6 +264,19 @@ def _node_set(items: list[Mapping[str, Any]]) -> _NodeSet:
     return built
 
 
+# The last few tuples parse_gpu_pools returned from a node set, so group_pools can tell a tuple
+# (or a tuple that starts with one: elastic pools appended) is one and use the node set's groups.
+_RESULTS: list[tuple[tuple[GpuPool, ...], _NodeSet]] = []
+_RESULTS_KEPT = 8
+
+
+def _remember(pools: tuple[GpuPool, ...], node_set: _NodeSet) -> tuple[GpuPool, ...]:
+    with _NODE_SETS_LOCK:
+        _RESULTS.append((pools, node_set))
+        del _RESULTS[:-_RESULTS_KEPT]
+    return pools
+
+
 def unavailable_nodes(nodes: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
     """The nodes that are not Ready or are cordoned (read once per node set, like the pools)."""
     return _node_set(list(nodes)).unavailable
@@ -284,7 +303,7 @@ def parse_gpu_pools(
         return walk_gpu_pools(items, gpus_used, held)
     node_set = _node_set(items)
     if not gpus_used:
-        return node_set.available
+        return _remember(node_set.available, node_set)
     base, positions = node_set.available, node_set.positions
     pools = list(base)
     for name, node_used in gpus_used.items():
@@ -292,7 +311,7 @@ def parse_gpu_pools(
             used = node_used.get(base[at].resource_name)
             if used:  # none used: the pool as read (equal to one with gpus_used=0)
                 pools[at] = node_set.pool_with_usage(at, int(used))
-    return tuple(pools)
+    return _remember(tuple(pools), node_set)
 
 
 def walk_gpu_pools(
@@ -325,3 +344,89 @@ def walk_gpu_pools(
                 )
             )
     return tuple(pools)
+
+
+GroupKey = tuple[str, str, tuple[tuple[str, str], ...]]  # GpuPool.group_key
+
+
+@dataclass(frozen=True)
+class PoolGroups:
+    """Pools as placement reads them, each part in order of first appearance."""
+
+    groups: tuple[tuple[GroupKey, tuple[GpuPool, ...]], ...]  # pools of a known or estimated type
+    unknown: tuple[tuple[tuple[str, str], tuple[str, ...]], ...]  # (label, why) -> node names
+    estimated: tuple[tuple[str, GpuType], ...]  # GPU name -> the first node's estimate
+
+
+@dataclass(frozen=True)
+class _GroupLayout:
+    positions: tuple[tuple[GroupKey, tuple[int, ...]], ...]
+    unknown: tuple[tuple[tuple[str, str], tuple[str, ...]], ...]
+    estimated: tuple[tuple[str, GpuType], ...]
+
+
+def _group_layout(pools: Sequence[GpuPool]) -> _GroupLayout:
+    positions: dict[GroupKey, list[int]] = {}
+    unknown: dict[tuple[str, str], list[str]] = {}
+    estimated: dict[str, GpuType] = {}
+    for at, pool in enumerate(pools):
+        if not pool.gpu_product:
+            label = pool.product_label or "(no GPU product label)"
+            unknown.setdefault((label, pool.unknown_reason), []).append(pool.node_name)
+            continue
+        if pool.estimated is not None:
+            estimated.setdefault(pool.gpu_product, pool.estimated)
+        positions.setdefault(pool.group_key, []).append(at)
+    return _GroupLayout(
+        tuple((key, tuple(at)) for key, at in positions.items()),
+        tuple((key, tuple(names)) for key, names in unknown.items()),
+        tuple(estimated.items()),
+    )
+
+
+def _take(pools: Sequence[GpuPool], positions: tuple[int, ...]) -> tuple[GpuPool, ...]:
+    if len(positions) == 1:
+        return (pools[positions[0]],)
+    picked: tuple[GpuPool, ...] = operator.itemgetter(*positions)(pools)
+    return picked
+
+
+def _known_prefix(pools: tuple[GpuPool, ...]) -> tuple[int, _NodeSet] | None:
+    """Length of the start of ``pools`` that a recent parse_gpu_pools result is, and its node set."""
+    with _NODE_SETS_LOCK:
+        recent = list(reversed(_RESULTS))
+    for result, node_set in recent:
+        n = len(result)
+        if pools is result:
+            return n, node_set
+        same_ends = n and len(pools) >= n and pools[0] is result[0] and pools[n - 1] is result[n - 1]
+        if same_ends and pools[:n] == result:
+            return n, node_set
+    return None
+
+
+def group_pools(pools: tuple[GpuPool, ...]) -> PoolGroups:
+    """Group pools by ``group_key`` (GPU type, resource, nodeSelector), collect the node names of
+    unknown GPU types by (label, reason) and the first estimate of each estimated type.
+
+    A tuple parse_gpu_pools returned (usage overlays keep every pool's group) is grouped from its
+    node set's positions, computed once per node set; pools after it (elastic) are walked."""
+    known = _known_prefix(pools)
+    if known is None:
+        layout, start = _group_layout(pools), len(pools)
+        groups = {key: _take(pools, at) for key, at in layout.positions}
+    else:
+        start, node_set = known
+        layout = node_set.groups
+        groups = {key: _take(pools, at) for key, at in layout.positions}
+    unknown = dict(layout.unknown)
+    estimated = dict(layout.estimated)
+    if start < len(pools):
+        rest = _group_layout(pools[start:])
+        for key, at in rest.positions:
+            groups[key] = groups.get(key, ()) + _take(pools[start:], at)
+        for why, names in rest.unknown:
+            unknown[why] = unknown.get(why, ()) + names
+        for name, gpu in rest.estimated:
+            estimated.setdefault(name, gpu)
+    return PoolGroups(tuple(groups.items()), tuple(unknown.items()), tuple(estimated.items()))

@@ -63,7 +63,7 @@ from glm_operator.planning.fit import (
     max_context_for,
     parallelism_error,
 )
-from glm_operator.planning.nodes import GpuPool
+from glm_operator.planning.nodes import GpuPool, group_pools
 from glm_operator.planning.product_filter import allowed_products
 from glm_operator.planning.request import DEFAULT_CONTEXT_LENGTH, PlacementRequest, PlanningInputError
 
@@ -75,6 +75,7 @@ MAX_NUM_SEQS_CAP = 256
 MAX_PIPELINE_PARALLEL = 8  # nodes per replica the planner considers when choosing PP
 FP8_LOAD_PEAK_FRACTION = 0.95  # of a GPU's memory: room for the CUDA context while loading
 _CAPACITY_KEY = operator.attrgetter("capacity_key")
+_GPU_COUNT = operator.attrgetter("gpu_count")
 
 
 @dataclass(frozen=True)
@@ -238,7 +239,7 @@ class _Group:
 
     @functools.cached_property
     def _sorted_counts(self) -> tuple[int, ...]:
-        return tuple(sorted(p.gpu_count for p in self.pools))
+        return tuple(sorted(map(_GPU_COUNT, self.pools)))
 
     def nodes_with(self, tp: int) -> int:
         counts = self._sorted_counts
@@ -585,32 +586,18 @@ def _replace_quantization(request: PlacementRequest, quantization: str) -> Place
 
 
 def _group_pools(pools: tuple[GpuPool, ...], details: list[str], rejected: list[Rejection]) -> list[_Group]:
-    buckets: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[GpuPool]] = {}
-    estimated: dict[str, GpuType] = {}
-    unknown: dict[tuple[str, str], list[str]] = {}
-    for pool in pools:
-        if not pool.gpu_product:
-            label = pool.product_label or "(no GPU product label)"
-            unknown.setdefault((label, pool.unknown_reason), []).append(pool.node_name)
-            continue
-        if pool.estimated is not None:
-            estimated.setdefault(pool.gpu_product, pool.estimated)
-        key = pool.group_key
-        bucket = buckets.get(key)
-        if bucket is None:
-            buckets[key] = [pool]
-        else:
-            bucket.append(pool)
-    for (label, why), names in sorted(unknown.items()):
+    grouped = group_pools(pools)
+    for (label, why), names in sorted(grouped.unknown):
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         reason = why or f"GPU type {label!r} is not in the catalog"
         details.append(f"{reason}; not used: {shown}")
         rejected.append(Rejection(label, f"{reason} (nodes {shown})"))
-    for name, gpu in sorted(estimated.items()):
+    for name, gpu in sorted(grouped.estimated):
         details.append(f"{name}: {gpu.memory_source}")
+    estimated = dict(grouped.estimated)
     return [
-        _Group(estimated.get(product) or find_gpu(product), resource, selector, tuple(group))
-        for (product, resource, selector), group in buckets.items()
+        _Group(estimated.get(product) or find_gpu(product), resource, selector, group)
+        for (product, resource, selector), group in grouped.groups
     ]
 
 
