@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from glm_operator.controller import desired as desired_module
 from glm_operator.controller.desired import compute_desired
 from glm_operator.planning import nodes as nodes_module
+from glm_operator.planning import placement as placement_module
 from glm_operator.planning.capacity import ElasticCapacityInput, capacity_pools
 from glm_operator.planning.nodes import GpuPool, group_pools, parse_gpu_pools, walk_gpu_pools
 from glm_operator.planning.outages import node_outage, node_outages
@@ -75,6 +76,26 @@ SPECS: list[dict[str, Any]] = [
     {"model": {"id": "zai-org/GLM-4.7"}, "quantization": "fp8", "gpu": {"allowMultiNode": True}},
     {"model": {"id": "zai-org/GLM-4.5-Air"}, "gpu": {"products": ["NVIDIA-Future-96GB"]}},
 ]
+
+
+def random_spec(rng: random.Random) -> dict[str, Any]:
+    """One of SPECS with some of the values a fit depends on changed."""
+    spec = copy.deepcopy(rng.choice(SPECS))
+    if rng.random() < 0.3:
+        spec["minConcurrency"] = rng.choice([1, 2, 8])
+    if rng.random() < 0.3:
+        spec["guaranteeMinConcurrency"] = True
+    if rng.random() < 0.3:
+        spec["kvCacheDtype"] = "fp8"
+    if rng.random() < 0.3:
+        spec["contextLength"] = rng.choice([4096, 65536])
+    if rng.random() < 0.3:
+        spec.setdefault("gpu", {})["memoryUtilization"] = 0.8
+    if rng.random() < 0.3:
+        spec.setdefault("serving", {})["maxNumSeqs"] = 16
+    if rng.random() < 0.3:
+        spec.setdefault("serving", {})["image"] = "vllm/vllm-openai:v0.11.0"
+    return spec
 
 
 def _ready(status: str, since: str = "2026-11-29T23:59:00Z") -> list[dict[str, Any]]:
@@ -133,17 +154,20 @@ def change_some(rng: random.Random, nodes: list[dict[str, Any]], counter: list[i
 
 @contextlib.contextmanager
 def uncached() -> Iterator[None]:
-    """The planner without the node-set memo: every node walked, every pool grouped."""
+    """The planner without its memos: every node walked, every pool grouped, every fit estimated."""
     with (
         mock.patch.object(desired_module, "parse_gpu_pools", walk_gpu_pools),
         mock.patch.object(nodes_module, "_known_prefix", lambda pools: None),
+        mock.patch.object(placement_module, "_EVALUATIONS_KEPT", 0),
     ):
         yield
 
 
-def plan_or_error(spec: dict[str, Any], pools: tuple[GpuPool, ...]) -> Any:
+def plan_or_error(spec: dict[str, Any], pools: tuple[GpuPool, ...], batched: int | None = None) -> Any:
+    """The plan, or the input error; ``batched``: max_num_batched_tokens (not a spec field)."""
     try:
-        return plan_placement(placement_request_from_spec({**spec, "replicas": 3}, pools))
+        request = placement_request_from_spec({**spec, "replicas": 3}, pools)
+        return plan_placement(dataclasses.replace(request, max_num_batched_tokens=batched))
     except PlanningInputError as exc:
         return str(exc)
 
@@ -167,21 +191,23 @@ def test_cached_pools_outages_and_plans_equal_the_walk(seed: int, size: int) -> 
             if outage is not None:
                 every[outage.node_name] = outage
         assert node_outages(nodes, NOW, 300.0) == every
-        spec = rng.choice(SPECS)
+        spec = random_spec(rng)
         pools = parse_gpu_pools(nodes, used, held)
         elastic = rng.sample(ELASTIC, k=rng.randint(0, len(ELASTIC)))
-        with_elastic = capacity_pools(pools, elastic, (), replicas=rng.randint(1, 3))
+        replicas = rng.randint(1, 3)
+        with_elastic = capacity_pools(pools, elastic, (), replicas=replicas)
         for grouped in (pools, with_elastic):
             with uncached():  # grouped by walking every pool
                 walked_groups = group_pools(grouped)
             assert group_pools(grouped) == walked_groups
             if not held and pools:  # a node set's result (not a walk): grouped by its layout
                 assert nodes_module._known_prefix(grouped) is not None
-        cached_plans = [plan_or_error(spec, p) for p in (pools, with_elastic)]
+        batched = rng.choice([None, None, 2048])
+        cached_plans = [plan_or_error(spec, p, batched) for p in (pools, with_elastic)]
         with uncached():
             walked = walk_gpu_pools(nodes, used, held)
-            walked_elastic = capacity_pools(walked, elastic, (), replicas=len(with_elastic) - len(pools))
-            assert cached_plans == [plan_or_error(spec, p) for p in (walked, walked_elastic)]
+            walked_elastic = capacity_pools(walked, elastic, (), replicas=replicas)
+            assert cached_plans == [plan_or_error(spec, p, batched) for p in (walked, walked_elastic)]
         if rng.random() < 0.5:
             nodes = change_some(rng, nodes, counter)
 
@@ -207,7 +233,7 @@ def test_whole_reconciles_equal_the_uncached_walk(seed: int) -> None:
     counter = [0]
     nodes = [random_node(rng, f"n{i}") for i in range(30)]
     for step in range(5):
-        spec = {**rng.choice(SPECS), "replicas": rng.randint(1, 4)}
+        spec = {**random_spec(rng), "replicas": rng.randint(1, 4)}
         obs = observed(spec, nodes, name=f"g{step}")
         used = random_usage(rng, walk_gpu_pools(nodes), nodes)
         nodepools = rng.sample(NODEPOOLS, k=rng.randint(0, 2))
@@ -216,3 +242,25 @@ def test_whole_reconciles_equal_the_uncached_walk(seed: int) -> None:
         with uncached():
             assert compute_desired(obs) == cached
         nodes = change_some(rng, nodes, counter)
+
+
+def test_the_fit_memo_tells_every_field_a_fit_reads_apart() -> None:
+    """Specs that differ in one value a fit reads, planned one after the other (memo warm), plan as
+    they would alone; the guarantee changes the plan only near the margin, as here."""
+    pools = walk_gpu_pools(TEMPLATES)
+    base = {"model": {"id": "zai-org/GLM-4.5-Air"}, "contextLength": 65536, "minConcurrency": 8}
+    specs = [
+        base,
+        {**base, "guaranteeMinConcurrency": True},
+        {**base, "minConcurrency": 9},
+        {**base, "kvCacheDtype": "fp8"},
+        {**base, "gpu": {"memoryUtilization": 0.8}},
+        {**base, "serving": {"maxNumSeqs": 16}},
+        {**base, "serving": {"image": "vllm/vllm-openai:v0.11.0"}},
+        {**base, "contextLength": 32768},
+    ]
+    plans = [plan_or_error(spec, pools) for spec in specs] + [plan_or_error(base, pools, 2048)]
+    with uncached():
+        alone = [plan_or_error(spec, pools) for spec in specs] + [plan_or_error(base, pools, 2048)]
+    assert plans == alone
+    assert plans[0] != plans[1]  # the guarantee case is one the memo could confuse

@@ -389,7 +389,43 @@ def _tp_options(request: PlacementRequest, model: ResolvedModel, limit: int) -> 
     return [tp for tp in range(1, limit + 1) if parallelism_error(arch, tp) is None]
 
 
+# Candidate fits of catalog models, remembered across plans: a GLMDeployment is re-planned on
+# every node or GPU-usage change and every resync, and a fit depends on neither. Keyed by every
+# request field _evaluate reads (not the pools); inline configs (model_config) are not kept.
+# Bounded: emptied when full (a few hundred entries cover every spec of a large cluster).
+_EVALUATIONS: dict[tuple[Any, ...], _Evaluated] = {}
+_EVALUATIONS_KEPT = 2048
+
+
 def _evaluate(
+    request: PlacementRequest, base: ResolvedModel, gpu: GpuType, cand: _Candidate, context: int
+) -> _Evaluated:
+    if request.model_config is not None or not _EVALUATIONS_KEPT:
+        return _evaluate_fit(request, base, gpu, cand, context)
+    key = (
+        request.model,
+        base.model_id,
+        request.kv_cache_dtype,
+        request.memory_utilization,
+        request.max_num_batched_tokens,
+        request.max_num_seqs,
+        request.min_concurrency,
+        request.guarantee_min_concurrency,
+        request.engine,
+        gpu,
+        cand,
+        context,
+    )
+    found = _EVALUATIONS.get(key)
+    if found is None:
+        found = _evaluate_fit(request, base, gpu, cand, context)
+        if len(_EVALUATIONS) >= _EVALUATIONS_KEPT:
+            _EVALUATIONS.clear()
+        _EVALUATIONS[key] = found
+    return found
+
+
+def _evaluate_fit(
     request: PlacementRequest, base: ResolvedModel, gpu: GpuType, cand: _Candidate, context: int
 ) -> _Evaluated:
     model, flag = _model_for(base, cand.quantization)
