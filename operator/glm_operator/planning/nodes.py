@@ -204,18 +204,20 @@ class _NodeSet:
     def __init__(self, nodes: list[Mapping[str, Any]]) -> None:
         self.nodes = list(nodes)
         pools: list[GpuPool] = []
-        positions: dict[str, list[int]] = {}
+        positions: dict[str, tuple[int, ...]] = {}
         unavailable: list[Mapping[str, Any]] = []
         for node in nodes:
             schedulable, node_pools = _node_facts(node)
             if not schedulable:
                 unavailable.append(node)
-                continue
-            for pool in node_pools:
-                positions.setdefault(pool.node_name, []).append(len(pools))
-                pools.append(pool)
+            elif node_pools:
+                start = len(pools)
+                pools.extend(node_pools)
+                at = (start,) if len(node_pools) == 1 else tuple(range(start, len(pools)))
+                name = node_pools[0].node_name
+                positions[name] = positions[name] + at if name in positions else at
         self.available = tuple(pools)
-        self.positions = {name: tuple(at) for name, at in positions.items()}
+        self.positions = positions
         self.unavailable = tuple(unavailable)
         # (position in ``available``, GPUs used) -> that pool with its usage: a node's usage
         # changes rarely between reconciles, so its pool object (and what placement derives
