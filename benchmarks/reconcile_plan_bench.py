@@ -1,7 +1,7 @@
 """Planner CPU per reconcile: compute_desired replayed as the operator calls it, no cluster.
 
 Usage: .venv/bin/python benchmarks/reconcile_plan_bench.py [--nodes 1000] [--glmds 200] [--rounds 3]
-       [--profile N]
+       [--profile N] [--memory]
 
 Builds the controller bench's inputs (``controller_bench.node_docs`` / ``glmd_docs``: 40 % 8xH100,
 30 % 8xA100-80GB, 30 % 4xL4 with GFD labels; five small-model specs, 1-2 replicas) in the
@@ -17,7 +17,10 @@ then replays what the reconciles of the controller bench do:
 Each reconcile is ``cache.gpus_used(exclude_owner=key)`` (what observe() reads) plus
 ``compute_desired``; CPU is measured with ``time.thread_time`` around each. Prints the median,
 p90 and total per phase; ``--profile N`` also prints cProfile's top N functions by cumulative time
-over the re-plan rounds. Figures only, no asserts.
+over the re-plan rounds; ``--memory`` traces allocations (tracemalloc, slower) and prints what the
+planner's memos hold at the end (memory still allocated from planning.nodes / planning.placement,
+which is the node sets, pools with usage, grouping layouts and remembered fits). Always prints the
+process's peak RSS. Figures only, no asserts.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
+import resource
 import statistics
 import sys
 import time
+import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
@@ -116,7 +121,10 @@ def main() -> int:
     ap.add_argument("--namespaces", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--profile", type=int, default=0, help="print the top N functions (cumulative)")
+    ap.add_argument("--memory", action="store_true", help="print what the planner's memos hold")
     args = ap.parse_args()
+    if args.memory:
+        tracemalloc.start()
     load_models()
     load_gpus()
     cache = ClusterCache()
@@ -149,7 +157,18 @@ def main() -> int:
     else:
         run()
         _report(f"re-plan x{args.rounds}", replan)
+    if args.memory:
+        _report_memory()
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     return 0
+
+
+def _report_memory() -> None:
+    snapshot = tracemalloc.take_snapshot()
+    by_file = snapshot.statistics("filename")
+    for module in ("planning/nodes.py", "planning/placement.py"):
+        held = sum(s.size for s in by_file if s.traceback[0].filename.endswith(module))
+        print(f"held by {module}: {held / 1024:.0f} KiB")
 
 
 if __name__ == "__main__":
