@@ -169,6 +169,7 @@ def _report_memory() -> None:
     for module in ("planning/nodes.py", "planning/placement.py"):
         held = sum(s.size for s in by_file if s.traceback[0].filename.endswith(module))
         print(f"held by {module}: {held / 1024:.0f} KiB")
+    print(f"all traced Python allocations held: {tracemalloc.get_traced_memory()[0] / 2**20:.1f} MiB")
 
 
 if __name__ == "__main__":

@@ -58,7 +58,10 @@ def placement_labels(labels: Mapping[str, Any], extra_keys: frozenset[str] = fro
     }
 
 
-@dataclass(frozen=True)
+GroupKey = tuple[str, str, tuple[tuple[str, str], ...]]  # GPU type, resource, nodeSelector
+
+
+@dataclass(frozen=True, slots=True)
 class GpuPool:
     """GPUs of one type on one node."""
 
@@ -73,6 +76,18 @@ class GpuPool:
     estimated: GpuType | None = None  # not in the catalog: sized from the node's labels
     unknown_reason: str = ""  # not in the catalog and not estimable: why
     elastic_pool: str = ""  # a node a node autoscaler can add (planning.capacity), not one that exists
+    # Derived from the fields above when the pool is made: a node set's pools are shared by every
+    # plan until a node changes (see _NodeSet), so placement's grouping and counting read these
+    # instead of recomputing them on each plan. Slots: a thousand pools per node set stay small.
+    group_key: GroupKey = field(init=False, repr=False, compare=False)  # one candidate variant
+    capacity_key: tuple[int, int, bool] = field(init=False, repr=False, compare=False)
+    # (gpus_free_when_available, gpus_free, on a node an autoscaler would add)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "group_key", (self.gpu_product, self.resource_name, self.node_selector))
+        object.__setattr__(
+            self, "capacity_key", (self.gpus_free_when_available, self.gpus_free, bool(self.elastic_pool))
+        )
 
     @property
     def gpus_free(self) -> int:
@@ -85,19 +100,6 @@ class GpuPool:
     def gpus_free_when_available(self) -> int:
         """GPUs free once the node is available again (for ordering: an outage must not reorder)."""
         return max(0, self.gpu_count - self.gpus_used)
-
-    # Derived once per pool object: a node set's pools are shared by every plan until a node
-    # changes (see _NodeSet), so placement's grouping and counting read these instead of
-    # recomputing them from the fields on each plan.
-    @functools.cached_property
-    def group_key(self) -> tuple[str, str, tuple[tuple[str, str], ...]]:
-        """What makes two pools the same candidate variant: GPU type, resource, nodeSelector."""
-        return (self.gpu_product, self.resource_name, self.node_selector)
-
-    @functools.cached_property
-    def capacity_key(self) -> tuple[int, int, bool]:
-        """(gpus_free_when_available, gpus_free, on a node an autoscaler would add)."""
-        return (self.gpus_free_when_available, self.gpus_free, bool(self.elastic_pool))
 
 
 def _quantity(value: Any) -> int:
@@ -346,9 +348,6 @@ def walk_gpu_pools(
                 )
             )
     return tuple(pools)
-
-
-GroupKey = tuple[str, str, tuple[tuple[str, str], ...]]  # GpuPool.group_key
 
 
 @dataclass(frozen=True)
