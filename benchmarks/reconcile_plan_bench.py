@@ -1,7 +1,7 @@
 """Planner CPU per reconcile: compute_desired replayed as the operator calls it, no cluster.
 
 Usage: .venv/bin/python benchmarks/reconcile_plan_bench.py [--nodes 1000] [--glmds 200] [--rounds 3]
-       [--profile N] [--memory]
+       [--profile N] [--memory] [--split]
 
 Builds the controller bench's inputs (``controller_bench.node_docs`` / ``glmd_docs``: 40 % 8xH100,
 30 % 8xA100-80GB, 30 % 4xL4 with GFD labels; five small-model specs, 1-2 replicas) in the
@@ -19,8 +19,9 @@ Each reconcile is ``cache.gpus_used(exclude_owner=key)`` (what observe() reads) 
 p90 and total per phase; ``--profile N`` also prints cProfile's top N functions by cumulative time
 over the re-plan rounds; ``--memory`` traces allocations (tracemalloc, slower) and prints what the
 planner's memos hold at the end (memory still allocated from planning.nodes / planning.placement,
-which is the node sets, pools with usage, grouping layouts and remembered fits). Always prints the
-process's peak RSS. Figures only, no asserts.
+which is the node sets, pools with usage, grouping layouts and remembered fits). ``--split`` prints the
+CPU per reconcile of the steps compute_desired calls (node side: parse_gpu_pools, node_outages;
+plan_placement; render_all). Always prints the process's peak RSS. Figures only, no asserts.
 """
 
 from __future__ import annotations
@@ -41,10 +42,27 @@ from controller_bench import glmd_docs, node_docs
 from glm_operator.catalog.gpus import load_gpus
 from glm_operator.catalog.models import load_models
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE
+from glm_operator.controller import desired as desired_module
 from glm_operator.controller.cache import ClusterCache, Key
 from glm_operator.controller.desired import Desired, Observed, compute_desired
 
 NOW = "2026-11-30T00:00:00Z"
+STEPS = ("parse_gpu_pools", "node_outages", "observed_capacity", "plan_placement", "render_all")
+
+
+def _time_steps(cpu: dict[str, float]) -> None:
+    """Wrap the steps compute_desired calls so their CPU time adds up in ``cpu``."""
+    for step in STEPS:
+        inner = getattr(desired_module, step)
+
+        def timed(*args: Any, _inner: Any = inner, _step: str = step, **kwargs: Any) -> Any:
+            t0 = time.thread_time()
+            try:
+                return _inner(*args, **kwargs)
+            finally:
+                cpu[_step] = cpu.get(_step, 0.0) + time.thread_time() - t0
+
+        setattr(desired_module, step, timed)
 
 
 def _observed(cache: ClusterCache, body: dict[str, Any], key: Key) -> Observed:
@@ -122,7 +140,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--profile", type=int, default=0, help="print the top N functions (cumulative)")
     ap.add_argument("--memory", action="store_true", help="print what the planner's memos hold")
+    ap.add_argument("--split", action="store_true", help="print CPU per reconcile of compute_desired's steps")
     args = ap.parse_args()
+    steps: dict[str, float] = {}
+    if args.split:
+        _time_steps(steps)
     if args.memory:
         tracemalloc.start()
     load_models()
@@ -157,6 +179,12 @@ def main() -> int:
     else:
         run()
         _report(f"re-plan x{args.rounds}", replan)
+    if args.split:
+        reconciles = len(burst) + len(replan)
+        print(
+            "steps, CPU per reconcile over both phases: "
+            + ", ".join(f"{step} {steps.get(step, 0.0) / reconciles * 1000:.3f} ms" for step in STEPS)
+        )
     if args.memory:
         _report_memory()
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
