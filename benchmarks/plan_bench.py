@@ -4,7 +4,13 @@ Usage: .venv/bin/python benchmarks/plan_bench.py [--nodes 5000] [--runs 7]
 
 Builds Node dicts (mixed GPU types, GFD/GKE labels, some per-type resources and cordoned nodes),
 warms the catalog caches once (as the operator process would), then times, per run:
-parse_gpu_pools (Node dicts -> pools) + placement_request_from_spec + plan_placement.
+parse_gpu_pools (Node dicts -> pools) + placement_request_from_spec + plan_placement, twice:
+
+* *same nodes*: the same list of Node dicts every run, as the operator's node cache hands the
+  planner between two node changes (re-plans on GPU usage, spec edits, resyncs);
+* *one node changed*: before each run one node is replaced by a new dict (a watch event), so the
+  planner reads a new node set (the changed node parsed, the others remembered per dict).
+
 Prints the median and min over runs for the whole path and for each part. Not a timed assert.
 """
 
@@ -84,21 +90,31 @@ def main() -> int:
     print(f"{args.nodes} synthetic nodes, {args.runs} runs each (catalog pre-loaded)")
     for name, spec in SPECS.items():
         plan_placement(placement_request_from_spec(spec, parse_gpu_pools(nodes)))  # warm fit caches once
-        total, parse, place = [], [], []
-        for _ in range(args.runs):
-            t0 = time.perf_counter()
-            pools = parse_gpu_pools(nodes)
-            t1 = time.perf_counter()
-            plan = plan_placement(placement_request_from_spec(spec, pools))
-            t2 = time.perf_counter()
-            parse.append(t1 - t0)
-            place.append(t2 - t1)
-            total.append(t2 - t0)
-        print(
-            f"{name}: median {statistics.median(total) * 1000:.1f} ms (min {min(total) * 1000:.1f}) "
-            f"= parse {statistics.median(parse) * 1000:.1f} + plan {statistics.median(place) * 1000:.1f} ms; "
-            f"{len(pools)} pools, {len(plan.variants)} variants, {plan.replicas_planned} replicas"
-        )
+        for change in (False, True):
+            total, parse, place = [], [], []
+            for run in range(args.runs):
+                if change:  # a watch event: the node's dict is replaced, the others stay
+                    at = run * 7919 % len(nodes)
+                    meta = nodes[at]["metadata"]
+                    labels = {**meta["labels"], "bench/revision": f"{name} {run}"}
+                    nodes[at] = {**nodes[at], "metadata": {**meta, "labels": labels}}
+                t0 = time.perf_counter()
+                pools = parse_gpu_pools(nodes)
+                t1 = time.perf_counter()
+                plan = plan_placement(placement_request_from_spec(spec, pools))
+                t2 = time.perf_counter()
+                parse.append(t1 - t0)
+                place.append(t2 - t1)
+                total.append(t2 - t0)
+            ms = {
+                part: statistics.median(values) * 1000 for part, values in (("parse", parse), ("plan", place))
+            }
+            print(
+                f"{name}, {'one node changed' if change else 'same nodes'}: "
+                f"median {statistics.median(total) * 1000:.1f} ms (min {min(total) * 1000:.1f}) "
+                f"= parse {ms['parse']:.1f} + plan {ms['plan']:.1f} ms; "
+                f"{len(pools)} pools, {len(plan.variants)} variants, {plan.replicas_planned} replicas"
+            )
     return 0
 
 

@@ -16,12 +16,16 @@ except those passed in ``held`` (node -> resource -> GPUs the deployment's own p
 ``glm_operator.planning.outages``): a node in its outage grace period stays a pool, but only the GPUs
 already held count as free, so running replicas keep their place and new ones go elsewhere. GPUs
 already requested by running pods can be passed as ``gpus_used`` (node -> resource -> count). Work is
-O(nodes); nothing here talks to the apiserver.
+O(nodes) once per list of Node dicts (a node cache hands the same dicts until a node changes), then
+O(nodes in ``gpus_used``) per call; nothing here talks to the apiserver.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import functools
+import operator
+import threading
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -54,7 +58,10 @@ def placement_labels(labels: Mapping[str, Any], extra_keys: frozenset[str] = fro
     }
 
 
-@dataclass(frozen=True)
+GroupKey = tuple[str, str, tuple[tuple[str, str], ...]]  # GPU type, resource, nodeSelector
+
+
+@dataclass(frozen=True, slots=True)
 class GpuPool:
     """GPUs of one type on one node."""
 
@@ -69,6 +76,18 @@ class GpuPool:
     estimated: GpuType | None = None  # not in the catalog: sized from the node's labels
     unknown_reason: str = ""  # not in the catalog and not estimable: why
     elastic_pool: str = ""  # a node a node autoscaler can add (planning.capacity), not one that exists
+    # Derived from the fields above when the pool is made: a node set's pools are shared by every
+    # plan until a node changes (see _NodeSet), so placement's grouping and counting read these
+    # instead of recomputing them on each plan. Slots: a thousand pools per node set stay small.
+    group_key: GroupKey = field(init=False, repr=False, compare=False)  # one candidate variant
+    capacity_key: tuple[int, int, bool] = field(init=False, repr=False, compare=False)
+    # (gpus_free_when_available, gpus_free, on a node an autoscaler would add)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "group_key", (self.gpu_product, self.resource_name, self.node_selector))
+        object.__setattr__(
+            self, "capacity_key", (self.gpus_free_when_available, self.gpus_free, bool(self.elastic_pool))
+        )
 
     @property
     def gpus_free(self) -> int:
@@ -163,7 +182,7 @@ def _pools_of(node: Mapping[str, Any]) -> tuple[GpuPool, ...]:
 
 # Node dict identity -> (the dict, its schedulability, its pools). The operator's node cache
 # replaces a node's dict when the node changes and hands the planner the same dicts otherwise,
-# so each reconcile re-reads 1,000 nodes in ~1 ms instead of parsing their labels again (30 ms).
+# so a changed node set re-reads 1,000 nodes in ~1 ms instead of parsing their labels again (30 ms).
 # The entry keeps the dict alive, so its id cannot be reused while the entry exists.
 _NODE_MEMO: dict[int, tuple[Mapping[str, Any], bool, tuple[GpuPool, ...]]] = {}
 _NODE_MEMO_SLACK = 1024  # entries beyond twice the nodes of a call before the memo is emptied
@@ -178,9 +197,93 @@ def _node_facts(node: Mapping[str, Any]) -> tuple[bool, tuple[GpuPool, ...]]:
     return facts
 
 
-def node_is_available(node: Mapping[str, Any]) -> bool:
-    """Ready (or no Ready condition reported) and not cordoned; remembered like the pools."""
-    return _node_facts(node)[0]
+class _NodeSet:
+    """One list of Node dicts read once: the pools of its available nodes as if nothing used
+    their GPUs (in node order), where each node's pools sit in that tuple, and the nodes that
+    are not available. Reconciles between two node changes see the same list of dicts, so they
+    share one of these and only overlay their GPU usage (``parse_gpu_pools``)."""
+
+    def __init__(self, nodes: list[Mapping[str, Any]]) -> None:
+        self.nodes = list(nodes)
+        pools: list[GpuPool] = []
+        positions: dict[str, tuple[int, ...]] = {}
+        unavailable: list[Mapping[str, Any]] = []
+        for node in nodes:
+            schedulable, node_pools = _node_facts(node)
+            if not schedulable:
+                unavailable.append(node)
+            elif node_pools:
+                start = len(pools)
+                pools.extend(node_pools)
+                at = (start,) if len(node_pools) == 1 else tuple(range(start, len(pools)))
+                name = node_pools[0].node_name
+                positions[name] = positions[name] + at if name in positions else at
+        self.available = tuple(pools)
+        self.positions = positions
+        self.unavailable = tuple(unavailable)
+        # (position in ``available``, GPUs used) -> that pool with its usage: a node's usage
+        # changes rarely between reconciles, so its pool object (and what placement derives
+        # from it) is reused. Bounded: emptied past _USAGE_MEMO_FACTOR entries per pool.
+        self._with_usage: dict[tuple[int, int], GpuPool] = {}
+
+    @functools.cached_property
+    def groups(self) -> _GroupLayout:
+        """``available`` grouped (positions per group): the same for every overlay of usage."""
+        return _group_layout(self.available)
+
+    def pool_with_usage(self, at: int, gpus_used: int) -> GpuPool:
+        """The pool at position ``at`` of ``available`` with ``gpus_used`` GPUs in use."""
+        key = (at, gpus_used)
+        pool = self._with_usage.get(key)
+        if pool is None:
+            if len(self._with_usage) > _USAGE_MEMO_FACTOR * len(self.available) + _NODE_MEMO_SLACK:
+                self._with_usage.clear()
+            pool = replace(self.available[at], gpus_used=gpus_used)
+            self._with_usage[key] = pool
+        return pool
+
+
+# The last few node sets read, newest last, so planning threads still working on the previous
+# node set do not evict the current one. A list of Node dicts matches one when it holds the same
+# dicts in the same order: ``==`` on two lists checks identity before value, so the usual case
+# (the node cache's unchanged dicts) costs microseconds, and a list that differs stops at the
+# first node that differs.
+_NODE_SETS: list[_NodeSet] = []
+_NODE_SETS_KEPT = 2
+_USAGE_MEMO_FACTOR = 4
+_NODE_SETS_LOCK = threading.Lock()
+
+
+def _node_set(items: list[Mapping[str, Any]]) -> _NodeSet:
+    with _NODE_SETS_LOCK:
+        for known in reversed(_NODE_SETS):
+            if known.nodes == items:
+                return known
+    if len(_NODE_MEMO) > 2 * len(items) + _NODE_MEMO_SLACK:
+        _NODE_MEMO.clear()  # entries of replaced node dicts: start again from the current ones
+    built = _NodeSet(items)
+    with _NODE_SETS_LOCK:
+        _NODE_SETS.append(built)
+        del _NODE_SETS[:-_NODE_SETS_KEPT]
+    return built
+
+
+# The last few tuples parse_gpu_pools returned from a node set, so group_pools can tell a tuple
+# (or a tuple that starts with one: elastic pools appended) is one and use the node set's groups.
+_RESULTS: list[tuple[tuple[GpuPool, ...], _NodeSet]] = []
+_RESULTS_KEPT = 8
+
+
+def _remember(pools: tuple[GpuPool, ...], node_set: _NodeSet) -> tuple[GpuPool, ...]:
+    with _NODE_SETS_LOCK:
+        _RESULTS.append((pools, node_set))
+        del _RESULTS[:-_RESULTS_KEPT]
+    return pools
+
+
+def unavailable_nodes(nodes: Iterable[Mapping[str, Any]]) -> tuple[Mapping[str, Any], ...]:
+    """The nodes that are not Ready or are cordoned (read once per node set, like the pools)."""
+    return _node_set(list(nodes)).unavailable
 
 
 def parse_gpu_pools(
@@ -194,14 +297,37 @@ def parse_gpu_pools(
     Node dicts. Nodes without GPUs produce no pool; GPUs of unknown type produce a pool with
     ``gpu_product == ""`` so the planner can say which label it did not recognise. Callers must
     not mutate a Node dict after passing it (a new dict per change, as a watch cache keeps them).
+
+    The same list of Node dicts is read once (see ``_NodeSet``); a call then costs one lookup per
+    node in ``gpus_used``, not a walk over every node. With ``held`` (an outage, rare) every node
+    is walked (``walk_gpu_pools``).
     """
+    items = list(_node_items(nodes))
+    if held:
+        return walk_gpu_pools(items, gpus_used, held)
+    node_set = _node_set(items)
+    if not gpus_used:
+        return _remember(node_set.available, node_set)
+    base, positions = node_set.available, node_set.positions
+    pools = list(base)
+    for name, node_used in gpus_used.items():
+        for at in positions.get(name, ()):
+            used = node_used.get(base[at].resource_name)
+            if used:  # none used: the pool as read (equal to one with gpus_used=0)
+                pools[at] = node_set.pool_with_usage(at, int(used))
+    return _remember(tuple(pools), node_set)
+
+
+def walk_gpu_pools(
+    nodes: Iterable[Mapping[str, Any]],
+    gpus_used: Mapping[str, Mapping[str, int]] | None = None,
+    held: Mapping[str, Mapping[str, int]] | None = None,
+) -> tuple[GpuPool, ...]:
+    """``parse_gpu_pools`` by walking every node (its definition; the tests compare the two)."""
     used = gpus_used or {}
     held = held or {}
     pools: list[GpuPool] = []
-    items = list(_node_items(nodes))
-    if len(_NODE_MEMO) > 2 * len(items) + _NODE_MEMO_SLACK:
-        _NODE_MEMO.clear()  # entries of replaced node dicts: start again from the current ones
-    for node in items:
+    for node in nodes:
         schedulable, node_pools = _node_facts(node)
         if not node_pools:
             continue
@@ -222,3 +348,86 @@ def parse_gpu_pools(
                 )
             )
     return tuple(pools)
+
+
+@dataclass(frozen=True)
+class PoolGroups:
+    """Pools as placement reads them, each part in order of first appearance."""
+
+    groups: tuple[tuple[GroupKey, tuple[GpuPool, ...]], ...]  # pools of a known or estimated type
+    unknown: tuple[tuple[tuple[str, str], tuple[str, ...]], ...]  # (label, why) -> node names
+    estimated: tuple[tuple[str, GpuType], ...]  # GPU name -> the first node's estimate
+
+
+@dataclass(frozen=True)
+class _GroupLayout:
+    positions: tuple[tuple[GroupKey, tuple[int, ...]], ...]
+    unknown: tuple[tuple[tuple[str, str], tuple[str, ...]], ...]
+    estimated: tuple[tuple[str, GpuType], ...]
+
+
+def _group_layout(pools: Sequence[GpuPool]) -> _GroupLayout:
+    positions: dict[GroupKey, list[int]] = {}
+    unknown: dict[tuple[str, str], list[str]] = {}
+    estimated: dict[str, GpuType] = {}
+    for at, pool in enumerate(pools):
+        if not pool.gpu_product:
+            label = pool.product_label or "(no GPU product label)"
+            unknown.setdefault((label, pool.unknown_reason), []).append(pool.node_name)
+            continue
+        if pool.estimated is not None:
+            estimated.setdefault(pool.gpu_product, pool.estimated)
+        positions.setdefault(pool.group_key, []).append(at)
+    return _GroupLayout(
+        tuple((key, tuple(at)) for key, at in positions.items()),
+        tuple((key, tuple(names)) for key, names in unknown.items()),
+        tuple(estimated.items()),
+    )
+
+
+def _take(pools: Sequence[GpuPool], positions: tuple[int, ...]) -> tuple[GpuPool, ...]:
+    if len(positions) == 1:
+        return (pools[positions[0]],)
+    picked: tuple[GpuPool, ...] = operator.itemgetter(*positions)(pools)
+    return picked
+
+
+def _known_prefix(pools: tuple[GpuPool, ...]) -> tuple[int, _NodeSet] | None:
+    """Length of the start of ``pools`` that a recent parse_gpu_pools result is, and its node set."""
+    with _NODE_SETS_LOCK:
+        recent = list(reversed(_RESULTS))
+    for result, node_set in recent:
+        n = len(result)
+        if pools is result:
+            return n, node_set
+        same_ends = n and len(pools) >= n and pools[0] is result[0] and pools[n - 1] is result[n - 1]
+        if same_ends and pools[:n] == result:
+            return n, node_set
+    return None
+
+
+def group_pools(pools: tuple[GpuPool, ...]) -> PoolGroups:
+    """Group pools by ``group_key`` (GPU type, resource, nodeSelector), collect the node names of
+    unknown GPU types by (label, reason) and the first estimate of each estimated type.
+
+    A tuple parse_gpu_pools returned (usage overlays keep every pool's group) is grouped from its
+    node set's positions, computed once per node set; pools after it (elastic) are walked."""
+    known = _known_prefix(pools)
+    if known is None:
+        layout, start = _group_layout(pools), len(pools)
+        groups = {key: _take(pools, at) for key, at in layout.positions}
+    else:
+        start, node_set = known
+        layout = node_set.groups
+        groups = {key: _take(pools, at) for key, at in layout.positions}
+    unknown = dict(layout.unknown)
+    estimated = dict(layout.estimated)
+    if start < len(pools):
+        rest = _group_layout(pools[start:])
+        for key, at in rest.positions:
+            groups[key] = groups.get(key, ()) + _take(pools[start:], at)
+        for why, names in rest.unknown:
+            unknown[why] = unknown.get(why, ()) + names
+        for name, gpu in rest.estimated:
+            estimated.setdefault(name, gpu)
+    return PoolGroups(tuple(groups.items()), tuple(unknown.items()), tuple(estimated.items()))

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from glm_operator.planning.nodes import node_is_available
+from glm_operator.planning.nodes import unavailable_nodes
 
 DEFAULT_NODE_GRACE_SECONDS = 300.0
 
@@ -103,9 +103,7 @@ def node_outages(
 ) -> dict[str, NodeOutage]:
     """node name -> outage, for every node that is not Ready and schedulable."""
     out: dict[str, NodeOutage] = {}
-    for node in nodes:
-        if node_is_available(node):
-            continue  # remembered per node dict: 1,000 healthy nodes cost a lookup each
+    for node in unavailable_nodes(nodes):  # found once per node set: healthy nodes cost nothing
         outage = node_outage(node, now, grace_seconds)
         if outage is not None:
             out[outage.node_name] = outage

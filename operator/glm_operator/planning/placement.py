@@ -43,8 +43,10 @@ O(nodes) grouping and capacity counting; the fits are computed once per group.
 from __future__ import annotations
 
 import bisect
+import collections
 import functools
 import math
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,7 +63,7 @@ from glm_operator.planning.fit import (
     max_context_for,
     parallelism_error,
 )
-from glm_operator.planning.nodes import GpuPool
+from glm_operator.planning.nodes import GpuPool, group_pools
 from glm_operator.planning.product_filter import allowed_products
 from glm_operator.planning.request import DEFAULT_CONTEXT_LENGTH, PlacementRequest, PlanningInputError
 
@@ -72,6 +74,8 @@ TYPICAL_SEQUENCE_TOKENS = 4096
 MAX_NUM_SEQS_CAP = 256
 MAX_PIPELINE_PARALLEL = 8  # nodes per replica the planner considers when choosing PP
 FP8_LOAD_PEAK_FRACTION = 0.95  # of a GPU's memory: room for the CUDA context while loading
+_CAPACITY_KEY = operator.attrgetter("capacity_key")
+_GPU_COUNT = operator.attrgetter("gpu_count")
 
 
 @dataclass(frozen=True)
@@ -197,25 +201,24 @@ class _Group:
 
     @property
     def max_gpus_per_node(self) -> int:
-        return max(p.gpu_count for p in self.pools)
+        return self._sorted_counts[-1]
 
     @functools.cached_property
     def _free_counts(self) -> dict[tuple[bool, bool], tuple[tuple[int, int], ...]]:
         """(when_available, existing nodes only) -> (free GPUs, pools with that many) pairs: a
         thousand identical nodes are a handful of pairs, so capacity() need not walk every pool.
-        One pass over the pools, reading the fields gpus_free / gpus_free_when_available derive
-        from (this runs for every plan, on every pool)."""
+        The pools are first counted by their ``capacity_key`` (derived once per pool object, and
+        a node set's pools are shared between plans), then the few distinct keys are spread
+        over the four kinds."""
         counts: dict[tuple[bool, bool], dict[int, int]] = {
             (a, e): {} for a in (False, True) for e in (False, True)
         }
-        for p in self.pools:
-            when_available = max(0, p.gpu_count - p.gpus_used)
-            now = when_available if p.held_gpus is None else min(p.held_gpus, p.gpu_count)
-            kinds = ((False, False), (True, False)) if p.elastic_pool else tuple(counts)
+        for (when_available, now, elastic), n in collections.Counter(map(_CAPACITY_KEY, self.pools)).items():
+            kinds = ((False, False), (True, False)) if elastic else tuple(counts)
             for kind in kinds:
                 free = when_available if kind[0] else now
                 bucket = counts[kind]
-                bucket[free] = bucket.get(free, 0) + 1
+                bucket[free] = bucket.get(free, 0) + n
         return {kind: tuple(bucket.items()) for kind, bucket in counts.items()}
 
     def _replicas(self, tp: int, pp: int, when_available: bool, existing: bool) -> int:
@@ -236,7 +239,7 @@ class _Group:
 
     @functools.cached_property
     def _sorted_counts(self) -> tuple[int, ...]:
-        return tuple(sorted(p.gpu_count for p in self.pools))
+        return tuple(sorted(map(_GPU_COUNT, self.pools)))
 
     def nodes_with(self, tp: int) -> int:
         counts = self._sorted_counts
@@ -386,7 +389,43 @@ def _tp_options(request: PlacementRequest, model: ResolvedModel, limit: int) -> 
     return [tp for tp in range(1, limit + 1) if parallelism_error(arch, tp) is None]
 
 
+# Candidate fits of catalog models, remembered across plans: a GLMDeployment is re-planned on
+# every node or GPU-usage change and every resync, and a fit depends on neither. Keyed by every
+# request field _evaluate reads (not the pools); inline configs (model_config) are not kept.
+# Bounded: emptied when full.
+_EVALUATIONS: dict[tuple[Any, ...], _Evaluated] = {}
+_EVALUATIONS_KEPT = 512  # ~2 KiB each; the controller bench's 200 GLMDeployments (5 specs) use 25
+
+
 def _evaluate(
+    request: PlacementRequest, base: ResolvedModel, gpu: GpuType, cand: _Candidate, context: int
+) -> _Evaluated:
+    if request.model_config is not None or not _EVALUATIONS_KEPT:
+        return _evaluate_fit(request, base, gpu, cand, context)
+    key = (
+        request.model,
+        base.model_id,
+        request.kv_cache_dtype,
+        request.memory_utilization,
+        request.max_num_batched_tokens,
+        request.max_num_seqs,
+        request.min_concurrency,
+        request.guarantee_min_concurrency,
+        request.engine,
+        gpu,
+        cand,
+        context,
+    )
+    found = _EVALUATIONS.get(key)
+    if found is None:
+        found = _evaluate_fit(request, base, gpu, cand, context)
+        if len(_EVALUATIONS) >= _EVALUATIONS_KEPT:
+            _EVALUATIONS.clear()
+        _EVALUATIONS[key] = found
+    return found
+
+
+def _evaluate_fit(
     request: PlacementRequest, base: ResolvedModel, gpu: GpuType, cand: _Candidate, context: int
 ) -> _Evaluated:
     model, flag = _model_for(base, cand.quantization)
@@ -583,27 +622,18 @@ def _replace_quantization(request: PlacementRequest, quantization: str) -> Place
 
 
 def _group_pools(pools: tuple[GpuPool, ...], details: list[str], rejected: list[Rejection]) -> list[_Group]:
-    buckets: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[GpuPool]] = {}
-    estimated: dict[str, GpuType] = {}
-    unknown: dict[tuple[str, str], list[str]] = {}
-    for pool in pools:
-        if not pool.gpu_product:
-            label = pool.product_label or "(no GPU product label)"
-            unknown.setdefault((label, pool.unknown_reason), []).append(pool.node_name)
-            continue
-        if pool.estimated is not None:
-            estimated.setdefault(pool.gpu_product, pool.estimated)
-        buckets.setdefault((pool.gpu_product, pool.resource_name, pool.node_selector), []).append(pool)
-    for (label, why), names in sorted(unknown.items()):
+    grouped = group_pools(pools)
+    for (label, why), names in sorted(grouped.unknown):
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         reason = why or f"GPU type {label!r} is not in the catalog"
         details.append(f"{reason}; not used: {shown}")
         rejected.append(Rejection(label, f"{reason} (nodes {shown})"))
-    for name, gpu in sorted(estimated.items()):
+    for name, gpu in sorted(grouped.estimated):
         details.append(f"{name}: {gpu.memory_source}")
+    estimated = dict(grouped.estimated)
     return [
-        _Group(estimated.get(product) or find_gpu(product), resource, selector, tuple(group))
-        for (product, resource, selector), group in buckets.items()
+        _Group(estimated.get(product) or find_gpu(product), resource, selector, group)
+        for (product, resource, selector), group in grouped.groups
     ]
 
 
