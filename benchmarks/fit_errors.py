@@ -11,7 +11,9 @@ reported apart: vLLM < 0.18, 0.18-0.19 (graphs profiled but not subtracted, Flas
 and >= 0.20 (the CUDA-graph estimate in the budget; the operator's default image). --refit prints the
 constants fitted on each generation's rows (what planning/budget.py ships). The V1 model runner's logged
 CUDA-graph estimates (vLLM 0.19-0.24) are printed against ours, and --refit also prints their least-squares
-constants (graph_bytes_per_piece, graph_bytes_per_decode_seq).
+constants (graph_bytes_per_piece, graph_bytes_per_decode_seq). The vLLM < 0.18 MoE rows then show the
+Triton fused-MoE scratch their engine allocates (planning.budget.triton_fused_moe_bytes, from vLLM's
+source) next to the fitted residual the budget adds and the forward / sampler terms it sits beside.
 
 Part 2, tests/fixtures/fit-examples.csv (one line per figure):
 
@@ -23,6 +25,7 @@ memory and utilisation instead of taking the logged "Available KV cache memory".
 from __future__ import annotations
 
 import argparse
+import csv
 import importlib.util
 import sys
 from pathlib import Path
@@ -151,6 +154,62 @@ def graphs(truth: ModuleType, refit: bool) -> None:
     print()
 
 
+def moe_scratch(truth: ModuleType) -> None:
+    """vLLM < 0.18 MoE rows: the source's fused-MoE scratch against the fitted residual."""
+    from glm_operator.planning.budget import (
+        GIB,
+        BudgetSettings,
+        forward_peak_bytes,
+        moe_workspace_bytes,
+        sampler_peak_bytes,
+        triton_fused_moe_bytes,
+    )
+
+    with truth.CSV_PATH.open(encoding="utf-8") as fh:
+        notes = {r["id"]: r["notes"] + " " + r["quantization"] for r in csv.DictReader(fh)}
+    # the rows whose experts run vLLM's Triton fused_experts_impl (MXFP4 and Marlin take other kernels)
+    rows = [
+        s
+        for s in truth.used_startups()
+        if s.resolved().architecture.is_moe and not any(q in notes[s.id] for q in ("mxfp4", "Marlin"))
+    ]
+    ep_models = {s.model_id for s in rows if "--enable-expert-parallel" in notes[s.id]}
+    out = [
+        ("row", "vLLM", "TP", "EP", "experts", "forward", "sampler", "MoE scratch (source)", "residual added")
+    ]
+    for s in rows:
+        arch = s.resolved().architecture
+        cc = next((v for k, v in truth.COMPUTE_CAPABILITY.items() if k in s.gpu), 9.0)
+        newer = (s.vllm_version or (0, 0)) >= (0, 12)
+        fp8 = "block 128" in notes[s.id]
+        ep = s.model_id in ep_models
+        settings = BudgetSettings(s.max_num_batched_tokens, s.max_num_seqs, s.flashinfer_sampler)
+        scratch = triton_fused_moe_bytes(
+            arch,
+            s.tp,
+            s.max_num_batched_tokens,
+            expert_parallel=ep,
+            fp8_block=128 if fp8 else None,
+            out_of_place=newer,
+            chunk_size=16384 if newer else 32768,
+        )
+        gib = [
+            forward_peak_bytes(arch, s.tp, settings),
+            sampler_peak_bytes(arch, settings),
+            scratch,
+            moe_workspace_bytes(arch, s.tp, compute_capability=cc),
+        ]
+        version = ".".join(map(str, s.vllm_version or ())) or "?"
+        experts = "fp8 b128" if fp8 else "bf16"
+        out.append(
+            (s.id, version, str(s.tp), "yes" if ep else "no", experts, *(f"{v / GIB:.2f}" for v in gib))
+        )
+    print("== vLLM < 0.18 MoE rows: fused-MoE scratch by vLLM's source vs the fitted residual (GiB) ==")
+    _table(out)
+    print("  the scratch is freed before the sampler step: where the sampler is the peak it adds nothing")
+    print()
+
+
 def startups(refit: bool, lomo: bool) -> None:
     truth = _load_truth()
     older, mid, newer = truth.used_startups(), truth.mid_engine_startups(), truth.newer_engine_startups()
@@ -191,6 +250,7 @@ def startups(refit: bool, lomo: bool) -> None:
     _table(out)
     print()
     graphs(truth, refit)
+    moe_scratch(truth)
     if refit:
         print("constants fitted on the vLLM < 0.18 rows:", truth.fit_constants(older))
         print("constants fitted on the vLLM 0.18-0.19 rows:", truth.fit_constants(mid))

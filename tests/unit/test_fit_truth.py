@@ -29,6 +29,7 @@ from glm_operator.planning.budget import (
     newer_cudagraph_capture_sizes,
     non_torch_bytes,
     sampler_peak_bytes,
+    triton_fused_moe_bytes,
 )
 from glm_operator.planning.engine import GENERATION_MID, GENERATION_NEWER, model_runner_v2
 from glm_operator.planning.fit import FitInput, estimate_fit, max_context_for
@@ -187,6 +188,25 @@ def test_moe_workspace_only_on_hopper_or_newer() -> None:
     assert moe_workspace_bytes(arch, 1, compute_capability=9.0) == 0
     assert row.logged_activation_gib is not None
     assert abs(row.fit().activation_gib - row.logged_activation_gib) <= 0.05
+
+
+def test_triton_fused_moe_scratch_does_not_explain_the_fitted_residual() -> None:
+    """vLLM 0.9.2 / 0.12.0 fused_experts_impl scratch at the two Hopper rows' 8192 tokens (formula and
+    source lines in planning/budget.py): the FP8 block path adds 57.75 MiB, not the ~0.5 GiB by which
+    Qwen3-235B-FP8's fitted residual exceeds GLM-4.6's, and GLM-4.6's bf16 buffers are the larger."""
+    mib = 2**20
+    rows = {r.id: r.resolved().architecture for r in ROWS}
+    qwen = rows["vllm21348-qwen3-235b-fp8-tp4"]
+    glm46 = rows["mechutil-glm46-16k-fp8"]
+    qwen_fp8 = triton_fused_moe_bytes(qwen, 4, 8192, fp8_block=128)
+    qwen_bf16 = triton_fused_moe_bytes(qwen, 4, 8192)
+    glm_ep = triton_fused_moe_bytes(glm46, 8, 8192, expert_parallel=True, out_of_place=True, chunk_size=16384)
+    assert qwen_fp8 == 617.75 * mib
+    assert qwen_fp8 - qwen_bf16 == 57.75 * mib
+    assert glm_ep == 912 * mib
+    assert glm_ep > qwen_fp8
+    assert triton_fused_moe_bytes(qwen, 4, 65536, fp8_block=128) == qwen_fp8 * 4  # chunked at 32768
+    assert triton_fused_moe_bytes(rows["llmd-llama31-8b"], 1, 8192) == 0  # dense
 
 
 def test_dsa_workspace_grows_with_the_context() -> None:

@@ -163,14 +163,56 @@ Mistral-Small-3.2 on 0.11.0 (2.12 GiB peak with a 131,072-entry vocabulary, 1024
 capability >= 9.0) add a fixed fused-MoE workspace (``MOE_WORKSPACE_GIB``, fitted on GLM-4.6 TP8
 with expert parallel on H200 and Qwen3-235B-FP8 TP4 on H100). On Ada/Ampere it is not added: the
 vLLM 0.10.2 DEBUG log of Qwen3-235B-A22B-2507-FP8 TP8 with expert parallel on 8x L40S reports
-1.40 GiB peak activation, the sampler term alone (1.41 GiB), where the log says
-"CutlassBlockScaledGroupedGemm not supported on the current platform" (Triton MoE path) [inferred:
-the workspace belongs to the SM90+ grouped-GEMM paths].
-The two Hopper models take different paths (GLM-4.6 bf16 experts with expert parallel, Qwen3-235B
-FP8 block-quantised experts TP-sharded) and the flat constant is a compromise: held out, each is
-predicted from the other alone (Qwen3-235B-FP8 +6.2 %, an over-promise, with GLM-4.6's 1.44 GiB
-against its own 1.95) [inferred: the FP8 grouped-GEMM path keeps quantised activations and per-expert
-alignment padding the bf16 path does not]. A third Hopper MoE model on vLLM < 0.18 would settle it.
+1.40 GiB peak activation, the sampler term alone (1.41 GiB). The two Hopper models take different
+paths (GLM-4.6 bf16 experts with expert parallel, Qwen3-235B FP8 block-quantised experts TP-sharded)
+and the flat constant is a compromise: held out, each is predicted from the other alone (Qwen3-235B-FP8
++6.2 %, an over-promise, with GLM-4.6's 1.44 GiB against its own 1.95).
+
+What the fused-MoE layer allocates in these releases (read in the 0.9.2 wheel, the Qwen3-235B-FP8 row,
+and the 0.12.0 wheel, the GLM-4.6 rows; :func:`triton_fused_moe_bytes`; paths under
+``vllm/model_executor/layers/``, ``envs.py`` and ``v1/`` under ``vllm/``) does not explain that gap:
+
+* Kernel choice. Both models run the Triton ``fused_experts_impl`` on every GPU here. FP8
+  block-quantised experts (0.9.2 ``quantization/fp8.py`` L493-499: ``fused_experts`` with
+  ``use_fp8_w8a8`` and the 128x128 ``block_shape``) leave it only for DeepGEMM
+  (``VLLM_USE_DEEP_GEMM``, default 0: L462, ``envs.py`` L867-868) or CUTLASS block-scaled grouped
+  GEMMs, which need compute capability 10.0 (L481-486; 0.10.2 L567-576), so H100 logs the same
+  "CutlassBlockScaledGroupedGemm not supported on the current platform" as the L40S; Marlin only
+  below 8.9 (L454). bf16 experts (0.12.0 ``fused_moe/unquantized_fused_moe_method.py`` L382-394)
+  leave it only for FlashInfer CUTLASS with ``VLLM_USE_FLASHINFER_MOE_FP16`` (default off, L62-68).
+  So the capability gate below is empirical (the L40S row), not a kernel difference.
+* Allocations per call (0.9.2 ``fused_moe/fused_moe.py``; 0.12.0 the same lines at L1762-1819), with
+  M = min(tokens, VLLM_FUSED_MOE_CHUNK_SIZE) (L1266-1267; default 32768 in 0.9.2-0.10.2
+  ``envs.py`` L547-548, 16384 in 0.12.0 L789-790: one chunk at 8192 tokens), k = top-k, h = hidden,
+  I = moe_intermediate_size / TP (the full size with expert parallel: each rank holds whole experts and
+  the buffers cover all M x k slots, ``expert_map`` only skips the foreign ones)::
+
+      cache13 = M x k x max(2 I, h) x 2 B         L1291-1295 (caches 1 and 3 share it)
+      cache2  = M x k x I x 2 B                    L1298-1300
+      output  = M x h x 2 B, only out of place     L1311-1314 (0.12.0 L1816-1819: torch >= 2.9,
+                                                   which 0.12.0 pins, forces it: fused_moe/utils.py L331-332)
+      FP8 w8a8 block b: a1q = M x h x 1 B + scales M x h / b x 4 B      L1340-1345, a2q = M x k x I
+                        x 1 B + scales M x k x I / b x 4 B              L1381-1386 (fused_moe/utils.py L43,
+                        quantization/utils/fp8_utils.py L392, L402: fp32 scales per group)
+      sorted ids  = 4 B x (M x k + experts x (BLOCK_SIZE_M - 1)), < 1 MiB
+                                                   fused_moe/moe_align_block_size.py L202-205
+
+  They are ``torch.empty`` inside the call, freed on return and reused by the caching allocator for
+  the next layer: no buffer is shared or kept across layers, the peak holds one layer's. At 8192
+  tokens: Qwen3-235B-FP8 TP4 (h 4096, I 384, k 8) 617.75 MiB, of which the FP8 copies and scales are
+  57.75 MiB; GLM-4.6 with expert parallel on 0.12.0 (h 5120, I 1536, k 8, out of place) 912 MiB. The
+  FP8 path adds 0.06 GiB, not the 0.51 GiB the fit asks, and the bf16 GLM-4.6 buffers are the larger.
+* Timing. ``profile_run`` (0.9.2 ``v1/worker/gpu_model_runner.py`` L2273-2283) runs the dummy forward,
+  then the dummy sampler on its output; the MoE buffers are gone by the sampler step. On the
+  Qwen3-235B-FP8 row the PyTorch sampler term (5.6 GiB: 1024 rows) is the peak, so by the source none
+  of its 1.95 GiB above the sampler is fused-MoE scratch; on GLM-4.6 (one sequence, no sampler peak)
+  the 912 MiB sit inside the measured forward peak. The sampler code is the same in 0.9.2 and 0.11.0
+  (``v1/sample/sampler.py``, ``ops/topk_topp_sampler.py``: only the logprobs modes differ).
+  [not verified, left open: that row's engine (``~0.9.2``) and its sampler are inferred, its weights
+  are ours (not logged), and it ran LMCacheConnectorV1; any of these can hold the 0.5 GiB.]
+
+So the constant stays a fitted residual on Hopper rows with TP > 1, not a model of the MoE kernels;
+a third Hopper MoE start-up on vLLM < 0.18 with a logged peak activation would settle it.
 
 DSA models (GLM-5.x, DeepSeek-V3.2: a sparse-attention indexer) reserve prefill workspaces sized
 by ``max_model_len`` during the profiling run, so their activation grows with the context (vLLM
@@ -229,7 +271,7 @@ DSA_INDEXER_ROW_BYTES = 132  # fp8 key 128 + fp32 scale
 DSA_PREFILL_ROW_BYTES = 576 * 2  # bf16 MLA latent + rope
 DSA_MAX_LOGITS_BYTES = 512 * 2**20  # VLLM_SPARSE_INDEXER_MAX_LOGITS_MB default
 FLASHMLA_SPARSE_CAPABILITIES = (9, 10)  # FlashMLA's sparse kernels: Hopper and datacenter Blackwell
-# fused-MoE grouped-GEMM workspace only on these GPUs (see the module docstring)
+# the fitted vLLM < 0.18 fused-MoE residual only on these GPUs (empirical, see the module docstring)
 MOE_WORKSPACE_MIN_COMPUTE_CAPABILITY = 9.0
 # FlashInfer all-reduce fusion (see fusion_workspace_bytes): the largest all-reduce it fuses, MiB, by
 # compute capability and TP size (vLLM 0.33 FI_ALLREDUCE_FUSION_MAX_SIZE_MB in
@@ -447,6 +489,36 @@ def moe_workspace_bytes(
     if tp <= 1 or compute_capability < MOE_WORKSPACE_MIN_COMPUTE_CAPABILITY:
         return 0.0
     return c.moe_workspace_gib * GIB
+
+
+def triton_fused_moe_bytes(
+    arch: ModelArchitecture,
+    tp: int,
+    tokens: int,
+    *,
+    expert_parallel: bool = False,
+    fp8_block: int | None = None,
+    out_of_place: bool = False,
+    chunk_size: int = 32768,
+) -> float:
+    """Scratch one call of vLLM < 0.18's Triton ``fused_experts_impl`` allocates (module docstring:
+    the formula and its source lines; the moe_align_block_size ids, < 1 MiB, left out).
+
+    Not part of the budget: it documents why ``moe_workspace_gib`` is a fitted residual.
+    ``fp8_block``: the activation group size of FP8 w8a8 block-quantised experts (128), None for bf16.
+    """
+    if not arch.is_moe:
+        return 0.0
+    m = min(tokens, chunk_size)
+    k = arch.num_experts_per_tok or 1
+    h = arch.hidden_size
+    inter = arch.moe_intermediate_size if expert_parallel else arch.moe_intermediate_size / tp
+    total = m * k * max(2 * inter, h) * 2 + m * k * inter * 2
+    if out_of_place:
+        total += m * h * 2
+    if fp8_block:
+        total += m * h * (1 + 4 / fp8_block) + m * k * inter * (1 + 4 / fp8_block)
+    return float(total)
 
 
 def dsa_workspace_factor(max_model_len: int) -> int:
