@@ -1151,8 +1151,9 @@ def main() -> int:
             )
             busy = dur_sum / (args.workers * window_s) * 100
             out(
-                "worker utilisation",
-                f"{dur_sum:.0f} s of reconciles in {window_s:.0f} s x {args.workers} workers = {busy:.0f}%",
+                "reconcile time / worker time",
+                f"{dur_sum:.0f} s of reconciles in {window_s:.0f} s x {args.workers} workers = {busy:.0f}% "
+                "(an upper bound: a reconcile's time includes its status write, which runs off the worker)",
             )
         for lane in ("urgent", "routine"):
             qname, qlabels = "glm_operator_queue_wait_seconds", f'lane="{lane}",'
