@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from glm_operator.planning.nodes import placement_labels
@@ -164,7 +165,7 @@ class OwnedObjects:
             if not per_owner:
                 self.pods.pop(key, None)
 
-    def children_of(self, key: Key, kinds: set[str]) -> list[dict[str, Any]]:
+    def children_of(self, key: Key, kinds: AbstractSet[str]) -> list[dict[str, Any]]:
         return [c for (_, kind, _), c in self.children.get(key, {}).items() if kind in kinds]
 
     def pods_of(self, key: Key) -> list[dict[str, Any]]:

@@ -73,6 +73,7 @@ from glm_operator.render.monitoring import render_pod_monitor
 from glm_operator.render.objects import render_all
 
 WORKLOAD_KINDS = (("apps/v1", "Deployment"), ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"))
+WORKLOAD_KIND_NAMES = frozenset(kind for _, kind in WORKLOAD_KINDS)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from glm_operator.clients.kube import ApiErrorSummary, summarize_api_error
 from glm_operator.controller import metrics
 from glm_operator.controller.cache import spec_planned
-from glm_operator.controller.desired import WORKLOAD_KINDS, Desired, Event, Observed, compute_desired
+from glm_operator.controller.desired import WORKLOAD_KIND_NAMES, Desired, Event, Observed, compute_desired
 from glm_operator.controller.pod_monitors import PodMonitorMode
 from glm_operator.planning.conditions import MetricsStatus, set_condition
 from glm_operator.render.monitoring import POD_MONITOR_KIND
@@ -49,9 +49,6 @@ def now_rfc3339() -> str:
 
 def _owned_by(obj: dict[str, Any], uid: str) -> bool:
     return any(ref.get("uid") == uid for ref in obj.get("metadata", {}).get("ownerReferences") or [])
-
-
-WORKLOAD_KIND_NAMES = {kind for _, kind in WORKLOAD_KINDS}
 
 
 def observe(op: Operator, namespace: str, name: str) -> tuple[Observed, list[dict[str, Any]]] | None:

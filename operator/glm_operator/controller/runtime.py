@@ -24,7 +24,7 @@ from glm_operator.clients.kube import API_VERSION, KubeClient, NotLeader, summar
 from glm_operator.controller import metrics
 from glm_operator.controller.cache import ClusterCache, is_known, spec_planned
 from glm_operator.controller.config import OperatorConfig
-from glm_operator.controller.desired import WORKLOAD_KINDS
+from glm_operator.controller.desired import WORKLOAD_KIND_NAMES
 from glm_operator.controller.gateway import GatewayController
 from glm_operator.controller.leader import LeaderElector
 from glm_operator.controller.nodepools import NodePoolCache
@@ -45,7 +45,6 @@ GATEWAY_WORKERS = 2
 
 EVENT_SENDERS = 4  # Event posts in flight at once
 REPLAN_MIN_INTERVAL = 5.0  # seconds between two node-driven re-plans of every GLMDeployment
-_WORKLOADS = frozenset(kind for _, kind in WORKLOAD_KINDS)
 COMPANION_LANE_THREADS = 4  # Service, PDB and PodMonitor applies in flight at once (the apiserver
 # allocates a Service's ClusterIP under a lock; nothing uses these objects before a pod is Ready)
 
@@ -381,13 +380,13 @@ class Operator:
         """Start a server-side apply; workloads in the shared pool, the GLMDeployment-wide
         companions (Service, PDB, PodMonitor) in their own lane (see reconcile.execute)."""
         loop = asyncio.get_running_loop()
-        pool = None if obj.get("kind") in _WORKLOADS else self.companion_lane
+        pool = None if obj.get("kind") in WORKLOAD_KIND_NAMES else self.companion_lane
         return loop.run_in_executor(pool, self.api.apply, obj)
 
     def pending_workload_applies(self) -> int:
         """Background workload applies (they hold a thread of the shared pool; the companions
         wait in their own lane and are bounded by its threads)."""
-        return sum(1 for (_, kind, _) in self.pending_applies if kind in _WORKLOADS)
+        return sum(1 for (_, kind, _) in self.pending_applies if kind in WORKLOAD_KIND_NAMES)
 
     def track_pending_apply(
         self,
