@@ -413,13 +413,8 @@ def group_pools(pools: tuple[GpuPool, ...]) -> PoolGroups:
     A tuple parse_gpu_pools returned (usage overlays keep every pool's group) is grouped from its
     node set's positions, computed once per node set; pools after it (elastic) are walked."""
     known = _known_prefix(pools)
-    if known is None:
-        layout, start = _group_layout(pools), len(pools)
-        groups = {key: _take(pools, at) for key, at in layout.positions}
-    else:
-        start, node_set = known
-        layout = node_set.groups
-        groups = {key: _take(pools, at) for key, at in layout.positions}
+    start, layout = (len(pools), _group_layout(pools)) if known is None else (known[0], known[1].groups)
+    groups = {key: _take(pools, at) for key, at in layout.positions}
     unknown = dict(layout.unknown)
     estimated = dict(layout.estimated)
     if start < len(pools):
