@@ -36,10 +36,19 @@ k8s_ldflags() {
 # pinned module (in the tool's cache directory) whose operator.go binds 127.0.0.1, through a
 # `replace` in a copy of tools/karpenter/go.mod (-modfile; the committed go.mod is untouched).
 # Also copies the module's CRDs (NodePool, NodeClaim, KWOKNodeClass) next to the binary.
+module_dir() { # module_dir <tools dir> <module> [GOTOOLCHAIN]: the module's source in the module cache
+  # `go list -m` prints an empty Dir for a module not downloaded yet (a cold cache), so download first.
+  local dir
+  dir=$(cd "$root/tools/$1" && GOTOOLCHAIN=${3:-$(go env GOTOOLCHAIN)} go mod download -json "$2" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
+  [ -n "$dir" ] && [ -d "$dir" ] || { log "no source for $2 in the module cache (tools/$1)"; return 1; }
+  echo "$dir"
+}
+
 karpenter_modfile() { # prints the -modfile to build with
   local tdir kdir src
   tdir=$(tool_dir karpenter)
-  kdir=$(cd "$root/tools/karpenter" && GOTOOLCHAIN=$KARPENTER_GOTOOLCHAIN go list -m -f '{{.Dir}}' sigs.k8s.io/karpenter)
+  kdir=$(module_dir karpenter sigs.k8s.io/karpenter "$KARPENTER_GOTOOLCHAIN") || return 1
   rm -rf "$tdir/src" && mkdir -p "$tdir/build" "$tdir/crds"
   cp -r "$kdir" "$tdir/src" && chmod -R u+w "$tdir/src"
   src=$tdir/src/pkg/operator/operator.go
@@ -82,7 +91,7 @@ lws_config() { # The manifests the local cluster installs beside lws-manager, fr
   local cfg ldir
   cfg=$(tool_dir lws)/lws-config
   [ -f "$cfg/webhooks.yaml" ] && return
-  ldir=$(cd "$root/tools/lws" && go list -m -f '{{.Dir}}' sigs.k8s.io/lws)
+  ldir=$(module_dir lws sigs.k8s.io/lws) || return 1
   mkdir -p "$cfg.tmp"
   cp "$ldir"/config/crd/bases/*.yaml "$cfg.tmp/"
   cp "$ldir"/config/rbac/role.yaml "$cfg.tmp/rbac-role.yaml"
@@ -97,7 +106,7 @@ kwok_stages() { # KWOK does nothing without Stage configs: the "fast" node/pod s
   local stages kdir
   stages=$(tool_dir kwok)/kwok-stages
   [ -f "$stages/pod-ready.yaml" ] && return
-  kdir=$(cd "$root/tools/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  kdir=$(module_dir kwok sigs.k8s.io/kwok) || return 1
   mkdir -p "$stages"
   cp "$kdir"/kustomize/stage/node/fast/node-initialize.yaml \
      "$kdir"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
