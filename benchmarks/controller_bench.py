@@ -51,6 +51,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import ssl
 import statistics
 import subprocess
@@ -751,6 +752,28 @@ def reconciles_total(metrics: dict[str, float]) -> float:
     return sum(v for k, v in metrics.items() if k.startswith("glm_operator_reconciles_total{"))
 
 
+def start_profiler(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling ``pid`` (100 Hz, without pausing it) into ``out`` as folded stacks; only
+    threads holding the GIL are sampled (``--gil``): a thread waiting for the GIL (a planning
+    thread after a hash or a socket call) would otherwise count as busy where it is not."""
+    py_spy = Path(sys.executable).with_name("py-spy")
+    return subprocess.Popen(
+        [str(py_spy), "record", "--pid", str(pid), "--format", "raw", "--rate", "100", "--nonblocking", "--gil",
+         "--output", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def stop_profiler(proc: subprocess.Popen[bytes], out: Path) -> None:
+    proc.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    print(f"  operator profile (py-spy, folded stacks): {out}", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=1000)
@@ -791,6 +814,14 @@ def main() -> int:
         default=600.0,
         help="idle phase after the run (0: skip); CPU %% and re-plans",
     )
+    ap.add_argument(
+        "--profile-operator",
+        type=Path,
+        metavar="FILE",
+        help="sample the operator with py-spy (install it into the venv; not a project dependency) "
+        "from the burst to the end of the settle, and write the folded stacks to FILE "
+        "(flamegraph.pl / speedscope read them)",
+    )
     args = ap.parse_args()
 
     started = time.monotonic()
@@ -800,6 +831,7 @@ def main() -> int:
     op = RunningOperator(local, tmp, namespaces="bench-*", resync_seconds=args.resync_seconds)
     watchers: list[Watcher] = []
     sampler: Sampler | None = None
+    profiler: subprocess.Popen[bytes] | None = None
     print(f"controller_bench: temp dir {tmp}", flush=True)
     try:
         t = time.monotonic()
@@ -965,6 +997,7 @@ def main() -> int:
         s_before = sampler.read()
         prober = threading.Thread(target=probe, daemon=True)
         prober.start()
+        profiler = start_profiler(op.proc.pid, args.profile_operator) if args.profile_operator else None
         t_burst = time.monotonic()
         sent, create_seconds = create_all(local.kubeconfig, docs, threads=args.create_threads)
         print(
@@ -1009,6 +1042,8 @@ def main() -> int:
             # 2 Hz), where Prometheus scrapes every 15-30 s.
             time.sleep(2.0)
         t_settled = time.monotonic()
+        if profiler is not None:
+            stop_profiler(profiler, args.profile_operator)
         time.sleep(1.0)
         m_after = scrape(metrics_port)
         s_after = sampler.read()
@@ -1355,6 +1390,8 @@ def main() -> int:
             w.stop_event.set()
         if sampler is not None:
             sampler.stop_event.set()
+        if profiler is not None and profiler.poll() is None:
+            profiler.kill()
         with contextlib.suppress(Exception):
             op.stop()
         with contextlib.suppress(Exception):
