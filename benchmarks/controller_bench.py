@@ -758,8 +758,8 @@ def start_profiler(pid: int, out: Path) -> subprocess.Popen[bytes]:
     thread after a hash or a socket call) would otherwise count as busy where it is not."""
     py_spy = Path(sys.executable).with_name("py-spy")
     return subprocess.Popen(
-        [str(py_spy), "record", "--pid", str(pid), "--format", "raw", "--rate", "100", "--nonblocking", "--gil",
-         "--output", str(out)],
+        [str(py_spy), "record", "--pid", str(pid), "--format", "raw", "--rate", "100", "--nonblocking",
+         "--gil", "--output", str(out)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip

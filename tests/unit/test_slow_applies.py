@@ -35,6 +35,7 @@ class SlowServiceApi:
         self.status_writes = 0
         self.on_request = None
         self.may_write = None
+        self.result_status: dict[str, Any] | None = None  # status the apply's answer carries
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         self.started.setdefault(obj["kind"], time.monotonic())
@@ -43,6 +44,8 @@ class SlowServiceApi:
         self.applied.append(obj["kind"])
         out = copy.deepcopy(obj)
         out["metadata"].update(resourceVersion="7", generation=1, uid=f"uid-{obj['kind']}")
+        if self.result_status is not None:
+            out["status"] = dict(self.result_status)
         return out
 
     def patch_status(
@@ -103,26 +106,31 @@ def test_a_slow_service_apply_finishes_in_the_background_without_another_reconci
 
 
 def test_a_slow_apply_requeues_its_key_when_the_reconcile_waited_for_it() -> None:
-    """A workload's background apply re-queues the key (status counts its replicas)."""
+    """A workload's background apply re-queues the key when its answer counts replicas the
+    reconcile did not see (status counts them); a new one that counts none reads as absent."""
+    for counted, requeued in (({"replicas": 2, "readyReplicas": 1}, 1), (None, 0), ({"replicas": 0}, 0)):
+        asyncio.run(_slow_workload_apply(counted, requeued))
 
-    async def scenario() -> None:
-        api = SlowServiceApi(slow_kind="Deployment")
-        op = Operator(OperatorConfig(leader_election=False, workers=2), api=api)  # type: ignore[arg-type]
-        op.cache.replace_nodes(NODES)
-        op.cache.owned.set_glmdeployment(copy.deepcopy(BODY))
-        await asyncio.wait_for(reconcile(op, "llm", "g"), 5)
-        assert "Deployment" not in api.applied and len(op.queue) == 0
-        # The workload had a head start: the Service and PDB were sent after it, not alongside.
-        head_start = SLOW_APPLY_SECONDS * 0.9
-        assert api.started["Service"] - api.started["Deployment"] >= head_start
-        assert api.started["PodDisruptionBudget"] - api.started["Deployment"] >= head_start
-        api.release.set()
-        for _ in range(100):
-            if not op.pending_applies:
-                break
-            await asyncio.sleep(0.05)
-        assert api.applied.count("Deployment") == 1
-        assert len(op.queue) == 1  # reconciled again now that the Deployment exists
+
+async def _slow_workload_apply(result_status: dict[str, Any] | None, requeued: int) -> None:
+    api = SlowServiceApi(slow_kind="Deployment")
+    api.result_status = result_status
+    op = Operator(OperatorConfig(leader_election=False, workers=2), api=api)  # type: ignore[arg-type]
+    op.cache.replace_nodes(NODES)
+    op.cache.owned.set_glmdeployment(copy.deepcopy(BODY))
+    await asyncio.wait_for(reconcile(op, "llm", "g"), 5)
+    assert "Deployment" not in api.applied and len(op.queue) == 0
+    # The workload had a head start: the Service and PDB were sent after it, not alongside.
+    head_start = SLOW_APPLY_SECONDS * 0.9
+    assert api.started["Service"] - api.started["Deployment"] >= head_start
+    assert api.started["PodDisruptionBudget"] - api.started["Deployment"] >= head_start
+    api.release.set()
+    for _ in range(100):
+        if not op.pending_applies:
+            break
+        await asyncio.sleep(0.05)
+    assert api.applied.count("Deployment") == 1
+    assert len(op.queue) == requeued, result_status
 
 
 def test_a_slow_service_never_holds_the_status_even_when_background_applies_are_at_their_limit() -> None:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any
 
+from glm_operator.controller.predicates import ChildView, child_view, counts_nothing
 from glm_operator.planning.nodes import placement_labels
 from glm_operator.planning.outages import pod_gpu_requests
 
@@ -120,6 +121,8 @@ class OwnedObjects:
         self.glmdeployments: dict[Key, dict[str, Any]] = {}
         self.children: dict[Key, dict[ChildKey, dict[str, Any]]] = {}
         self.pods: dict[Key, dict[str, dict[str, Any]]] = {}  # by pod uid
+        # per GLMDeployment, the view of each child its last reconcile read (controller.predicates)
+        self.read_views: dict[Key, dict[ChildKey, ChildView]] = {}
 
     def set_glmdeployment(self, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -129,6 +132,7 @@ class OwnedObjects:
 
     def delete_glmdeployment(self, key: Key) -> None:
         self.glmdeployments.pop(key, None)
+        self.read_views.pop(key, None)
 
     def child(self, key: Key, api_version: str, kind: str, name: str) -> dict[str, Any] | None:
         return self.children.get(key, {}).get((api_version, kind, name))
@@ -146,6 +150,7 @@ class OwnedObjects:
             per_owner.pop((api_version, kind, name), None)
             if not per_owner:
                 self.children.pop(key, None)
+        self.read_views.get(key, {}).pop((api_version, kind, name), None)
 
     def delete_children_of_kind(self, kind: str) -> None:
         for key in list(self.children):
@@ -166,7 +171,24 @@ class OwnedObjects:
                 self.pods.pop(key, None)
 
     def children_of(self, key: Key, kinds: AbstractSet[str]) -> list[dict[str, Any]]:
-        return [c for (_, kind, _), c in self.children.get(key, {}).items() if kind in kinds]
+        """The children of ``kinds``, as a reconcile reads them: their views are remembered."""
+        found = [(child, c) for child, c in self.children.get(key, {}).items() if child[1] in kinds]
+        if found:
+            read = self.read_views.setdefault(key, {})
+            for child, c in found:
+                read[child] = child_view(c)
+        return [c for _, c in found]
+
+    def changed_since_read(self, key: Key, obj: Mapping[str, Any], absent_as_empty: bool = False) -> bool:
+        """Whether ``obj`` (a child of ``key``) differs in anything a reconcile reads from the
+        version its last reconcile read (controller.predicates); a child it did not read has
+        changed, unless ``absent_as_empty`` and it counts no replica yet."""
+        meta = obj.get("metadata") or {}
+        child = (str(obj.get("apiVersion")), str(obj.get("kind")), str(meta.get("name")))
+        read = self.read_views.get(key, {}).get(child)
+        if read is None:
+            return not (absent_as_empty and counts_nothing(obj))
+        return child_view(obj) != read
 
     def pods_of(self, key: Key) -> list[dict[str, Any]]:
         return list(self.pods.get(key, {}).values())

@@ -81,6 +81,13 @@ ENQUEUED = Counter(
     ["cause"],
     registry=REGISTRY,
 )
+FILTERED = Counter(
+    "glm_operator_events_filtered_total",
+    "Child watch events stored in the cache without enqueuing a reconcile: nothing a reconcile "
+    "reads from the child changed (see controller.predicates), by the child's kind.",
+    ["kind"],
+    registry=REGISTRY,
+)
 AUTOSCALER_DECISIONS = Counter(
     "glm_operator_autoscaler_decisions_total",
     "Autoscaler decisions by direction (up, down, hold, unavailable).",

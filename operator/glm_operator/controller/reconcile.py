@@ -34,6 +34,7 @@ from glm_operator.controller import metrics
 from glm_operator.controller.cache import spec_planned
 from glm_operator.controller.desired import WORKLOAD_KIND_NAMES, Desired, Event, Observed, compute_desired
 from glm_operator.controller.pod_monitors import PodMonitorMode
+from glm_operator.controller.predicates import child_version
 from glm_operator.planning.conditions import MetricsStatus, set_condition
 from glm_operator.render.monitoring import POD_MONITOR_KIND
 
@@ -101,14 +102,6 @@ def object_digest(obj: dict[str, Any]) -> str:
 
 def _status_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
     return any(old.get(k) != v for k, v in new.items())
-
-
-def child_version(obj: dict[str, Any]) -> str:
-    """What changes when somebody else edits a child: a workload's generation, a Service's version."""
-    meta = obj.get("metadata") or {}
-    if obj.get("kind") == "Service":
-        return str(meta.get("resourceVersion", ""))
-    return str(meta.get("generation", ""))
 
 
 class PlanningTimeout(Exception):
@@ -211,9 +204,11 @@ async def apply_children(
         if not task.done():
             pending = True
             # Reconcile again when it lands if this reconcile's status or prune waited for it: a
-            # workload (status counts its replicas) or anything while children are to be pruned.
-            requeue = obj["kind"] in WORKLOAD_KIND_NAMES or bool(desired.prune)
-            op.track_pending_apply(key, memo_key, digest, task, requeue)
+            # workload whose status counts replicas this reconcile did not see (not a new one),
+            # or anything while children are to be pruned.
+            requeue = bool(desired.prune)
+            workload = obj["kind"] in WORKLOAD_KIND_NAMES
+            op.track_pending_apply(key, memo_key, digest, task, requeue, requeue_if_changed=workload)
             continue
         result = task.exception() or task.result()
         if isinstance(result, BaseException):

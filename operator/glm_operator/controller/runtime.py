@@ -30,6 +30,7 @@ from glm_operator.controller.leader import LeaderElector
 from glm_operator.controller.nodepools import NodePoolCache
 from glm_operator.controller.planning_pool import PlanningPool
 from glm_operator.controller.pod_monitors import pod_monitor_wanted
+from glm_operator.controller.predicates import child_version
 from glm_operator.controller.workqueue import Key, Tail, WorkQueue
 from glm_operator.planning.pools import node_group_label_keys
 from glm_operator.render import names
@@ -262,6 +263,11 @@ class Operator:
             return  # the echo of this process's own apply
         else:
             self.cache.owned.set_child(key, obj)
+            if not self.cache.owned.changed_since_read(key, obj):
+                # nothing a reconcile reads changed (controller.predicates): a status field such
+                # as availableReplicas or a condition, a PodDisruptionBudget's counters
+                metrics.FILTERED.labels(kind=kind).inc()
+                return
         metrics.ENQUEUED.labels(cause="child").inc()
         self.queue.add_soon(key)
 
@@ -395,11 +401,13 @@ class Operator:
         digest: str,
         task: asyncio.Future[Any],
         requeue: bool = True,
+        requeue_if_changed: bool = False,
     ) -> None:
         """Record the result of an apply that outlived its reconcile, then reconcile ``key`` again
-        if ``requeue`` (a failure always, with backoff: the next reconcile sends it again and
-        reports a rejection)."""
-        from glm_operator.controller.reconcile import child_version
+        if ``requeue``, or if ``requeue_if_changed`` and the result differs from what the last
+        reconcile read (controller.predicates; a new workload that counts no replica yet reads as
+        absent); a failure always, with backoff: the next reconcile sends it again and reports a
+        rejection."""
 
         self.pending_applies[memo_key] = task
 
@@ -423,7 +431,9 @@ class Operator:
             result = task.result()
             self.applied[memo_key] = (digest, child_version(result))
             self.cache.owned.set_child(key, result)
-            if requeue:
+            if requeue or (
+                requeue_if_changed and self.cache.owned.changed_since_read(key, result, absent_as_empty=True)
+            ):
                 metrics.ENQUEUED.labels(cause="apply").inc()
                 self.queue.add(key)
 
