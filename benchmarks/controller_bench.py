@@ -738,11 +738,16 @@ def operator_requests(metrics: dict[str, float]) -> float:
     return sum(v for k, v in metrics.items() if k.startswith("glm_operator_api_requests_total{"))
 
 
-def enqueued_by_cause(before: dict[str, float], after: dict[str, float]) -> str:
-    """``glm_operator_enqueued_total`` between two scrapes, per cause."""
+def enqueued_by_cause(
+    before: dict[str, float],
+    after: dict[str, float],
+    series: str = "glm_operator_enqueued_total",
+    label: str = "cause",
+) -> str:
+    """``glm_operator_enqueued_total`` (or another counter with one label) between two scrapes."""
     causes: dict[str, float] = {}
     for k, v in after.items():
-        m = re.match(r'glm_operator_enqueued_total\{cause="([^"]+)"\}', k)
+        m = re.match(series + r"\{" + label + r'="([^"]+)"\}', k)
         if m:
             causes[m.group(1)] = v - before.get(k, 0.0)
     return ", ".join(f"{c} {n:.0f}" for c, n in sorted(causes.items(), key=lambda kv: -kv[1])) or "none"
@@ -1251,7 +1256,10 @@ def main() -> int:
             print(f"    {name:<44} {cnt:6.0f} requests  mean {tot / cnt * 1000:6.1f} ms  total {tot:6.1f} s")
         out("watch reconnects (bench watches)", str(sum(w.errors for w in watchers)))
         out("keys enqueued by cause (burst)", enqueued_by_cause(m_before, m_after))
+        filtered = enqueued_by_cause(m_before, m_after, "glm_operator_events_filtered_total", "kind")
+        out("child events filtered (no reconcile)", filtered)
         out("operator CPU per reconcile", f"{cpu_op / max(rec_ok + rec_err, 1) * 1000:.1f} ms")
+        out("operator CPU per GLMDeployment", f"{cpu_op / max(len(keys), 1) * 1000:.0f} ms (burst+settle)")
         out(
             "operator API requests per reconcile",
             f"{(operator_requests(m_after) - operator_requests(m_before)) / max(rec_ok + rec_err, 1):.2f} "
