@@ -42,7 +42,7 @@ def test_a_posted_child_hands_its_fields_to_apply_and_a_dropped_field_is_removed
 ) -> None:
     api = KubeClient(k8s_config.new_client_from_config(str(cluster.kubeconfig)))
     created = api.create_or_apply(deployment(ns, "posted", extra_label=True, args=["--a", "--b"]))
-    assert managers(created) == [(FIELD_MANAGER, "Apply")]  # no Update entry left
+    assert managers(created) == [(FIELD_MANAGER, "Update")]  # handed over by the next apply
 
     # Dropped from the desired object: the label and one argument go away on the server.
     applied = api.apply(deployment(ns, "posted", extra_label=False, args=["--a"]))
@@ -63,13 +63,21 @@ def test_a_posted_child_hands_its_fields_to_apply_and_a_dropped_field_is_removed
     assert same["spec"]["template"]["spec"]["containers"][0]["args"] == ["--a", "--c"]
 
 
-def test_an_apply_repairs_a_child_created_without_the_hand_over(cluster: E2ECluster, ns: str) -> None:
-    """The operator killed between its POST and the hand-over: the next apply does it."""
+def test_an_apply_hands_over_a_child_that_was_applied_before_and_updated_since(
+    cluster: E2ECluster, ns: str
+) -> None:
+    """An object with both entries of the manager (applied, then written by create/update with
+    the same manager name): the Update entry's fields are merged into the Apply entry."""
     api = KubeClient(k8s_config.new_client_from_config(str(cluster.kubeconfig)))
-    created = api.create(deployment(ns, "half", extra_label=True, args=["--a", "--b"]))
-    assert managers(created) == [(FIELD_MANAGER, "Update")]
-    applied = api.apply(deployment(ns, "half", extra_label=False, args=["--b"]))
-    assert "extra" not in applied["metadata"]["labels"]
+    api._apply(deployment(ns, "both", extra_label=False, args=["--a"]))
+    cluster.kubectl("label", "deployment", "both", "-n", ns, "extra=yes", f"--field-manager={FIELD_MANAGER}")
+    live = api.get("apps/v1", "Deployment", ns, "both")
+    assert live is not None and sorted(managers(live)) == [
+        (FIELD_MANAGER, "Apply"),
+        (FIELD_MANAGER, "Update"),
+    ]
+    applied = api.apply(deployment(ns, "both", extra_label=False, args=["--b"]))
+    assert "extra" not in applied["metadata"]["labels"]  # owned by the Update entry, now pruned
     assert applied["spec"]["template"]["spec"]["containers"][0]["args"] == ["--b"]
     assert managers(applied) == [(FIELD_MANAGER, "Apply")]
 

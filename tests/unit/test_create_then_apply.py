@@ -110,17 +110,21 @@ class RecordingKube(KubeClient):
         return answer
 
 
-def test_create_or_apply_posts_then_hands_the_fields_over() -> None:
+def test_create_or_apply_posts_and_applies_when_the_child_exists_after_all() -> None:
+    from kubernetes.client.exceptions import ApiException
+
     desired = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "namespace": "n"}}
     created = obj_with(entry(FIELD_MANAGER, "Update", CREATED))
-    migrated = obj_with(entry(FIELD_MANAGER, "Apply", CREATED))
-    api = RecordingKube([created, migrated])
-    assert api.create_or_apply(desired) == migrated
+    api = RecordingKube([created])
+    assert api.create_or_apply(desired) == created  # one request: the hand-over waits for an apply
     assert [(m, p, c) for m, p, c, _ in api.sent] == [
-        ("POST", "/apis/apps/v1/namespaces/n/deployments", None),
-        ("PATCH", "/apis/apps/v1/namespaces/n/deployments/d", "application/json-patch+json"),
+        ("POST", "/apis/apps/v1/namespaces/n/deployments", None)
     ]
-    assert api.sent[1][3] == upgrade_patch(created, FIELD_MANAGER)
+
+    applied = obj_with(entry(FIELD_MANAGER, "Apply", CREATED))
+    api = RecordingKube([ApiException(status=409, reason="AlreadyExists"), applied])
+    assert api.create_or_apply(desired) == applied
+    assert [(m, c) for m, _, c, _ in api.sent] == [("POST", None), ("PATCH", "application/apply-patch+yaml")]
 
 
 def test_an_apply_that_finds_update_owned_fields_hands_them_over_and_applies_again() -> None:

@@ -207,15 +207,16 @@ class KubeClient:
 
     def create_or_apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         """Write a child the caller has not seen yet: POST it (one etcd write, where an apply of an
-        absent object makes two) and hand its fields to the apply entry; when it exists after all
-        (409), server-side apply it."""
+        absent object makes two); when it exists after all (409), server-side apply it. The
+        fields the POST set are handed to the apply entry by the next ``apply`` of the object
+        (its first change, or the next resync), not here: a burst of creates sends no second
+        write per object."""
         try:
-            created = self.create(obj)
+            return self.create(obj)
         except ApiException as exc:
             if exc.status != 409:
                 raise
             return self.apply(obj)
-        return self.upgrade_managed_fields(created)
 
     def upgrade_managed_fields(self, obj: Mapping[str, Any], attempts: int = 3) -> dict[str, Any]:
         """Move the fields the operator's manager owns in ``obj`` through create/update into its
