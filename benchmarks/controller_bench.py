@@ -814,6 +814,12 @@ def main() -> int:
     ap.add_argument("--planned-timeout", type=float, default=150.0)
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs) after the run")
     ap.add_argument(
+        "--apiserver-arg",
+        action="append",
+        default=[],
+        help="extra kube-apiserver flag, repeatable (e.g. --apiserver-arg=--profiling=true for pprof)",
+    )
+    ap.add_argument(
         "--idle-seconds",
         type=float,
         default=600.0,
@@ -832,7 +838,8 @@ def main() -> int:
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="glm-controller-bench-"))
     kcm = [f"--node-monitor-grace-period={args.node_monitor_grace}"] if args.node_monitor_grace else []
-    local = LocalCluster(state_dir=tmp / "cluster", extra_args={"kube-controller-manager": kcm})
+    extra = {"kube-controller-manager": kcm, "kube-apiserver": args.apiserver_arg}
+    local = LocalCluster(state_dir=tmp / "cluster", extra_args=extra)
     op = RunningOperator(local, tmp, namespaces="bench-*", resync_seconds=args.resync_seconds)
     watchers: list[Watcher] = []
     sampler: Sampler | None = None

@@ -48,6 +48,9 @@ class SlowServiceApi:
             out["status"] = dict(self.result_status)
         return out
 
+    def create_or_apply(self, obj: dict[str, Any]) -> dict[str, Any]:  # a workload not seen yet
+        return self.apply(obj)
+
     def patch_status(
         self, namespace: str, name: str, status: dict[str, Any], rv: str | None
     ) -> dict[str, Any]:

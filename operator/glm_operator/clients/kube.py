@@ -1,7 +1,9 @@
 """The only code that talks to the Kubernetes apiserver.
 
-Writes go through server-side apply with one field manager (``glm-operator``) and ``force``; the
-status subresource is written with a JSON merge patch. Reads are plain lists with label selectors.
+Writes go through server-side apply with one field manager (``glm-operator``) and ``force``
+(a child not created yet is POSTed, then its fields are handed to the apply entry: see
+``clients.managed_fields``); the status subresource is written with a JSON merge patch. Reads
+are plain lists with label selectors.
 The official ``kubernetes`` client is synchronous; callers in kopf handlers run these methods in a
 worker thread (``asyncio.to_thread``) so the event loop never blocks.
 """
@@ -16,6 +18,8 @@ from typing import Any
 
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
+
+from glm_operator.clients.managed_fields import owns_by_update, upgrade_patch
 
 FIELD_MANAGER = "glm-operator"
 GROUP = "inference.glm.dev"
@@ -171,7 +175,18 @@ class KubeClient:
 
     # -- writes --------------------------------------------------------------------------------
     def apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """Server-side apply ``obj`` with the operator's field manager (force on conflicts)."""
+        """Server-side apply ``obj`` with the operator's field manager (force on conflicts).
+
+        When the answer shows fields this manager set by create/update (``create_or_apply``, or an
+        operator killed between its create and the hand-over), they are handed to the apply entry
+        and ``obj`` is applied again, so that a field no longer in ``obj`` is really removed."""
+        data = self._apply(obj)
+        if owns_by_update(data, FIELD_MANAGER):
+            self.upgrade_managed_fields(data)
+            data = self._apply(obj)
+        return data
+
+    def _apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         meta = obj["metadata"]
         path = object_path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
         data = self.request(
@@ -182,6 +197,53 @@ class KubeClient:
             content_type="application/apply-patch+yaml",
         )
         return dict(data)
+
+    def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """POST ``obj`` with the operator's field manager."""
+        meta = obj["metadata"]
+        path = object_path(obj["apiVersion"], obj["kind"], meta.get("namespace"))
+        data = self.request("POST", path, body=dict(obj), query=[("fieldManager", FIELD_MANAGER)])
+        return dict(data)
+
+    def create_or_apply(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """Write a child the caller has not seen yet: POST it (one etcd write, where an apply of an
+        absent object makes two); when it exists after all (409), server-side apply it. The
+        fields the POST set are handed to the apply entry by the next ``apply`` of the object
+        (its first change, or the next resync), not here: a burst of creates sends no second
+        write per object."""
+        try:
+            return self.create(obj)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            return self.apply(obj)
+
+    def upgrade_managed_fields(self, obj: Mapping[str, Any], attempts: int = 3) -> dict[str, Any]:
+        """Move the fields the operator's manager owns in ``obj`` through create/update into its
+        apply entry (``managed_fields.upgrade_patch``), re-reading the object when it changed in
+        between; returns the object as last seen. After ``attempts`` conflicts it gives up: the
+        next ``apply`` of the object tries again."""
+        meta = obj["metadata"]
+        api_version, kind = str(obj["apiVersion"]), str(obj["kind"])
+        namespace, name = meta.get("namespace"), str(meta["name"])
+        current: Mapping[str, Any] | None = obj
+        for _ in range(attempts):
+            patch = upgrade_patch(current, FIELD_MANAGER) if current is not None else None
+            if patch is None:
+                break
+            try:
+                data = self.request(
+                    "PATCH",
+                    object_path(api_version, kind, namespace, name),
+                    body=patch,
+                    content_type="application/json-patch+json",
+                )
+                return dict(data)
+            except ApiException as exc:
+                if exc.status not in (409, 422):  # changed since read: the JSON patch test failed
+                    raise
+            current = self.get(api_version, kind, namespace, name)
+        return dict(current if current is not None else obj)
 
     def delete(self, api_version: str, kind: str, namespace: str | None, name: str) -> bool:
         try:

@@ -162,12 +162,15 @@ async def apply_children(
         (c["kind"], c["metadata"]["name"]): child_version(dict(c)) for c in [*observed.children, *services]
     }
     to_apply = []
+    absent: set[tuple[str, str, str]] = set()  # workloads not in the cache: created with POST
     for obj in desired.objects:
         memo_key = (namespace, obj["kind"], obj["metadata"]["name"])
         if memo_key in op.pending_applies:
             continue  # its apply is still on the wire; when it returns the key is reconciled again
         digest = object_digest(obj)
         current = existing.get((obj["kind"], obj["metadata"]["name"]))
+        if current is None and obj["kind"] in WORKLOAD_KIND_NAMES:
+            absent.add(memo_key)
         if current is None or op.applied.get(memo_key) != (digest, current):
             to_apply.append((memo_key, digest, obj))
     # The workloads go first: they start the long path (scheduling, image pull, model load), and
@@ -187,7 +190,13 @@ async def apply_children(
     started = loop.time()
     deadline = started + SLOW_APPLY_SECONDS
     limit = op.max_pending_applies if urgent else op.routine_pending_applies
-    first = [op.submit_apply(obj) for _, _, obj in to_apply if obj["kind"] in WORKLOAD_KIND_NAMES]
+    # A workload not created yet is POSTed: on the apiserver one etcd write where an apply of an
+    # absent object makes two (see clients.managed_fields); the Service and the others are applied.
+    first = [
+        op.submit_apply(obj, create=memo_key in absent)
+        for memo_key, _, obj in to_apply
+        if obj["kind"] in WORKLOAD_KIND_NAMES
+    ]
     if first and op.pending_workload_applies() >= limit:
         metrics.APPLY_BACKPRESSURE.labels(lane="urgent" if urgent else "routine").inc()
         await asyncio.wait(first)

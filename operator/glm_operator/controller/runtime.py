@@ -382,12 +382,13 @@ class Operator:
         return self.elector is None or self.elector.may_write()
 
     # -- applies that finish in the background -------------------------------------------------
-    def submit_apply(self, obj: dict[str, Any]) -> asyncio.Future[Any]:
-        """Start a server-side apply; workloads in the shared pool, the GLMDeployment-wide
-        companions (Service, PDB, PodMonitor) in their own lane (see reconcile.execute)."""
+    def submit_apply(self, obj: dict[str, Any], create: bool = False) -> asyncio.Future[Any]:
+        """Start a server-side apply (``create``: a POST, see ``KubeClient.create_or_apply``);
+        workloads in the shared pool, the GLMDeployment-wide companions (Service, PDB,
+        PodMonitor) in their own lane (see reconcile.execute)."""
         loop = asyncio.get_running_loop()
         pool = None if obj.get("kind") in WORKLOAD_KIND_NAMES else self.companion_lane
-        return loop.run_in_executor(pool, self.api.apply, obj)
+        return loop.run_in_executor(pool, self.api.create_or_apply if create else self.api.apply, obj)
 
     def pending_workload_applies(self) -> int:
         """Background workload applies (they hold a thread of the shared pool; the companions
