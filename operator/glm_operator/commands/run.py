@@ -159,9 +159,6 @@ def load_kube_config() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from glm_operator.controller.malloc import limit_arenas
-
-    limit_arenas()  # before any thread starts (see the module)
     import kopf
 
     import glm_operator.handlers.gateway
