@@ -738,13 +738,14 @@ def operator_requests(metrics: dict[str, float]) -> float:
     return sum(v for k, v in metrics.items() if k.startswith("glm_operator_api_requests_total{"))
 
 
-def enqueued_by_cause(
+def counter_by_label(
     before: dict[str, float],
     after: dict[str, float],
     series: str = "glm_operator_enqueued_total",
     label: str = "cause",
 ) -> str:
-    """``glm_operator_enqueued_total`` (or another counter with one label) between two scrapes."""
+    """A counter with one label (by default ``glm_operator_enqueued_total`` by cause) between two
+    scrapes, per label value."""
     causes: dict[str, float] = {}
     for k, v in after.items():
         m = re.match(series + r"\{" + label + r'="([^"]+)"\}', k)
@@ -1262,8 +1263,8 @@ def main() -> int:
             name = f"{level} / {schema}"
             print(f"    {name:<44} {cnt:6.0f} requests  mean {tot / cnt * 1000:6.1f} ms  total {tot:6.1f} s")
         out("watch reconnects (bench watches)", str(sum(w.errors for w in watchers)))
-        out("keys enqueued by cause (burst)", enqueued_by_cause(m_before, m_after))
-        filtered = enqueued_by_cause(m_before, m_after, "glm_operator_events_filtered_total", "kind")
+        out("keys enqueued by cause (burst)", counter_by_label(m_before, m_after))
+        filtered = counter_by_label(m_before, m_after, "glm_operator_events_filtered_total", "kind")
         out("child events filtered (no reconcile)", filtered)
         out("operator CPU per reconcile", f"{cpu_op / max(rec_ok + rec_err, 1) * 1000:.1f} ms")
         out("operator CPU per GLMDeployment", f"{cpu_op / max(len(keys), 1) * 1000:.0f} ms (burst+settle)")
@@ -1381,7 +1382,7 @@ def main() -> int:
                 f"{operator_requests(m1) - operator_requests(m0):.0f} API requests, "
                 f"RSS {(idle_rss[1] if idle_rss else 0) / 1024:.0f} MiB",
             )
-            out("idle: keys enqueued by cause", enqueued_by_cause(m0, m1))
+            out("idle: keys enqueued by cause", counter_by_label(m0, m1))
         out("total script time", f"{time.monotonic() - started:.0f} s")
         if n_err:
             print("  operator ERRORs in the burst window (first 3, with the exception raised):")

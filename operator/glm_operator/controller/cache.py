@@ -81,6 +81,11 @@ def slim_object(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {**obj, "metadata": meta}
 
 
+def child_key(obj: Mapping[str, Any]) -> ChildKey:
+    """A child's key in ``OwnedObjects.children``: (apiVersion, kind, name)."""
+    return (str(obj.get("apiVersion")), str(obj.get("kind")), str((obj.get("metadata") or {}).get("name")))
+
+
 def spec_planned(obj: Mapping[str, Any]) -> bool:
     """The GLMDeployment's status says its current generation was planned (else: new spec)."""
     meta = obj.get("metadata") or {}
@@ -138,8 +143,7 @@ class OwnedObjects:
         return self.children.get(key, {}).get((api_version, kind, name))
 
     def set_child(self, key: Key, obj: Mapping[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
-        child = (str(obj.get("apiVersion")), str(obj.get("kind")), str(meta.get("name")))
+        child = child_key(obj)
         per_owner = self.children.setdefault(key, {})
         if not is_older(obj, per_owner.get(child)):
             per_owner[child] = slim_object(obj)
@@ -183,9 +187,7 @@ class OwnedObjects:
         """Whether ``obj`` (a child of ``key``) differs in anything a reconcile reads from the
         version its last reconcile read (controller.predicates); a child it did not read has
         changed, unless ``absent_as_empty`` and it counts no replica yet."""
-        meta = obj.get("metadata") or {}
-        child = (str(obj.get("apiVersion")), str(obj.get("kind")), str(meta.get("name")))
-        read = self.read_views.get(key, {}).get(child)
+        read = self.read_views.get(key, {}).get(child_key(obj))
         if read is None:
             return not (absent_as_empty and counts_nothing(obj))
         return child_view(obj) != read

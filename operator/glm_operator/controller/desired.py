@@ -529,20 +529,20 @@ def _updated_replicas(children: Sequence[Mapping[str, Any]], objects: Sequence[M
     """Replicas of children whose pod template already carries the wanted spec hash."""
     wanted_hash = {}
     for obj in objects:
-        labels = _template_labels(obj)
+        labels = template_labels(obj)
         if names.LABEL_SPEC_HASH in labels:
             wanted_hash[_child_key(obj)] = labels[names.LABEL_SPEC_HASH]
     total = 0
     for child in children:
         key = _child_key(child)
-        if wanted_hash.get(key) and _template_labels(child).get(names.LABEL_SPEC_HASH) == wanted_hash[key]:
+        if wanted_hash.get(key) and template_labels(child).get(names.LABEL_SPEC_HASH) == wanted_hash[key]:
             status = child.get("status") or {}
             if int(status.get("observedGeneration") or 0) >= int(child["metadata"].get("generation") or 0):
                 total += int(status.get("updatedReplicas") or 0)
     return total
 
 
-def _template_labels(obj: Mapping[str, Any]) -> dict[str, str]:
+def template_labels(obj: Mapping[str, Any]) -> dict[str, str]:
     spec = obj.get("spec") or {}
     template = spec.get("template") or (spec.get("leaderWorkerTemplate") or {}).get("leaderTemplate") or {}
     return dict((template.get("metadata") or {}).get("labels") or {})

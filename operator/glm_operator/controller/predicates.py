@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from glm_operator.controller.desired import WORKLOAD_KIND_NAMES, _template_labels
+from glm_operator.controller.desired import WORKLOAD_KIND_NAMES, template_labels
 from glm_operator.render import names
 
 ChildView = tuple[Any, ...]
@@ -50,7 +50,7 @@ def child_view(obj: Mapping[str, Any]) -> ChildView:
     if obj.get("kind") in WORKLOAD_KIND_NAMES:
         status = obj.get("status") or {}
         view += (
-            _template_labels(obj).get(names.LABEL_SPEC_HASH),
+            template_labels(obj).get(names.LABEL_SPEC_HASH),
             *(status.get(field) for field in WORKLOAD_STATUS_FIELDS),
         )
     return view
