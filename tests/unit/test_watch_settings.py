@@ -21,3 +21,10 @@ def test_no_changing_or_spawning_handler_so_no_diff_base_is_needed() -> None:
     body = kopf.Body({"metadata": {"name": "n", "labels": {"a": "b"}}, "spec": {"x": [1] * 1000}})
     assert settings.persistence.diffbase_storage.build(body=body) == {}
     assert settings.persistence.diffbase_storage.fetch(body=body) is None
+
+
+def test_configure_watching_installs_the_watch_guard() -> None:
+    from glm_operator.controller import watch_guard
+
+    configure_watching(kopf.OperatorSettings())
+    assert watch_guard.installed()

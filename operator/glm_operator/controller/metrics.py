@@ -88,6 +88,14 @@ FILTERED = Counter(
     ["kind"],
     registry=REGISTRY,
 )
+WATCH_FAILURES = Counter(
+    "glm_operator_watch_failures_total",
+    "Watches that failed and were listed again after a backoff instead of stopping the operator "
+    "(not_found: the API is no longer served, e.g. its CRD was deleted; watch_error: an ERROR "
+    "event other than 410), by resource (controller.watch_guard).",
+    ["resource", "reason"],
+    registry=REGISTRY,
+)
 AUTOSCALER_DECISIONS = Counter(
     "glm_operator_autoscaler_decisions_total",
     "Autoscaler decisions by direction (up, down, hold, unavailable).",

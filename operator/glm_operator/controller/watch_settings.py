@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import kopf
 
+from glm_operator.controller import watch_guard
 from glm_operator.render import names
 
 MANAGED_SELECTOR = f"{names.LABEL_MANAGED_BY}={names.MANAGED_BY}"
@@ -44,6 +45,7 @@ class NoDiffBase(kopf.DiffBaseStorage):
 
 
 def configure_watching(settings: kopf.OperatorSettings) -> None:
+    watch_guard.install()
     settings.persistence.diffbase_storage = NoDiffBase()
     settings.posting.enabled = False  # we post our own Events, with reasons users can act on
     settings.watching.server_timeout = 300

@@ -1,0 +1,91 @@
+"""Keep kopf's watches alive when an API they watch stops being served, as client-go's reflector does.
+
+kopf stops a resource's watch when its resource observer sees the CRD deleted. Deleting a CRD also
+ends the open watch streams, and kopf reconnects at once; when that reconnect reaches the apiserver
+before the observer has dropped the watch, the apiserver answers 404, kopf raises
+``APINotFoundError`` out of the watcher, and the whole operator stops ("Multidimensional multitasker
+has failed"). The same happens on an ``ERROR`` event in a watch stream other than 410. The
+operator's optional APIs (PodMonitor, LeaderWorkerSet, Karpenter's NodePool, GLMGateway) can all be
+removed under a running operator.
+
+A client-go reflector logs such a failure and lists again after a backoff, forever; the informer is
+stopped only by its owner. Here the watch does the same: one warning per outage, then a relist with
+a backoff of 1 s doubling to 30 s, until the API is served again or kopf's observer cancels the
+watch. A relist ends in the usual "listed" bookmark, so kopf treats it like the relist after a 410.
+
+kopf has no hook for this, so the function kopf's per-resource watcher calls
+(``kopf._cogs.clients.watching.infinite_watch``) is wrapped once at start-up. The kopf version is
+pinned, and ``tests/e2e/test_watch_guard.py`` fails if the wrapper stops being used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from kopf._cogs.clients import errors as kopf_errors
+from kopf._cogs.clients import watching as kopf_watching
+
+from glm_operator.controller import metrics
+
+log = logging.getLogger(__name__)
+
+FIRST_BACKOFF_SECONDS = 1.0
+MAX_BACKOFF_SECONDS = 30.0
+
+_kopf_infinite_watch = kopf_watching.infinite_watch
+
+
+def install() -> None:
+    """Make kopf's watchers survive a 404 or an ERROR event (idempotent)."""
+    kopf_watching.infinite_watch = guarded_infinite_watch
+
+
+def installed() -> bool:
+    return kopf_watching.infinite_watch is guarded_infinite_watch
+
+
+def next_backoff(previous: float | None) -> float:
+    if previous is None:
+        return FIRST_BACKOFF_SECONDS
+    return min(previous * 2, MAX_BACKOFF_SECONDS)
+
+
+async def guarded_infinite_watch(
+    *,
+    settings: Any,
+    resource: Any,
+    namespace: Any,
+    operator_paused: Any = None,
+    _iterations: int | None = None,
+) -> AsyncIterator[Any]:
+    """kopf's ``infinite_watch``, restarted (list, then watch) after a 404 or a watch ERROR event."""
+    where = f"in {namespace}" if namespace is not None else "cluster-wide"
+    backoff: float | None = None
+    while True:
+        try:
+            async for event in _kopf_infinite_watch(
+                settings=settings,
+                resource=resource,
+                namespace=namespace,
+                operator_paused=operator_paused,
+                _iterations=_iterations,
+            ):
+                if backoff is not None and event is kopf_watching.Bookmark.LISTED:
+                    log.info("watch of %s %s: listed again, the API is served", resource.plural, where)
+                    backoff = None
+                yield event
+            return  # only with kopf's test-only _iterations
+        except (kopf_errors.APINotFoundError, kopf_watching.WatchingError) as exc:
+            reason = "not_found" if isinstance(exc, kopf_errors.APINotFoundError) else "watch_error"
+            metrics.WATCH_FAILURES.labels(resource=resource.plural, reason=reason).inc()
+            backoff = next_backoff(backoff)
+            message = (
+                "watch of %s %s failed (%s: %s); listing again in %.0f s, until the API is served "
+                "again or the CRD observer stops this watch"
+            )
+            level = logging.WARNING if backoff == FIRST_BACKOFF_SECONDS else logging.DEBUG
+            log.log(level, message, resource.plural, where, type(exc).__name__, exc, backoff)
+            await asyncio.sleep(backoff)
