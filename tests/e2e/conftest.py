@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,14 @@ NODES = repo_root() / "tests" / "fixtures" / "gpu-cluster.yaml"
 NODE_GRACE_SECONDS = 80
 E2E_STATE_DIR = Path(os.environ.get("GLM_E2E_CLUSTER_DIR", str(repo_root() / ".cluster-e2e")))
 _counter = itertools.count()
+# An apiserver refusal as kopf, aiohttp and the kubernetes client print it ("403, message='Forbidden'",
+# "'code': 403", "Reason: Forbidden"), never the milliseconds of a log timestamp ("05:50:46,403").
+_FORBIDDEN = re.compile(r"forbidden|(?<![,.\d])403(?!\d)", re.IGNORECASE)
+
+
+def forbidden_lines(log: str) -> list[str]:
+    """Lines of an operator log that show the apiserver refusing a request (403)."""
+    return [line for line in log.splitlines() if _FORBIDDEN.search(line)]
 
 
 class E2ECluster:

@@ -30,7 +30,7 @@ import yaml
 from glm_operator.testing import container
 from glm_operator.testing.cluster import LocalCluster, free_port, repo_root
 
-from .conftest import NODES, E2ECluster, delete_namespace
+from .conftest import NODES, E2ECluster, delete_namespace, forbidden_lines
 from .test_chart import CHART, KUBE_VERSION, apply_crds
 from .test_controller import phase_is, wait_for
 
@@ -257,7 +257,7 @@ def test_the_namespaced_values_run_the_operator(tmp_path: Path, release: Release
         path, port = replica.probe_path_and_port("readinessProbe")
 
         def ready_or_forbidden() -> bool:
-            assert "403" not in replica.logs(), replica.logs()
+            assert not forbidden_lines(replica.logs()), replica.logs()
             return http_get(port, path)[0] == 200
 
         wait_for(ready_or_forbidden, 120, f"readiness of {replica.name}")
