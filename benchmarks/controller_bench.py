@@ -741,6 +741,25 @@ def wait_pods_settled(core: k8s.CoreV1Api, timeout: float = 90.0) -> bool:
     return False
 
 
+def free_gpus(local: LocalCluster, core: k8s.CoreV1Api, namespaces: list[str], kinds: str) -> float:
+    """Delete ``kinds`` (e.g. "glmdeployments") in ``namespaces`` and wait until their pods are gone,
+    so the next phase's pods schedule and run as the operator's did (with the GPUs taken, they
+    would stay Pending and the cluster would do less work in that phase). Seconds it took."""
+    t0 = time.monotonic()
+    for ns in namespaces:
+        local.kubectl("delete", kinds, "--all", "-n", ns, "--wait=false", check=False, timeout=60)
+    wanted = set(namespaces)
+
+    def pods_left() -> int:
+        pods = core.list_pod_for_all_namespaces(_preload_content=False, _request_timeout=60)
+        items = json.loads(pods.data).get("items", [])
+        return sum(1 for p in items if p["metadata"]["namespace"] in wanted)
+
+    if not wait_until(lambda: pods_left() == 0, 180, period=1.0):
+        print(f"  warning: {pods_left()} pods still in {namespaces[0]}.. after 180 s", flush=True)
+    return time.monotonic() - t0
+
+
 def operator_requests(metrics: dict[str, float]) -> float:
     return sum(v for k, v in metrics.items() if k.startswith("glm_operator_api_requests_total{"))
 
@@ -1294,8 +1313,28 @@ def main() -> int:
         noop_req = operator_requests(m1) - operator_requests(m0)
         out("no-op reconciles", f"{noop_rec:.0f}, {noop_req / max(noop_rec, 1):.2f} API requests each")
 
+        # -- idle: nodes keep renewing their Leases, nothing else happens --------------------
+        if args.idle_seconds > 0:
+            m0, cpu0, t0 = scrape(metrics_port), cpu_seconds(op.proc.pid), time.monotonic()
+            time.sleep(args.idle_seconds)
+            m1, cpu1, t1 = scrape(metrics_port), cpu_seconds(op.proc.pid), time.monotonic()
+            idle_rss = sampler.read()
+            out(
+                f"idle {t1 - t0:.0f} s ({args.nodes} nodes)",
+                f"operator CPU {(cpu1 - cpu0) / (t1 - t0) * 100:.1f}% of one core, "
+                f"{reconciles_total(m1) - reconciles_total(m0):.0f} reconciles, "
+                f"{operator_requests(m1) - operator_requests(m0):.0f} API requests, "
+                f"RSS {(idle_rss[1] if idle_rss else 0) / 1024:.0f} MiB",
+            )
+            out("idle: keys enqueued by cause", counter_by_label(m0, m1))
+
         # -- baseline: the same children created directly by 8 client threads ----------------
+        # Its pods, and the ideal controller's, must schedule and run as the operator's did:
+        # the operator's GLMDeployments are deleted first and each phase is cleared after itself
+        # (runs up to 52 measured both with the GPUs taken, so their pods stayed Pending).
         pairs = baseline_copies(local.kubeconfig, namespaces)
+        freed = free_gpus(local, k8s.CoreV1Api(), namespaces, "glmdeployments")
+        out("GPUs freed for the baseline", f"{freed:.0f} s (the operator's GLMDeployments deleted)")
         base_ns = [f"base-{i}" for i in range(args.namespaces)]
         create_namespaces(local, base_ns)
         base_seen: dict[str, float] = {}
@@ -1330,6 +1369,8 @@ def main() -> int:
                 f"p99 x{pct(lat_child, 0.99) / max(pct(lat_base, 0.99), 1e-6):.1f} "
                 "(apply -> child Deployment)",
             )
+
+        free_gpus(local, k8s.CoreV1Api(), base_ns, "deployments")
 
         # -- the same burst again, answered by an ideal event-driven controller ----------------
         # (what the apiserver allows under this load: the direct baseline above is measured on a
@@ -1375,21 +1416,9 @@ def main() -> int:
                     f"p99 x{pct(lat_child, 0.99) / max(pct(lat_ideal, 0.99), 1e-6):.1f} "
                     "(apply -> child Deployment)",
                 )
+            ideal_ns = [f"ideal{threads}-{i}" for i in range(args.namespaces)]
+            free_gpus(local, k8s.CoreV1Api(), ideal_ns, "glmdeployments,deployments")
 
-        # -- idle: nodes keep renewing their Leases, nothing else happens --------------------
-        if args.idle_seconds > 0:
-            m0, cpu0, t0 = scrape(metrics_port), cpu_seconds(op.proc.pid), time.monotonic()
-            time.sleep(args.idle_seconds)
-            m1, cpu1, t1 = scrape(metrics_port), cpu_seconds(op.proc.pid), time.monotonic()
-            idle_rss = sampler.read()
-            out(
-                f"idle {t1 - t0:.0f} s ({args.nodes} nodes)",
-                f"operator CPU {(cpu1 - cpu0) / (t1 - t0) * 100:.1f}% of one core, "
-                f"{reconciles_total(m1) - reconciles_total(m0):.0f} reconciles, "
-                f"{operator_requests(m1) - operator_requests(m0):.0f} API requests, "
-                f"RSS {(idle_rss[1] if idle_rss else 0) / 1024:.0f} MiB",
-            )
-            out("idle: keys enqueued by cause", counter_by_label(m0, m1))
         out("total script time", f"{time.monotonic() - started:.0f} s")
         if n_err:
             print("  operator ERRORs in the burst window (first 3, with the exception raised):")
