@@ -933,6 +933,7 @@ def main() -> int:
         first_child: dict[str, float] = {}
         children: set[str] = set()
         first_planned: dict[str, float] = {}
+        glmd_seen: dict[str, float] = {}  # ADDED on the bench's own watch: create + watch delivery
         # key -> (time, Planned status/reason, phase) each time they change: the
         # story of the slowest ones is printed (why Planned=True came late)
         planned_story: dict[str, list[tuple[float, str, str]]] = {}
@@ -955,6 +956,8 @@ def main() -> int:
                 return
             key = f"{meta['namespace']}/{meta['name']}"
             with lock:
+                if type_ == "ADDED":
+                    glmd_seen.setdefault(key, now)
                 if type_ == "MODIFIED":
                     status_writes[key] = status_writes.get(key, 0) + 1
                 if planned(obj):
@@ -1095,6 +1098,10 @@ def main() -> int:
             lat_child = [first_child[k] - sent[k] for k in keys if k in first_child and k in sent]
             lat_planned = [first_planned[k] - sent[k] for k in keys if k in first_planned and k in sent]
             lat_ready = [first_ready[k] - sent[k] for k in keys if k in first_ready and k in sent]
+            lat_seen = [glmd_seen[k] - sent[k] for k in keys if k in glmd_seen and k in sent]
+            seen_to_child = [
+                first_child[k] - glmd_seen[k] for k in keys if k in first_child and k in glmd_seen
+            ]
             n_children = len(children)
             phase_counts: dict[str, int] = {}
             for k in keys:
@@ -1189,6 +1196,8 @@ def main() -> int:
         out("create burst", f"{create_seconds:.2f} s for {len(docs)} objects")
         print("  latency from the create request (seconds):")
         out("apply -> first child Deployment", dist(lat_child))
+        out("  apply -> GLMDeployment seen (bench)", dist(lat_seen))
+        out("  seen -> first child Deployment", dist(seen_to_child))
         out("apply -> Planned=True", dist(lat_planned))
         slowest = sorted((first_planned[k] - sent[k], k) for k in keys if k in first_planned and k in sent)[
             -3:
