@@ -96,6 +96,12 @@ WATCH_FAILURES = Counter(
     ["resource", "reason"],
     registry=REGISTRY,
 )
+MEMORY_TRIMMED = Counter(
+    "glm_operator_memory_trimmed_bytes_total",
+    "Resident memory returned to the OS by malloc_trim once the work queue went quiet after a "
+    "burst (controller.memory).",
+    registry=REGISTRY,
+)
 AUTOSCALER_DECISIONS = Counter(
     "glm_operator_autoscaler_decisions_total",
     "Autoscaler decisions by direction (up, down, hold, unavailable).",

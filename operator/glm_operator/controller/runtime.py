@@ -27,6 +27,7 @@ from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.desired import WORKLOAD_KIND_NAMES
 from glm_operator.controller.gateway import GatewayController
 from glm_operator.controller.leader import LeaderElector
+from glm_operator.controller.memory import QuietTrimmer
 from glm_operator.controller.nodepools import NodePoolCache
 from glm_operator.controller.planning_pool import PlanningPool
 from glm_operator.controller.pod_monitors import pod_monitor_wanted
@@ -172,6 +173,8 @@ class Operator:
                 )
             )
         self._tasks.append(asyncio.create_task(self._resync_loop(), name="resync"))
+        trimmer = QuietTrimmer(quiet=self.queue.quiet, work_done=lambda: self.queue.taken)
+        self._tasks.append(asyncio.create_task(trimmer.run(), name="memory-trim"))
         if self.autoscaler is not None:
             self._tasks.append(asyncio.create_task(self.autoscaler.run(), name="autoscaler"))
 

@@ -64,6 +64,7 @@ class WorkQueue:
         self.max_tails = max_tails
         self._tail_slots = asyncio.Semaphore(max_tails)
         self._tails: set[asyncio.Task[None]] = set()
+        self.taken = 0  # keys a worker has taken, ever (to tell a quiet queue from an idle one)
 
     def add_rate_limited(self, key: Key, retry_after: float | None = None) -> float:
         """Re-add ``key`` after its backoff (and no earlier than ``retry_after``); the delay."""
@@ -135,6 +136,10 @@ class WorkQueue:
             if timer is not None:
                 timer.cancel()
 
+    def quiet(self) -> bool:
+        """Nothing queued, in a worker, in a tail or waiting out a backoff or a coalescing delay."""
+        return not (self._queued or self._active or self._waiting or self._soon)
+
     def __len__(self) -> int:
         return len(self._queued)
 
@@ -196,6 +201,7 @@ class WorkQueue:
         A tail ``handle`` returns runs in the background, the key in flight until it ends."""
         while True:
             key = await self._take()
+            self.taken += 1
             self._active.add(key)
             handed_off = False
             try:

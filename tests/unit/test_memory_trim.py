@@ -1,0 +1,69 @@
+"""The quiet trimmer: glibc's malloc_trim once a burst of work is over, never during one."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import os
+
+from glm_operator.controller import memory
+
+
+def rss_kib() -> int:
+    with open(f"/proc/{os.getpid()}/status") as status:
+        line = next(line for line in status if line.startswith("VmRSS:"))
+    return int(line.split()[1])
+
+
+def test_trim_gives_freed_heap_back_to_the_os() -> None:
+    """Many freed malloc chunks held in place by a few survivors stay resident until the trim."""
+    assert memory._malloc_trim is not None, "glibc's malloc_trim (the operator image is Debian)"
+    malloc, free = ctypes.CDLL("libc.so.6").malloc, ctypes.CDLL("libc.so.6").free
+    malloc.restype, free.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    chunks = [malloc(64 * 1024 - 64) for _ in range(3000)]  # ~190 MiB below the mmap threshold
+    for chunk in chunks:
+        ctypes.memset(chunk, 1, 64 * 1024 - 64)
+    for chunk in chunks[:-1]:  # the last one pins the heap's top: no automatic trim
+        free(chunk)
+    before = rss_kib()
+    assert memory.trim()
+    after = rss_kib()
+    free(chunks[-1])
+    assert before - after > 100 * 1024, (before, after)
+
+
+def test_trims_once_after_work_and_a_quiet_period_never_during_work() -> None:
+    state = {"taken": 0, "quiet": True}
+    trims: list[int] = []
+
+    def release() -> bool:
+        trims.append(state["taken"])
+        return True
+
+    trimmer = memory.QuietTrimmer(
+        quiet=lambda: bool(state["quiet"]),
+        work_done=lambda: int(state["taken"]),
+        period=0.01,
+        release=release,
+    )
+
+    async def scenario() -> None:
+        task = asyncio.create_task(trimmer.run())
+        await asyncio.sleep(0.05)
+        assert trims == [], "no work yet: nothing to trim"
+        for _ in range(10):  # a burst: work in every period
+            state["taken"] += 5
+            state["quiet"] = False
+            await asyncio.sleep(0.01)
+        assert trims == [], "never during a burst"
+        state["quiet"] = True
+        for _ in range(500):  # a few periods; generous for a loaded machine
+            if trims:
+                break
+            await asyncio.sleep(0.01)
+        assert trims == [50], "once after the burst"
+        await asyncio.sleep(0.05)
+        assert trims == [50], "not again while idle"
+        task.cancel()
+
+    asyncio.run(scenario())
