@@ -69,7 +69,6 @@ class QuietTrimmer:
         release: Callable[[], bool] = trim,
     ) -> None:
         self.quiet, self.work_done, self.period, self.release = quiet, work_done, period, release
-        self.trims = 0
 
     async def run(self) -> None:
         trimmed_at = self.work_done()  # start-up's own allocations are not a burst
@@ -80,6 +79,5 @@ class QuietTrimmer:
             # Quiet now and through the whole period (no key taken since the last look).
             if done != trimmed_at and done == previous and self.quiet():
                 await asyncio.to_thread(self.release)
-                self.trims += 1
                 trimmed_at = done
             previous = done
