@@ -237,6 +237,83 @@ class Sampler(threading.Thread):
         return [s for s in self.samples if t0 <= s[0] <= t1]
 
 
+def memory_breakdown(pid: int) -> str:
+    """Where a process's RSS is (from /proc/PID/smaps), with its thread and socket counts: the
+    brk heap, thread stacks (8 MiB anonymous mappings), glibc's thread arenas (64 MiB-aligned
+    anonymous reservations), other anonymous memory (CPython's arenas, mmap'd buffers), files."""
+    try:
+        smaps = Path(f"/proc/{pid}/smaps").read_text().splitlines()
+        threads = len(os.listdir(f"/proc/{pid}/task"))
+        sockets = sum(1 for fd in os.scandir(f"/proc/{pid}/fd") if os.readlink(fd.path).startswith("socket:"))
+    except OSError:
+        return "(process gone)"
+    kinds: dict[str, int] = {}
+    kind, size = "", 0
+    for line in smaps:
+        head = line.split()
+        if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+            lo, hi = (int(x, 16) for x in head[0].split("-"))
+            size, path = hi - lo, head[5] if len(head) > 5 else ""
+            if path == "[heap]":
+                kind = "heap"
+            elif path.startswith("/"):
+                kind = "files"
+            elif path:
+                kind = "other"
+            elif size == 8 * 2**20:
+                kind = "stacks"
+            elif lo % (64 * 2**20) == 0 or (hi % (64 * 2**20) == 0 and size < 64 * 2**20):
+                kind = "arenas"
+            else:
+                kind = "anon"
+        elif head and head[0] == "Rss:":
+            kinds[kind] = kinds.get(kind, 0) + int(head[1])
+    parts = ", ".join(
+        f"{k} {kinds.get(k, 0) / 1024:.0f}" for k in ("heap", "arenas", "anon", "stacks", "files")
+    )
+    return f"{threads} threads, {sockets} sockets; RSS MiB: {parts}"
+
+
+def trace_signal(op: RunningOperator, directory: Path | None, snapshot: int | None) -> None:
+    """SIGUSR2 to the operator (see controller.memory.trace_on_signal): the first starts tracing
+    allocations, the next ones write snapshot ``snapshot`` (waited for)."""
+    if directory is None or op.proc is None:
+        return
+    op.proc.send_signal(signal.SIGUSR2)
+    if snapshot is not None:
+        wait_until(lambda: (directory / f"snapshot-{snapshot}.pickle").exists(), 120)
+        time.sleep(5.0)  # the dump finishes writing
+
+
+def print_traced(directory: Path | None, number: int, top: int = 12) -> None:
+    """What is still allocated from the traced phase, by line, and by the deepest operator frame."""
+    if directory is None:
+        return
+    import tracemalloc
+
+    try:
+        snap = tracemalloc.Snapshot.load(str(directory / f"snapshot-{number}.pickle"))
+    except OSError as exc:
+        print(f"  tracemalloc: {exc}", flush=True)
+        return
+    by_line = snap.statistics("lineno")
+    print(
+        f"  tracemalloc: {sum(s.size for s in by_line) / 2**20:.1f} MiB "
+        "still allocated from the traced phase",
+        flush=True,
+    )
+    for stat in by_line[:top]:
+        print(f"    {stat.size / 1024:8.0f} KiB {stat.count:7d}  {stat.traceback[0]}", flush=True)
+    by_ours: dict[str, int] = {}
+    for stat in snap.statistics("traceback"):
+        frames = [f for f in stat.traceback if "glm_operator" in f.filename] or list(stat.traceback)[-1:]
+        where = str(frames[-1]) if frames else "?"
+        by_ours[where] = by_ours.get(where, 0) + stat.size
+    print("  ... by the newest operator frame:", flush=True)
+    for where, size in sorted(by_ours.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"    {size / 1024:8.0f} KiB  {where}", flush=True)
+
+
 class Watcher(threading.Thread):
     """Watch a collection from a resourceVersion; call ``on_event(type, obj, now)`` per event.
 
@@ -809,6 +886,46 @@ def stop_profiler(proc: subprocess.Popen[bytes], out: Path) -> None:
     print(f"  operator profile (py-spy, folded stacks): {out}", flush=True)
 
 
+def start_apiserver_profile(local: LocalCluster, seconds: int, out: Path) -> threading.Thread:
+    """kube-apiserver's own CPU profile (``/debug/pprof/profile``, needs ``--profiling=true``) over
+    the first ``seconds`` of the burst, written to ``out`` (read with ``go tool pprof``)."""
+    server, token = local.server_url(), local.token()
+    ctx = ssl.create_default_context(cafile=str(local.state_dir / "certs" / "apiserver.crt"))
+    ctx.check_hostname = False
+
+    def fetch() -> None:
+        req = urllib.request.Request(
+            f"{server}/debug/pprof/profile?seconds={seconds}", headers={"Authorization": f"Bearer {token}"}
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=seconds + 30, context=ctx) as resp:
+                out.write_bytes(resp.read())
+        except OSError as exc:
+            print(f"  kube-apiserver profile failed: {exc}", flush=True)
+
+    thread = threading.Thread(target=fetch, daemon=True)
+    thread.start()
+    return thread
+
+
+def print_apiserver_profile(local: LocalCluster, out: Path, lines: int = 30) -> None:
+    """The profile's top functions by cumulative CPU (``go tool pprof -top -cum``), when Go is here."""
+    if not out.exists():
+        return
+    print(f"  kube-apiserver CPU profile (pprof): {out}", flush=True)
+    try:
+        top = subprocess.run(
+            ["go", "tool", "pprof", "-top", "-cum", f"-nodecount={lines}",
+             str(local.bin_dir / "kube-apiserver"), str(out)],
+            capture_output=True, text=True, timeout=120, check=True,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as exc:
+        print(f"    (go tool pprof unavailable: {exc})", flush=True)
+        return
+    for line in top.splitlines():
+        print(f"    {line}", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=1000)
@@ -863,7 +980,24 @@ def main() -> int:
         "from the burst to the end of the settle, and write the folded stacks to FILE "
         "(flamegraph.pl / speedscope read them)",
     )
+    ap.add_argument(
+        "--profile-apiserver",
+        type=Path,
+        metavar="FILE",
+        help="profile kube-apiserver's CPU (pprof, --profiling=true) over the first "
+        "--profile-apiserver-seconds of the burst into FILE, and print its top functions",
+    )
+    ap.add_argument("--profile-apiserver-seconds", type=int, default=20)
+    ap.add_argument(
+        "--tracemalloc",
+        type=Path,
+        metavar="DIR",
+        help="trace the operator's Python allocations through the idle phase (its resyncs) and "
+        "print what is still allocated from it at its end (snapshot in DIR)",
+    )
     args = ap.parse_args()
+    if args.profile_apiserver:
+        args.apiserver_arg.append("--profiling=true")
 
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="glm-controller-bench-"))
@@ -889,9 +1023,14 @@ def main() -> int:
 
         metrics_port = free_port()
         t = time.monotonic()
+        trace_env = {}
+        if args.tracemalloc:
+            args.tracemalloc.mkdir(parents=True, exist_ok=True)
+            trace_env = {"GLM_OPERATOR_TRACEMALLOC_DIR": str(args.tracemalloc)}
         op.start(
-            "--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1", "--workers", str(args.workers)
-        )
+            "--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1",
+            "--workers", str(args.workers), env=trace_env,
+        )  # fmt: skip
         assert op.proc is not None
         sampler = Sampler(op.proc.pid)
         sampler.start()
@@ -1041,9 +1180,15 @@ def main() -> int:
         log_offset = op.log_path.stat().st_size if op.log_path.exists() else 0
         m_before = scrape(metrics_port)
         s_before = sampler.read()
+        mem_before = memory_breakdown(op.proc.pid)
         prober = threading.Thread(target=probe, daemon=True)
         prober.start()
         profiler = start_profiler(op.proc.pid, args.profile_operator) if args.profile_operator else None
+        api_profile = (
+            start_apiserver_profile(local, args.profile_apiserver_seconds, args.profile_apiserver)
+            if args.profile_apiserver
+            else None
+        )
         t_burst = time.monotonic()
         sent, create_seconds = create_all(local.kubeconfig, docs, threads=args.create_threads)
         print(
@@ -1090,6 +1235,9 @@ def main() -> int:
         t_settled = time.monotonic()
         if profiler is not None:
             stop_profiler(profiler, args.profile_operator)
+        if api_profile is not None:
+            api_profile.join(timeout=args.profile_apiserver_seconds + 30)
+            print_apiserver_profile(local, args.profile_apiserver)
         time.sleep(1.0)
         m_after = scrape(metrics_port)
         s_after = sampler.read()
@@ -1268,9 +1416,11 @@ def main() -> int:
         )
         out("operator CPU (burst+settle)", f"{cpu_op:.1f} s ({cpu_op / window_s * 100:.0f}% of one core)")
         out("operator RSS before burst", f"{rss_before / 1024:.0f} MiB ({args.nodes} nodes cached, warm)")
+        out("  where (before burst)", mem_before)
         out("operator RSS peak during burst", f"{rss_peak / 1024:.0f} MiB")
         out("operator VmHWM (max)", f"{hwm_max / 1024:.0f} MiB")
         out("operator RSS steady after", f"{steady_rss / 1024:.0f} MiB")
+        out("  where (steady after)", memory_breakdown(op.proc.pid))
         out("operator log (burst window)", f"{n_warn} WARNING, {n_err} ERROR lines")
         out("phases at the end", str(dict(sorted(phase_counts.items()))))
         for label, count in sorted(not_ready.items(), key=lambda kv: -kv[1]):
@@ -1328,6 +1478,7 @@ def main() -> int:
 
         # -- idle: nodes keep renewing their Leases, nothing else happens --------------------
         if args.idle_seconds > 0:
+            trace_signal(op, args.tracemalloc, None)  # the idle phase (its resyncs) is traced
             m0, cpu0, t0 = scrape(metrics_port), cpu_seconds(op.proc.pid), time.monotonic()
             time.sleep(args.idle_seconds)
             m1, cpu1, t1 = scrape(metrics_port), cpu_seconds(op.proc.pid), time.monotonic()
@@ -1342,6 +1493,9 @@ def main() -> int:
             out("idle: keys enqueued by cause", counter_by_label(m0, m1))
             trimmed = m1.get(TRIMMED, 0.0) - m0.get(TRIMMED, 0.0)
             out("idle: heap returned by malloc_trim", f"{trimmed / 2**20:.1f} MiB")
+            out("idle: where", memory_breakdown(op.proc.pid))
+            trace_signal(op, args.tracemalloc, 1)
+            print_traced(args.tracemalloc, 1)
 
         # -- baseline: the same children created directly by 8 client threads ----------------
         # Its pods, and the ideal controller's, must schedule and run as the operator's did:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import subprocess
+import sys
+from pathlib import Path
 
 from glm_operator.controller import memory
 
@@ -60,3 +63,28 @@ def test_trims_once_after_work_and_a_quiet_period_never_during_work() -> None:
         task.cancel()
 
     asyncio.run(scenario())
+
+
+TRACE_PROBE = """
+import os, signal, sys, tracemalloc
+from glm_operator.controller import memory
+memory.trace_on_signal(sys.argv[1])
+before = [bytearray(1000) for _ in range(1000)]  # not traced: before the first signal
+os.kill(os.getpid(), signal.SIGUSR2)
+assert tracemalloc.is_tracing()
+kept = [bytearray(1000) for _ in range(2000)]  # traced, still allocated at the snapshot
+os.kill(os.getpid(), signal.SIGUSR2)
+"""
+
+
+def test_the_first_signal_starts_tracing_and_the_next_writes_what_is_still_allocated(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-c", TRACE_PROBE, str(tmp_path)], check=True, timeout=60)
+    import tracemalloc
+
+    snap = tracemalloc.Snapshot.load(str(tmp_path / "snapshot-1.pickle"))
+    by_line = {stat.traceback[0].lineno: stat.size for stat in snap.statistics("lineno")}
+    lines = TRACE_PROBE.split("\n")
+    kept = next(i for i, line in enumerate(lines, 1) if line.startswith("kept ="))
+    before = next(i for i, line in enumerate(lines, 1) if line.startswith("before ="))
+    assert by_line.get(kept, 0) >= 2000 * 1000
+    assert before not in by_line  # allocated before tracing started

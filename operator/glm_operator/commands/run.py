@@ -159,6 +159,10 @@ def load_kube_config() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from glm_operator.controller import memory
+
+    if os.environ.get(memory.TRACE_DIR_ENV):
+        memory.trace_on_signal(os.environ[memory.TRACE_DIR_ENV])
     import kopf
 
     import glm_operator.handlers.gateway

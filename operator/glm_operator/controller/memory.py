@@ -58,6 +58,33 @@ def trim() -> bool:
     return released
 
 
+TRACE_DIR_ENV = "GLM_OPERATOR_TRACEMALLOC_DIR"
+
+
+def trace_on_signal(directory: str, frames: int = 8) -> None:
+    """Diagnostics (off unless ``GLM_OPERATOR_TRACEMALLOC_DIR`` is set): the first SIGUSR2 starts
+    tracing Python allocations, each later one writes a ``tracemalloc`` snapshot of what is still
+    allocated since then into ``directory`` (``snapshot-N.pickle``). Tracing from a signal, not
+    from start-up, keeps a burst at full speed and shows what a later phase (a resync) leaves
+    behind; tracing slows allocation several fold while it is on."""
+    import signal
+    import tracemalloc
+
+    taken = [0]
+
+    def on_signal(signum: int, frame: object) -> None:
+        if not tracemalloc.is_tracing():
+            tracemalloc.start(frames)
+            log.warning("tracemalloc started")
+            return
+        taken[0] += 1
+        path = os.path.join(directory, f"snapshot-{taken[0]}.pickle")
+        tracemalloc.take_snapshot().dump(path)
+        log.warning("tracemalloc snapshot written to %s", path)
+
+    signal.signal(signal.SIGUSR2, on_signal)
+
+
 class QuietTrimmer:
     """Calls ``trim`` once the queue has done some work and then been quiet for a period."""
 
