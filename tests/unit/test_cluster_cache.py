@@ -149,6 +149,38 @@ def test_an_older_version_never_replaces_a_newer_one_in_the_cache() -> None:
     assert owned.glmdeployments[("llm", "a")]["metadata"]["uid"] == "u2"
 
 
+def test_a_version_already_cached_is_not_stored_again() -> None:
+    """A no-op apply's answer (a resync) or the watch echo of a write carries the cached version:
+    the cached copy stays (replacing it by an equal one churned the heap), a newer one replaces it."""
+    owned = ClusterCache().owned
+    key = ("llm", "a")
+
+    def dep(rv: str) -> dict[str, Any]:
+        meta = {"name": "a-l4", "uid": "d", "resourceVersion": rv, "managedFields": [{"manager": "x"}]}
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": {"replicas": 1}}
+
+    owned.set_child(key, dep("5"))
+    cached = owned.child(key, "apps/v1", "Deployment", "a-l4")
+    owned.set_child(key, dep("5"))
+    assert owned.child(key, "apps/v1", "Deployment", "a-l4") is cached
+    owned.set_child(key, dep("6"))
+    newer = owned.child(key, "apps/v1", "Deployment", "a-l4")
+    assert newer is not cached and newer is not None and newer["metadata"]["resourceVersion"] == "6"
+    assert "managedFields" not in newer["metadata"]
+
+    body = {"metadata": {"namespace": "llm", "name": "a", "uid": "u1", "resourceVersion": "10"}, "spec": {}}
+    owned.set_glmdeployment(body)
+    first = owned.glmdeployments[key]
+    owned.set_glmdeployment(copy.deepcopy(body))
+    assert owned.glmdeployments[key] is first
+    running = pod("p1", "n1", 1, owner="a")
+    running["metadata"]["resourceVersion"] = "3"
+    owned.set_pod(key, running)
+    first_pod = owned.pods_of(key)[0]
+    owned.set_pod(key, copy.deepcopy(running))
+    assert owned.pods_of(key)[0] is first_pod
+
+
 def test_children_and_pods_are_kept_per_glmdeployment() -> None:
     owned = ClusterCache().owned
     dep = {

@@ -113,14 +113,14 @@ def is_known(candidate: Mapping[str, Any], current: Mapping[str, Any] | None) ->
     return versions is not None and versions[0] <= versions[1]
 
 
-def is_older(candidate: Mapping[str, Any], current: Mapping[str, Any] | None) -> bool:
-    """True when ``candidate`` is an older version of ``current`` (same object, lower version)."""
-    versions = _versions(candidate, current)
-    return versions is not None and versions[0] < versions[1]
-
-
 class OwnedObjects:
-    """GLMDeployments and, per GLMDeployment key, its children and vLLM pods."""
+    """GLMDeployments and, per GLMDeployment key, its children and vLLM pods.
+
+    A version the cache already holds is not stored again: a write's answer followed by its own
+    watch event, or a resync's no-op applies (the same resourceVersion back), would otherwise
+    replace every cached object by an equal copy (6.5 MiB of copies for a resync of 200
+    GLMDeployments, traced in the controller bench).
+    """
 
     def __init__(self) -> None:
         self.glmdeployments: dict[Key, dict[str, Any]] = {}
@@ -132,7 +132,7 @@ class OwnedObjects:
     def set_glmdeployment(self, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         key = (str(meta.get("namespace")), str(meta.get("name")))
-        if not is_older(obj, self.glmdeployments.get(key)):
+        if not is_known(obj, self.glmdeployments.get(key)):
             self.glmdeployments[key] = slim_object(obj)
 
     def delete_glmdeployment(self, key: Key) -> None:
@@ -145,7 +145,7 @@ class OwnedObjects:
     def set_child(self, key: Key, obj: Mapping[str, Any]) -> None:
         child = child_key(obj)
         per_owner = self.children.setdefault(key, {})
-        if not is_older(obj, per_owner.get(child)):
+        if not is_known(obj, per_owner.get(child)):
             per_owner[child] = slim_object(obj)
 
     def delete_child(self, key: Key, api_version: str, kind: str, name: str) -> None:
@@ -164,7 +164,7 @@ class OwnedObjects:
     def set_pod(self, key: Key, pod: Mapping[str, Any]) -> None:
         uid = str((pod.get("metadata") or {}).get("uid", ""))
         per_owner = self.pods.setdefault(key, {})
-        if not is_older(pod, per_owner.get(uid)):
+        if not is_known(pod, per_owner.get(uid)):
             per_owner[uid] = slim_object(pod)
 
     def delete_pod(self, key: Key, uid: str) -> None:
