@@ -320,3 +320,44 @@ def test_cancel_tails_cancels_every_status_write_in_flight_and_releases_their_ke
         assert not q.in_flight(("ns", "a")) and not q.in_flight(("ns", "b"))
 
     asyncio.run(scenario())
+
+
+def test_a_paced_resync_keeps_at_most_its_share_of_keys_in_the_queue_and_runs_them_all() -> None:
+    """With 8 workers free, a resync of 30 keys paced at 3 never has more than 3 of its keys
+    queued or in a worker; every key still runs once; a key deleted meanwhile is skipped; an
+    urgent key added during the resync runs at once (the workers are not all taken)."""
+
+    async def scenario() -> None:
+        q = WorkQueue()
+        keys = [("ns", f"k{i:02d}") for i in range(30)]
+        q.known.update(keys)
+        running: set[Key] = set()
+        peak, seen = 0, []
+
+        async def handle(key: Key) -> None:
+            nonlocal peak
+            running.add(key)
+            peak = max(peak, len(running & set(keys)))
+            seen.append(key)
+            await asyncio.sleep(0.02)
+            running.discard(key)
+
+        async def gate() -> None:
+            return None
+
+        workers = [asyncio.create_task(q.run_worker(handle, gate)) for _ in range(8)]
+        resync = asyncio.create_task(q.add_paced(keys, 3, poll=0.005))
+        await wait_until(lambda: len(seen) >= 5)
+        q.forget(("ns", "k29"))  # deleted during the resync
+        q.known.add(("ns", "new"))
+        q.add(("ns", "new"), urgent=True)
+        await wait_until(lambda: ("ns", "new") in seen, 0.5)
+        assert seen.index(("ns", "new")) < 12, seen
+        await asyncio.wait_for(resync, 5)
+        await wait_until(lambda: len(seen) == 30)
+        assert peak == 3
+        assert sorted(k for k in seen if k != ("ns", "new")) == keys[:29]
+        for w in workers:
+            w.cancel()
+
+    asyncio.run(scenario())

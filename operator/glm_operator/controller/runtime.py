@@ -47,6 +47,7 @@ GATEWAY_WORKERS = 2
 
 EVENT_SENDERS = 4  # Event posts in flight at once
 REPLAN_MIN_INTERVAL = 5.0  # seconds between two node-driven re-plans of every GLMDeployment
+RESYNC_SHARE = 4  # a resync keeps at most workers / RESYNC_SHARE of its keys queued or in flight
 COMPANION_LANE_THREADS = 4  # Service, PDB and PodMonitor applies in flight at once (the apiserver
 # allocates a Service's ClusterIP under a lock; nothing uses these objects before a pod is Ready)
 
@@ -546,7 +547,8 @@ class Operator:
     async def _resync_loop(self) -> None:
         """Re-queue every GLMDeployment from the cache (no re-list: the watches keep it current)
         and forget the applied digests, so each child is applied once more: drift no watch
-        event reveals (a label edited by hand) is repaired within one period."""
+        event reveals (a label edited by hand) is repaired within one period. The keys go in a
+        few at a time (a quarter of the workers): the rest stay free for events meanwhile."""
         while True:
             await asyncio.sleep(self.config.resync_seconds)
             self.applied.clear()
@@ -554,8 +556,9 @@ class Operator:
                 await self.refresh_pod_monitor_api()
             except Exception as exc:
                 log.warning("PodMonitor API discovery failed: %s", summarize_api_error(exc).line())
-            metrics.ENQUEUED.labels(cause="resync").inc(len(self.cache.owned.glmdeployments))
-            self.queue.add_all(self.cache.owned.glmdeployments)
+            keys = list(self.cache.owned.glmdeployments)
+            metrics.ENQUEUED.labels(cause="resync").inc(len(keys))
+            await self.queue.add_paced(keys, max(1, self.config.workers // RESYNC_SHARE))
 
     # -- reconcile ---------------------------------------------------------------------------
     async def reconcile_key(self, key: Key) -> Tail | None:

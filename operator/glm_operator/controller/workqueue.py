@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 Key = tuple[str, str]  # (namespace, name)
 Tail = Callable[[], Awaitable[None]]  # the rest of a reconcile, run without holding a worker
 DEFAULT_MAX_TAILS = 32
+PACE_POLL_SECONDS = 0.05  # how often add_paced looks for room
 ROUTINE_BATCH_SECONDS = 0.5  # pod and child events of one key within this run one reconcile
 
 
@@ -126,6 +127,23 @@ class WorkQueue:
     def add_all(self, keys: Iterable[Key] | None = None) -> None:
         for key in list(self.known if keys is None else keys):
             self.add(key)
+
+    async def add_paced(self, keys: Iterable[Key], at_once: int, poll: float = PACE_POLL_SECONDS) -> None:
+        """Add ``keys`` (routine) so that at most ``at_once`` of them are queued or in flight at a
+        time: a resync re-applies every child, and all at once it took every worker and thread and
+        sent four applies per GLMDeployment to the apiserver in the same second. A key forgotten
+        meanwhile (deleted) is skipped; one another event added counts as added."""
+        pending = deque(keys)
+        mine: set[Key] = set()
+        while pending:
+            mine = {k for k in mine if k in self._queued or k in self._active}
+            while pending and len(mine) < at_once:
+                key = pending.popleft()
+                if key in self.known:
+                    self.add(key)
+                    mine.add(key)
+            if pending:
+                await asyncio.sleep(poll)
 
     def forget(self, key: Key) -> None:
         self.known.discard(key)
