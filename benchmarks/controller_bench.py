@@ -415,14 +415,20 @@ def request_means(
     return ", ".join(parts) or "none"
 
 
-def scrape_apiserver(local: LocalCluster) -> dict[tuple[str, str, str], tuple[float, float]]:
-    """kube-apiserver request latency on loopback: {(verb, resource, subresource): (sum s, count)}."""
-    server, token = local.server_url(), local.token()
+def apiserver_get(local: LocalCluster, path: str, timeout: float) -> Any:
+    """GET ``path`` from kube-apiserver on loopback as the cluster's admin (an open response)."""
     ctx = ssl.create_default_context(cafile=str(local.state_dir / "certs" / "apiserver.crt"))
     ctx.check_hostname = False
-    req = urllib.request.Request(f"{server}/metrics", headers={"Authorization": f"Bearer {token}"})
+    req = urllib.request.Request(
+        f"{local.server_url()}{path}", headers={"Authorization": f"Bearer {local.token()}"}
+    )
+    return urllib.request.urlopen(req, timeout=timeout, context=ctx)
+
+
+def scrape_apiserver(local: LocalCluster) -> dict[tuple[str, str, str], tuple[float, float]]:
+    """kube-apiserver request latency on loopback: {(verb, resource, subresource): (sum s, count)}."""
     out: dict[tuple[str, str, str], list[float]] = {}
-    with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
+    with apiserver_get(local, "/metrics", timeout=10) as resp:
         for line in resp.read().decode().splitlines():
             wait = re.match(
                 r"apiserver_flowcontrol_request_wait_duration_seconds_(sum|count)\{(.*)\} (\S+)$", line
@@ -889,16 +895,10 @@ def stop_profiler(proc: subprocess.Popen[bytes], out: Path) -> None:
 def start_apiserver_profile(local: LocalCluster, seconds: int, out: Path) -> threading.Thread:
     """kube-apiserver's own CPU profile (``/debug/pprof/profile``, needs ``--profiling=true``) over
     the first ``seconds`` of the burst, written to ``out`` (read with ``go tool pprof``)."""
-    server, token = local.server_url(), local.token()
-    ctx = ssl.create_default_context(cafile=str(local.state_dir / "certs" / "apiserver.crt"))
-    ctx.check_hostname = False
 
     def fetch() -> None:
-        req = urllib.request.Request(
-            f"{server}/debug/pprof/profile?seconds={seconds}", headers={"Authorization": f"Bearer {token}"}
-        )
         try:
-            with urllib.request.urlopen(req, timeout=seconds + 30, context=ctx) as resp:
+            with apiserver_get(local, f"/debug/pprof/profile?seconds={seconds}", seconds + 30) as resp:
                 out.write_bytes(resp.read())
         except OSError as exc:
             print(f"  kube-apiserver profile failed: {exc}", flush=True)

@@ -6,6 +6,7 @@ import asyncio
 import ctypes
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 from glm_operator.controller import memory
@@ -79,8 +80,6 @@ os.kill(os.getpid(), signal.SIGUSR2)
 
 def test_the_first_signal_starts_tracing_and_the_next_writes_what_is_still_allocated(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-c", TRACE_PROBE, str(tmp_path)], check=True, timeout=60)
-    import tracemalloc
-
     snap = tracemalloc.Snapshot.load(str(tmp_path / "snapshot-1.pickle"))
     by_line = {stat.traceback[0].lineno: stat.size for stat in snap.statistics("lineno")}
     lines = TRACE_PROBE.split("\n")

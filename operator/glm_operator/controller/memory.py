@@ -67,18 +67,18 @@ def trace_on_signal(directory: str, frames: int = 8) -> None:
     allocated since then into ``directory`` (``snapshot-N.pickle``). Tracing from a signal, not
     from start-up, keeps a burst at full speed and shows what a later phase (a resync) leaves
     behind; tracing slows allocation several fold while it is on."""
+    import itertools
     import signal
     import tracemalloc
 
-    taken = [0]
+    numbers = itertools.count(1)
 
     def on_signal(signum: int, frame: object) -> None:
         if not tracemalloc.is_tracing():
             tracemalloc.start(frames)
             log.warning("tracemalloc started")
             return
-        taken[0] += 1
-        path = os.path.join(directory, f"snapshot-{taken[0]}.pickle")
+        path = os.path.join(directory, f"snapshot-{next(numbers)}.pickle")
         tracemalloc.take_snapshot().dump(path)
         log.warning("tracemalloc snapshot written to %s", path)
 
