@@ -33,9 +33,8 @@ def test_trims_once_after_work_and_a_quiet_period_never_during_work() -> None:
     state = {"taken": 0, "quiet": True}
     trims: list[int] = []
 
-    def release() -> bool:
+    async def release() -> None:
         trims.append(state["taken"])
-        return True
 
     trimmer = memory.QuietTrimmer(
         quiet=lambda: bool(state["quiet"]),

@@ -163,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
 
     if os.environ.get(memory.TRACE_DIR_ENV):
         memory.trace_on_signal(os.environ[memory.TRACE_DIR_ENV])
+    memory.shrink_tls_read_buffers()  # before kopf opens its watch streams
     import kopf
 
     import glm_operator.handlers.gateway

@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from glm_operator.clients.kube import API_VERSION, KubeClient, NotLeader, summarize_api_error
-from glm_operator.controller import metrics
+from glm_operator.controller import memory, metrics
 from glm_operator.controller.cache import ClusterCache, is_known, spec_planned
 from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.desired import WORKLOAD_KIND_NAMES
@@ -114,6 +114,7 @@ class Operator:
         # Routine reconciles (a resync's re-applies, re-plans) wait for their own workloads at a
         # lower mark: the rest is reserved for new specs, whose first applies start serving.
         self.routine_pending_applies = max(1, self.max_pending_applies - self.max_pending_applies // 4)
+        self._executor = self._new_executor()  # the loop's default executor, from start()
         self.companion_lane = concurrent.futures.ThreadPoolExecutor(
             max_workers=COMPANION_LANE_THREADS, thread_name_prefix="companion-apply"
         )
@@ -128,15 +129,32 @@ class Operator:
         self.pod_monitors_served = False  # the prometheus-operator's PodMonitor API (discovery)
         self._pod_monitor_check: asyncio.Task[None] | None = None
 
+    def _new_executor(self) -> concurrent.futures.ThreadPoolExecutor:
+        return concurrent.futures.ThreadPoolExecutor(
+            max_workers=max(8, 3 * self.config.workers) + self.max_pending_applies, thread_name_prefix="api"
+        )
+
+    async def release_idle(self) -> None:
+        """Once a burst is over and the queue quiet (``memory.QuietTrimmer``): let go of what the
+        burst grew and the quiet does not use, then trim the heap. A thread pool never shrinks,
+        and urllib3 keeps every connection it opened: 200 GLMDeployments at once leave about 90
+        threads and 80 idle apiserver connections. The loop gets a fresh default executor; the
+        old one's threads finish what they run and exit (their stacks go back to the OS); the
+        pooled idle connections are closed (one in use is closed when it returns). The next
+        burst opens what it needs again."""
+        old, self._executor = self._executor, self._new_executor()
+        asyncio.get_running_loop().set_default_executor(self._executor)
+        before = threading.active_count()
+        await asyncio.to_thread(old.shutdown, wait=True)
+        self.api.close_idle_connections()
+        log.debug("idle: threads %d -> %d, pooled connections closed", before, threading.active_count())
+        await memory.trim_in_thread()
+
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
         # Blocking apiserver calls run in threads (asyncio.to_thread): size the pool to the
         # workers, or reconciles queue for a thread (the default pool is cores + 4).
-        asyncio.get_running_loop().set_default_executor(
-            concurrent.futures.ThreadPoolExecutor(
-                max_workers=max(8, 3 * self.config.workers) + self.max_pending_applies
-            )
-        )
+        asyncio.get_running_loop().set_default_executor(self._executor)
         from glm_operator.controller.reconcile import warm_up_planner
 
         # While the caches fill: the first reconciles then plan in milliseconds, not seconds.
@@ -174,7 +192,9 @@ class Operator:
                 )
             )
         self._tasks.append(asyncio.create_task(self._resync_loop(), name="resync"))
-        trimmer = QuietTrimmer(quiet=self.queue.quiet, work_done=lambda: self.queue.taken)
+        trimmer = QuietTrimmer(
+            quiet=self.queue.quiet, work_done=lambda: self.queue.taken, release=self.release_idle
+        )
         self._tasks.append(asyncio.create_task(trimmer.run(), name="memory-trim"))
         if self.autoscaler is not None:
             self._tasks.append(asyncio.create_task(self.autoscaler.run(), name="autoscaler"))
