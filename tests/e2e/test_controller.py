@@ -19,7 +19,7 @@ import yaml
 from glm_operator.testing.cluster import repo_root
 from glm_operator.testing.samples import create_prerequisites, volume_selector
 
-from .conftest import NODES, E2ECluster, RunningOperator
+from .conftest import NODES, E2ECluster, RunningOperator, delete_namespace
 
 pytestmark = pytest.mark.e2e
 SAMPLES = repo_root() / "manifests" / "samples"
@@ -556,6 +556,53 @@ def test_health_and_metrics_endpoints(cluster: E2ECluster, operator: RunningOper
             assert counts and counts[0] >= 1, f"no {series} in /metrics"
         assert reconciles(metrics_port) > 0
     finally:
+        operator.stop()
+        operator.start()
+
+
+def test_a_deleted_namespace_leaves_no_gpus_held_and_no_glmdeployment_behind(
+    cluster: E2ECluster, operator: RunningOperator, ns: str
+) -> None:
+    """kopf stops its watches in a namespace matched by a pattern (here ``ctl-*``) as soon as the
+    namespace is being deleted, before the DELETED events of what is in it. The operator forgets
+    that namespace's GLMDeployments and pods itself: the GPUs they held are free for the next
+    plan, and nothing of them is left in its metrics (nor reconciled at each resync)."""
+    import urllib.request
+
+    from glm_operator.testing.cluster import free_port
+
+    def metrics_text() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as resp:
+            return str(resp.read().decode())
+
+    def h200_gpus(obj: dict[str, Any]) -> int:
+        variants = [v for v in obj["status"]["plan"]["variants"] if v["replicas"] > 0]
+        assert {v["gpuProduct"] for v in variants} == {"NVIDIA-H200"}, variants
+        return sum(v["replicas"] * v["gpusPerReplica"] for v in variants)
+
+    # The fixture cluster's one H200 node (8 GPUs), taken whole: 8 replicas of one GPU each.
+    fill = {"model": {"id": "zai-org/glm-4-9b-chat"}, "contextLength": 8192, "gpu": {"products": ["H200"]}}
+    fill["replicas"] = 8
+    metrics_port = free_port()
+    doomed = f"{ns}-doomed"[:63]  # matches ctl-* as well
+    operator.stop()
+    try:
+        operator.start("--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1")
+        cluster.kubectl("create", "namespace", doomed)
+        apply(cluster, doomed, manifest("filler", **fill))
+        obj = wait_for(phase_is(cluster, doomed, "filler", "Ready"), 90, "filler Ready")
+        assert h200_gpus(obj) == 8
+        assert f'namespace="{doomed}"' in wait_for(metrics_text, 10, "metrics")
+        delete_namespace(cluster, doomed)  # returns once the namespace is gone
+        assert cluster.kubectl("get", "namespace", doomed, check=False).returncode != 0
+
+        apply(cluster, ns, manifest("next", **fill))
+        obj = wait_for(phase_is(cluster, ns, "next", "Ready"), 90, "the same 8 H200 GPUs planned again")
+        assert h200_gpus(obj) == 8
+        wait_for(lambda: f'namespace="{doomed}"' not in metrics_text(), 10, "the deleted one's series gone")
+        assert 'namespaces "' + doomed + '" not found' not in operator.log_tail(200_000)
+    finally:
+        cluster.kubectl("delete", "namespace", doomed, "--ignore-not-found", "--wait=false", check=False)
         operator.stop()
         operator.start()
 

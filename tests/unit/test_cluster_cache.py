@@ -214,3 +214,59 @@ def test_the_echo_of_a_cached_version_is_known_a_newer_one_is_not() -> None:
     assert not is_known(obj("8"), obj("7"))
     assert not is_known(obj("7", uid="u2"), obj("7"))  # a re-created object of the same name
     assert not is_known(obj("7"), None) and not is_known(obj("x"), obj("x"))
+
+
+def test_a_namespace_being_deleted_takes_its_glmdeployments_pods_and_gpus_out_of_the_caches() -> None:
+    """kopf stops a namespace pattern's watches in a namespace being deleted before its objects'
+    DELETED events: the operator forgets them itself, and ignores what still comes, until the
+    namespace is gone or made again."""
+    import asyncio
+
+    from glm_operator.controller import metrics
+
+    def glmd(name: str, ns: str = "llm", rv: str = "1") -> dict[str, Any]:
+        return {
+            "apiVersion": "inference.glm.dev/v1alpha1",
+            "kind": "GLMDeployment",
+            "metadata": {"name": name, "namespace": ns, "uid": f"u-{ns}-{name}", "resourceVersion": rv},
+            "spec": {"model": {"id": "zai-org/glm-4-9b-chat"}},
+        }
+
+    def namespace(name: str, deleting: bool) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name}
+        if deleting:
+            meta["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+        return {"metadata": meta}
+
+    async def scenario() -> None:
+        op = Operator(OperatorConfig(namespaces=("llm*",), leader_election=False), api=None)  # type: ignore[arg-type]
+        op.on_glmdeployment("ADDED", glmd("a"))
+        op.on_glmdeployment("ADDED", glmd("b", ns="llm-other"))
+        op.on_pod("ADDED", pod("p1", "n1", 8, owner="a"))
+        op.on_pod("ADDED", pod("p2", "n1", 4))  # not the operator's, same namespace
+        metrics.PLAN_FITS.labels("llm", "a").set(1)
+        assert op.cache.gpus_used() == {"n1": {"nvidia.com/gpu": 12}}
+        assert op.cache.owned.pods_of(("llm", "a"))
+
+        op.on_namespace("MODIFIED", namespace("llm", deleting=True))
+        assert ("llm", "a") not in op.cache.owned.glmdeployments
+        assert ("llm", "a") not in op.queue.known
+        assert not op.cache.owned.pods_of(("llm", "a"))
+        assert op.cache.gpus_used() == {}, "pods of a namespace being deleted hold no GPUs in a plan"
+        assert ("llm", "a") not in {labels[:2] for labels in metrics.PLAN_FITS._metrics}
+        assert ("llm-other", "b") in op.cache.owned.glmdeployments, "other namespaces are untouched"
+
+        # Events still on their way, and a status write's answer, store nothing again.
+        op.on_glmdeployment("MODIFIED", glmd("a", rv="2"))
+        op.on_pod("MODIFIED", pod("p1", "n1", 8, owner="a"))
+        op.cache.owned.set_glmdeployment(glmd("a", rv="3"))
+        assert ("llm", "a") not in op.cache.owned.glmdeployments
+        assert op.cache.gpus_used() == {}
+
+        # Gone, then made again under the same name: served as any namespace.
+        op.on_namespace("DELETED", namespace("llm", deleting=True))
+        op.on_namespace("ADDED", namespace("llm", deleting=False))
+        op.on_glmdeployment("ADDED", glmd("a", rv="9"))
+        assert ("llm", "a") in op.cache.owned.glmdeployments and ("llm", "a") in op.queue.known
+
+    asyncio.run(scenario())

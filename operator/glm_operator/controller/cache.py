@@ -128,11 +128,14 @@ class OwnedObjects:
         self.pods: dict[Key, dict[str, dict[str, Any]]] = {}  # by pod uid
         # per GLMDeployment, the view of each child its last reconcile read (controller.predicates)
         self.read_views: dict[Key, dict[ChildKey, ChildView]] = {}
+        # namespaces being deleted: nothing of theirs is stored again (a write's answer, an
+        # event still on its way) until the namespace is gone or made again (``reopen``)
+        self.terminating: set[str] = set()
 
     def set_glmdeployment(self, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         key = (str(meta.get("namespace")), str(meta.get("name")))
-        if not is_known(obj, self.glmdeployments.get(key)):
+        if key[0] not in self.terminating and not is_known(obj, self.glmdeployments.get(key)):
             self.glmdeployments[key] = slim_object(obj)
 
     def delete_glmdeployment(self, key: Key) -> None:
@@ -143,6 +146,8 @@ class OwnedObjects:
         return self.children.get(key, {}).get((api_version, kind, name))
 
     def set_child(self, key: Key, obj: Mapping[str, Any]) -> None:
+        if key[0] in self.terminating:
+            return
         child = child_key(obj)
         per_owner = self.children.setdefault(key, {})
         if not is_known(obj, per_owner.get(child)):
@@ -162,6 +167,8 @@ class OwnedObjects:
                 self.delete_child(key, *child)
 
     def set_pod(self, key: Key, pod: Mapping[str, Any]) -> None:
+        if key[0] in self.terminating:
+            return
         uid = str((pod.get("metadata") or {}).get("uid", ""))
         per_owner = self.pods.setdefault(key, {})
         if not is_known(pod, per_owner.get(uid)):
@@ -195,6 +202,19 @@ class OwnedObjects:
     def pods_of(self, key: Key) -> list[dict[str, Any]]:
         return list(self.pods.get(key, {}).values())
 
+    def forget_namespace(self, namespace: str) -> list[Key]:
+        """Drop every GLMDeployment of ``namespace`` with its children and pods, and store none
+        again until ``reopen``; their keys."""
+        self.terminating.add(namespace)
+        keys = [key for key in self.glmdeployments if key[0] == namespace]
+        for held in (self.glmdeployments, self.children, self.pods, self.read_views):
+            for key in [k for k in held if k[0] == namespace]:
+                del held[key]
+        return keys
+
+    def reopen(self, namespace: str) -> None:
+        self.terminating.discard(namespace)
+
 
 class ClusterCache:
     def __init__(self, node_label_keys: frozenset[str] = frozenset()) -> None:
@@ -204,8 +224,8 @@ class ClusterCache:
         self.nodes: dict[str, dict[str, Any]] = {}
         self._fingerprints: dict[str, tuple[str, ...]] = {}
         self.node_changes: dict[str, int] = {}  # fingerprint part -> changes since last taken
-        # pod uid -> (node, owner GLMDeployment key or None, {resource: count})
-        self._pods: dict[str, tuple[str, tuple[str, str] | None, dict[str, int]]] = {}
+        # pod uid -> (node, namespace, owner GLMDeployment key or None, {resource: count})
+        self._pods: dict[str, tuple[str, str, tuple[str, str] | None, dict[str, int]]] = {}
         self.owned = OwnedObjects()
 
     # -- nodes -------------------------------------------------------------------------------
@@ -247,13 +267,22 @@ class ClusterCache:
         node = (pod.get("spec") or {}).get("nodeName")
         phase = (pod.get("status") or {}).get("phase")
         gpus = pod_gpu_requests(pod)
+        if meta.get("namespace") in self.owned.terminating:
+            gpus = {}  # as below: a pod being deleted holds no GPU in a plan
         if not node or not gpus or phase in TERMINAL_PHASES or meta.get("deletionTimestamp"):
             self._pods.pop(uid, None)
             return
-        self._pods[uid] = (str(node), owner, gpus)
+        self._pods[uid] = (str(node), str(meta.get("namespace", "")), owner, gpus)
 
     def delete_pod(self, uid: str) -> None:
         self._pods.pop(uid, None)
+
+    def forget_namespace(self, namespace: str) -> list[Key]:
+        """A namespace being deleted: its pods no longer hold GPUs (as a pod being deleted does
+        not, see ``set_pod``) and its GLMDeployments are gone from the cache; their keys."""
+        for uid in [uid for uid, (_, ns, _, _) in self._pods.items() if ns == namespace]:
+            del self._pods[uid]
+        return self.owned.forget_namespace(namespace)
 
     def replace_pods(self, pods: list[tuple[dict[str, Any], tuple[str, str] | None]]) -> None:
         self._pods.clear()
@@ -263,7 +292,7 @@ class ClusterCache:
     def gpus_used(self, exclude_owner: tuple[str, str] | None = None) -> dict[str, dict[str, int]]:
         """GPUs held on each node by pods other than ``exclude_owner``'s own."""
         used: dict[str, dict[str, int]] = {}
-        for node, owner, gpus in self._pods.values():
+        for node, _, owner, gpus in self._pods.values():
             if exclude_owner is not None and owner == exclude_owner:
                 continue
             per_node = used.setdefault(node, {})

@@ -244,8 +244,7 @@ class Operator:
         if not self.watches_namespace(key[0]):
             return
         if event_type == "DELETED":
-            self.cache.owned.delete_glmdeployment(key)
-            self.queue.forget(key)
+            self._forget_glmdeployment(key)
             return
         if is_known(obj, self.cache.owned.glmdeployments.get(key)):
             return  # the echo of this process's own status write: nothing to reconcile
@@ -253,6 +252,35 @@ class Operator:
         urgent = not spec_planned(obj)
         metrics.ENQUEUED.labels(cause="spec" if urgent else "glmdeployment").inc()
         self.queue.add(key, urgent=urgent)  # a spec not planned yet goes first
+
+    def _forget_glmdeployment(self, key: Key) -> None:
+        self.cache.owned.delete_glmdeployment(key)
+        self.queue.forget(key)
+        metrics.forget(*key)  # its per-object series (a reconcile may never run for it again)
+
+    def on_namespace(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        """A namespace being deleted takes its GLMDeployments, children and pods with it. kopf
+        stops a namespace pattern's watch streams in it as soon as the namespace controller
+        reports on its deletion, before those objects' DELETED events: without this, they stayed
+        in the caches for good, the GLMDeployments were reconciled (404) at every resync and
+        re-plan, and the pods held their GPUs in every plan. Its objects are forgotten once, and
+        their later events ignored, until the namespace is gone (or made again)."""
+        meta = obj.get("metadata") or {}
+        namespace = str(meta.get("name", ""))
+        if event_type != "DELETED" and not meta.get("deletionTimestamp"):
+            self.cache.owned.reopen(namespace)  # made again under the same name
+            return
+        if event_type != "DELETED" and namespace in self.cache.owned.terminating:
+            return  # forgotten already
+        keys = self.cache.forget_namespace(namespace)
+        if event_type == "DELETED":
+            self.cache.owned.reopen(namespace)
+        for key in keys:
+            self._forget_glmdeployment(key)
+        for memo_key in [k for k in self.applied if k[0] == namespace]:
+            del self.applied[memo_key]
+        if keys:
+            log.info("namespace %s is being deleted: %d GLMDeployments forgotten", namespace, len(keys))
 
     def on_node(self, event_type: str | None, obj: dict[str, Any]) -> None:
         name = str((obj.get("metadata") or {}).get("name", ""))
@@ -553,7 +581,10 @@ class Operator:
                 self.on_child("ADDED", obj, api_version, kind)
 
     def watches_namespace(self, namespace: str) -> bool:
-        """kopf-style namespace patterns: globs, ``!`` negations, the rightmost match wins."""
+        """kopf-style namespace patterns: globs, ``!`` negations, the rightmost match wins; never
+        a namespace being deleted (``on_namespace``)."""
+        if namespace in self.cache.owned.terminating:
+            return False
         if not self.config.namespaces:
             return True
         matched = self.config.namespaces[0].startswith("!")

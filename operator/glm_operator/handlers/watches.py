@@ -59,6 +59,11 @@ async def node_event(event: Any, body: Any, memo: Any, **_: Any) -> None:
     _operator(memo).on_node(event.get("type"), dict(event.get("object") or body))
 
 
+@kopf.on.event("", "v1", "namespaces")
+async def namespace_event(event: Any, body: Any, memo: Any, **_: Any) -> None:
+    _operator(memo).on_namespace(event.get("type"), dict(event.get("object") or body))
+
+
 @kopf.on.event("", "v1", "pods")
 async def pod_event(event: Any, body: Any, memo: Any, **_: Any) -> None:
     _operator(memo).on_pod(event.get("type"), dict(event.get("object") or body))
