@@ -245,6 +245,7 @@ def test_a_namespace_being_deleted_takes_its_glmdeployments_pods_and_gpus_out_of
         op.on_pod("ADDED", pod("p1", "n1", 8, owner="a"))
         op.on_pod("ADDED", pod("p2", "n1", 4))  # not the operator's, same namespace
         metrics.PLAN_FITS.labels("llm", "a").set(1)
+        op.gateways.on_gateway("ADDED", {"metadata": {"namespace": "llm", "name": "gw", "uid": "g"}})
         assert op.cache.gpus_used() == {"n1": {"nvidia.com/gpu": 12}}
         assert op.cache.owned.pods_of(("llm", "a"))
 
@@ -254,6 +255,7 @@ def test_a_namespace_being_deleted_takes_its_glmdeployments_pods_and_gpus_out_of
         assert not op.cache.owned.pods_of(("llm", "a"))
         assert op.cache.gpus_used() == {}, "pods of a namespace being deleted hold no GPUs in a plan"
         assert ("llm", "a") not in {labels[:2] for labels in metrics.PLAN_FITS._metrics}
+        assert ("llm", "gw") not in op.gateways.bodies and ("llm", "gw") not in op.gateways.queue.known
         assert ("llm-other", "b") in op.cache.owned.glmdeployments, "other namespaces are untouched"
 
         # Events still on their way, and a status write's answer, store nothing again.

@@ -133,13 +133,13 @@ class KubeClient:
             raise exc
         return json.loads(text) if text else {}
 
-    # -- reads ---------------------------------------------------------------------------------
     def close_idle_connections(self) -> None:
         """Close the pooled connections no request uses (urllib3 keeps every one it opened, up
         to the pool's size); one in use is closed when its request returns. The next request
         opens a new one."""
         self.api.rest_client.pool_manager.clear()
 
+    # -- reads ---------------------------------------------------------------------------------
     def list(
         self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
     ) -> list[dict[str, Any]]:

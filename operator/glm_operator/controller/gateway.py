@@ -78,6 +78,11 @@ class GatewayController:
         self.bodies[key] = dict(obj)
         self.queue.add(key)
 
+    def forget_namespace(self, namespace: str) -> None:
+        """A namespace being deleted (``Operator.on_namespace``): its GLMGateways are gone."""
+        for key in [k for k in self.bodies if k[0] == namespace]:
+            self.on_gateway("DELETED", {"metadata": {"namespace": key[0], "name": key[1]}})
+
     def on_gateway_deployment(self, event_type: str | None, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         owners = [o for o in meta.get("ownerReferences") or [] if o.get("kind") == GATEWAY_KIND]

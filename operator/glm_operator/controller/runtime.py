@@ -273,6 +273,7 @@ class Operator:
         if event_type != "DELETED" and namespace in self.cache.owned.terminating:
             return  # forgotten already
         keys = self.cache.forget_namespace(namespace)
+        self.gateways.forget_namespace(namespace)
         if event_type == "DELETED":
             self.cache.owned.reopen(namespace)
         for key in keys:
