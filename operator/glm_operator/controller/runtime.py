@@ -258,6 +258,11 @@ class Operator:
         self.queue.forget(key)
         metrics.forget(*key)  # its per-object series (a reconcile may never run for it again)
 
+    def _forget_applied(self, namespace: str) -> None:
+        """Drop the applied digests of ``namespace``'s children: the next apply is sent."""
+        for memo_key in [k for k in self.applied if k[0] == namespace]:
+            del self.applied[memo_key]
+
     def on_namespace(self, event_type: str | None, obj: dict[str, Any]) -> None:
         """A namespace being deleted takes its GLMDeployments, children and pods with it. kopf
         stops a namespace pattern's watch streams in it as soon as the namespace controller
@@ -278,8 +283,7 @@ class Operator:
             self.cache.owned.reopen(namespace)
         for key in keys:
             self._forget_glmdeployment(key)
-        for memo_key in [k for k in self.applied if k[0] == namespace]:
-            del self.applied[memo_key]
+        self._forget_applied(namespace)
         if keys:
             log.info("namespace %s is being deleted: %d GLMDeployments forgotten", namespace, len(keys))
 
@@ -631,8 +635,7 @@ class Operator:
             metrics.RECONCILE_SECONDS.observe(time.perf_counter() - started)
             self.queue.forget(key)
             metrics.forget(namespace, name)
-            for applied_key in [k for k in self.applied if k[0] == namespace]:
-                self.applied.pop(applied_key, None)  # its children are gone with it
+            self._forget_applied(namespace)  # its children are gone with it
             metrics.RECONCILES.labels(result="ok").inc()
             return None
 
