@@ -123,16 +123,17 @@ async def _slow_workload_apply(result_status: dict[str, Any] | None, requeued: i
     op.cache.owned.set_glmdeployment(copy.deepcopy(BODY))
     await asyncio.wait_for(reconcile(op, "llm", "g"), 5)
     assert "Deployment" not in api.applied and len(op.queue) == 0
-    # The workload had a head start: the Service and PDB were sent after it, not alongside.
-    head_start = SLOW_APPLY_SECONDS * 0.9
-    assert api.started["Service"] - api.started["Deployment"] >= head_start
-    assert api.started["PodDisruptionBudget"] - api.started["Deployment"] >= head_start
+    # The Service and PDB wait while the workload is on the wire, not alongside it.
+    await asyncio.sleep(SLOW_APPLY_SECONDS)
+    assert "Service" not in api.started and "PodDisruptionBudget" not in api.started
     api.release.set()
     for _ in range(100):
         if not op.pending_applies:
             break
         await asyncio.sleep(0.05)
     assert api.applied.count("Deployment") == 1
+    assert api.started["Service"] >= api.started["Deployment"] + SLOW_APPLY_SECONDS
+    assert api.started["PodDisruptionBudget"] >= api.started["Deployment"] + SLOW_APPLY_SECONDS
     assert len(op.queue) == requeued, result_status
 
 
@@ -216,11 +217,71 @@ def test_companion_applies_in_the_background_never_hold_back_a_new_workload() ->
         await asyncio.wait_for(reconcile(op, "llm", "g"), 5)
         assert time.monotonic() - started < 4
         assert "Deployment" not in api.applied
-        assert [kind for ns, kind, _ in op.pending_applies if ns == "llm"] == ["Deployment"]
+        # Its Service and PDB wait for it (see the test below), but do not count.
+        pending = [kind for ns, kind, _ in op.pending_applies if ns == "llm"]
+        assert pending == ["Deployment", "Service", "PodDisruptionBudget"]
         # A workload of another GLMDeployment on the wire does count.
         op.pending_applies[("other", "Deployment", "d")] = blocked
         assert op.pending_workload_applies() == 2
         api.release.set()
         blocked.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_companions_wait_while_workload_writes_are_on_the_wire() -> None:
+    """In a burst, the Services (their ClusterIP allocation is among the apiserver's costliest
+    writes) go after the workloads on the wire; alone, a companion is sent at once."""
+
+    async def scenario() -> None:
+        api = SlowServiceApi(slow_kind="Deployment")
+        op = Operator(OperatorConfig(leader_election=False, workers=2), api=api)  # type: ignore[arg-type]
+        op.cache.replace_nodes(NODES)
+        op.cache.owned.set_glmdeployment(copy.deepcopy(BODY))
+
+        await asyncio.wait_for(reconcile(op, "llm", "g"), 5)
+        await asyncio.sleep(0.3)
+        # The Deployment is held on the wire: its Service and PDB wait, with the lane free.
+        assert set(api.started) == {"Deployment"}
+        assert ("llm", "Service", "g") in op.pending_applies
+
+        api.release.set()
+        for _ in range(100):
+            if not op.pending_applies:
+                break
+            await asyncio.sleep(0.05)
+        assert not op.pending_applies
+        assert api.applied[0] == "Deployment"
+        assert sorted(api.applied[1:]) == ["PodDisruptionBudget", "Service"]
+
+        # No workload write on the wire: a companion goes at once.
+        service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "llm"}}
+        result = await asyncio.wait_for(op.submit_apply(service), 1)
+        assert result["metadata"]["resourceVersion"] == "7"
+        op.planning_pool.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_a_held_companion_goes_after_its_hold_even_when_workloads_never_stop(monkeypatch: Any) -> None:
+    """A steady stream of workload writes delays a companion by COMPANION_HOLD_SECONDS at most."""
+    from glm_operator.controller import runtime
+
+    monkeypatch.setattr(runtime, "COMPANION_HOLD_SECONDS", 0.3)
+
+    async def scenario() -> None:
+        api = SlowServiceApi(slow_kind="Deployment")
+        op = Operator(OperatorConfig(leader_election=False, workers=2), api=api)  # type: ignore[arg-type]
+        meta = {"name": "d", "namespace": "llm"}
+        deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta}
+        service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "llm"}}
+        workload = op.submit_apply(deployment)
+        started = time.monotonic()
+        await asyncio.wait_for(op.submit_apply(service), 5)
+        assert 0.25 <= time.monotonic() - started < 3
+        assert not workload.done()
+        api.release.set()
+        await asyncio.wait_for(workload, 5)
+        op.planning_pool.shutdown()
 
     asyncio.run(scenario())

@@ -18,6 +18,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from glm_operator.clients.kube import API_VERSION, KubeClient, NotLeader, summarize_api_error
@@ -50,6 +51,7 @@ REPLAN_MIN_INTERVAL = 5.0  # seconds between two node-driven re-plans of every G
 RESYNC_SHARE = 4  # a resync keeps at most workers / RESYNC_SHARE of its keys queued or in flight
 COMPANION_LANE_THREADS = 4  # Service, PDB and PodMonitor applies in flight at once (the apiserver
 # allocates a Service's ClusterIP under a lock; nothing uses these objects before a pod is Ready)
+COMPANION_HOLD_SECONDS = 30.0  # longest a companion apply waits for the workload writes in flight
 
 
 def crd_serves(crd: dict[str, Any], api_version: str) -> bool:
@@ -118,6 +120,10 @@ class Operator:
         self.companion_lane = concurrent.futures.ThreadPoolExecutor(
             max_workers=COMPANION_LANE_THREADS, thread_name_prefix="companion-apply"
         )
+        # workload creates/applies on the wire; the companions wait while there are any
+        self._workload_writes = 0
+        self._workload_writes_idle = asyncio.Event()
+        self._workload_writes_idle.set()
         self.autoscaler: Any = None  # glm_operator.controller.autoscaling.Autoscaler when enabled
         self.lws_available = False  # LeaderWorkerSet CRD installed (multi-node variants)
         self.nodepools = NodePoolCache()  # Karpenter NodePools: capacity node autoscalers can add
@@ -442,10 +448,34 @@ class Operator:
     def submit_apply(self, obj: dict[str, Any], create: bool = False) -> asyncio.Future[Any]:
         """Start a server-side apply (``create``: a POST, see ``KubeClient.create_or_apply``);
         workloads in the shared pool, the GLMDeployment-wide companions (Service, PDB,
-        PodMonitor) in their own lane (see reconcile.execute)."""
+        PodMonitor) in their own lane (see reconcile.execute).
+
+        A companion waits while workload writes are on the wire (at most
+        COMPANION_HOLD_SECONDS): in a burst of new GLMDeployments the apiserver serves the
+        workloads, which start the long path (scheduling, image pull, model load), before the
+        Services, whose ClusterIP allocation is among its costliest writes and which nothing uses
+        before a pod is Ready. Alone, a companion is not held."""
         loop = asyncio.get_running_loop()
-        pool = None if obj.get("kind") in WORKLOAD_KIND_NAMES else self.companion_lane
-        return loop.run_in_executor(pool, self.api.create_or_apply if create else self.api.apply, obj)
+        write = self.api.create_or_apply if create else self.api.apply
+        if obj.get("kind") not in WORKLOAD_KIND_NAMES:
+            if self._workload_writes_idle.is_set():
+                return loop.run_in_executor(self.companion_lane, write, obj)
+            return asyncio.ensure_future(self._held_companion_apply(write, obj))
+        future = loop.run_in_executor(None, write, obj)
+        self._workload_writes += 1
+        self._workload_writes_idle.clear()
+        future.add_done_callback(self._workload_write_done)
+        return future
+
+    def _workload_write_done(self, _: asyncio.Future[Any]) -> None:
+        self._workload_writes -= 1
+        if self._workload_writes == 0:
+            self._workload_writes_idle.set()
+
+    async def _held_companion_apply(self, write: Callable[[Any], Any], obj: dict[str, Any]) -> Any:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._workload_writes_idle.wait(), COMPANION_HOLD_SECONDS)
+        return await asyncio.get_running_loop().run_in_executor(self.companion_lane, write, obj)
 
     def pending_workload_applies(self) -> int:
         """Background workload applies (they hold a thread of the shared pool; the companions
