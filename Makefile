@@ -55,7 +55,7 @@ e2e: deps ## e2e tests on the local control plane with simulated GPU nodes
 	$(BIN)/python -m pytest tests/e2e -q
 
 test: deps lint ## everything: lint, types, unit and e2e tests
-	$(BIN)/python -m pytest tests -q
+	$(BIN)/python -m pytest tests -q --durations=25
 
 cluster: deps ## start the local cluster (kubeconfig in .cluster/kubeconfig)
 	$(BIN)/glm-operator cluster up

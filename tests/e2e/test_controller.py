@@ -593,7 +593,7 @@ def test_a_deleted_namespace_leaves_no_gpus_held_and_no_glmdeployment_behind(
         obj = wait_for(phase_is(cluster, doomed, "filler", "Ready"), 90, "filler Ready")
         assert h200_gpus(obj) == 8
         assert f'namespace="{doomed}"' in wait_for(metrics_text, 10, "metrics")
-        delete_namespace(cluster, doomed)  # returns once the namespace is gone
+        delete_namespace(cluster, doomed, until_gone=True)  # through the namespace controller alone
         assert cluster.kubectl("get", "namespace", doomed, check=False).returncode != 0
 
         apply(cluster, ns, manifest("next", **fill))
