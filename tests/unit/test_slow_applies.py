@@ -64,6 +64,14 @@ class SlowServiceApi:
         return True
 
 
+async def background_applies_done(op: Operator, timeout: float = 5.0) -> None:
+    """Wait (up to ``timeout``) until no apply is left on the wire in the background."""
+    for _ in range(int(timeout / 0.05)):
+        if not op.pending_applies:
+            return
+        await asyncio.sleep(0.05)
+
+
 BODY: dict[str, Any] = {
     "apiVersion": "inference.glm.dev/v1alpha1",
     "kind": "GLMDeployment",
@@ -95,10 +103,7 @@ def test_a_slow_service_apply_finishes_in_the_background_without_another_reconci
         assert api.applied.count("Service") == 0 and len(op.pending_applies) == 1
 
         api.release.set()
-        for _ in range(100):
-            if not op.pending_applies:
-                break
-            await asyncio.sleep(0.05)
+        await background_applies_done(op)
         assert not op.pending_applies
         assert api.applied.count("Service") == 1
         assert op.applied[service_key][1] == "7"  # its resourceVersion, from the apply's answer
@@ -127,10 +132,7 @@ async def _slow_workload_apply(result_status: dict[str, Any] | None, requeued: i
     await asyncio.sleep(SLOW_APPLY_SECONDS)
     assert "Service" not in api.started and "PodDisruptionBudget" not in api.started
     api.release.set()
-    for _ in range(100):
-        if not op.pending_applies:
-            break
-        await asyncio.sleep(0.05)
+    await background_applies_done(op)
     assert api.applied.count("Deployment") == 1
     assert api.started["Service"] >= api.started["Deployment"] + SLOW_APPLY_SECONDS
     assert api.started["PodDisruptionBudget"] >= api.started["Deployment"] + SLOW_APPLY_SECONDS
@@ -246,10 +248,7 @@ def test_companions_wait_while_workload_writes_are_on_the_wire() -> None:
         assert ("llm", "Service", "g") in op.pending_applies
 
         api.release.set()
-        for _ in range(100):
-            if not op.pending_applies:
-                break
-            await asyncio.sleep(0.05)
+        await background_applies_done(op)
         assert not op.pending_applies
         assert api.applied[0] == "Deployment"
         assert sorted(api.applied[1:]) == ["PodDisruptionBudget", "Service"]
