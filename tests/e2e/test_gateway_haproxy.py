@@ -377,8 +377,9 @@ def test_prefix_affinity_raises_the_prefix_cache_hit_rate(
     print(f"\nprefix-cache hit rate: leastconn {least:.2f}, prefix affinity {affinity:.2f}")
     # With affinity, a conversation's later turns land on the pod that holds its prefix: 84 of the
     # 96 requests can hit at best (the first turn of each of the 12 conversations cannot); the
-    # bounded load spills some (0.70-0.84 seen). Spreading the requests without regard to the
-    # prefix over the 3 pods would hit about a third of that (~0.3). Least-conn is not a reliable
-    # baseline on an idle loopback (it keeps choosing the same idle pod, which also hits), so it is
-    # reported, not compared.
-    assert affinity >= 0.6, (least, affinity)
+    # bounded load spills some (0.70-0.84 seen on a quiet machine, 0.59 once in CI on a loaded
+    # one, where slower answers make the bounded load spill more). Spreading the requests without
+    # regard to the prefix over the 3 pods would hit about a third of that (~0.3), so 0.5 still
+    # tells affinity from none. Least-conn is not a reliable baseline on an idle loopback (it keeps
+    # choosing the same idle pod, which also hits), so it is reported, not compared.
+    assert affinity >= 0.5, (least, affinity)
