@@ -27,8 +27,10 @@ NODES = yaml.safe_load((ROOT / "tests" / "fixtures" / "gpu-cluster.yaml").read_t
 class SlowServiceApi:
     """Applies succeed at once, except ``slow_kind`` (Services), which waits until ``release``."""
 
-    def __init__(self, slow_kind: str = "Service") -> None:
+    def __init__(self, slow_kind: str = "Service", slow_name: str | None = None) -> None:
         self.slow_kind = slow_kind
+        self.slow_name = slow_name  # only this name of slow_kind waits (None: every one)
+        self.events: list[str] = []  # reasons, in the order posted
         self.release = threading.Event()
         self.applied: list[str] = []
         self.started: dict[str, float] = {}  # kind -> when its first apply was sent
@@ -39,7 +41,7 @@ class SlowServiceApi:
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         self.started.setdefault(obj["kind"], time.monotonic())
-        if obj["kind"] == self.slow_kind:
+        if obj["kind"] == self.slow_kind and self.slow_name in (None, obj["metadata"]["name"]):
             assert self.release.wait(10)
         self.applied.append(obj["kind"])
         out = copy.deepcopy(obj)
@@ -57,8 +59,8 @@ class SlowServiceApi:
         self.status_writes += 1
         return {**BODY, "status": status, "metadata": {**BODY["metadata"], "resourceVersion": "8"}}
 
-    def create_event(self, *_: Any, **__: Any) -> None:
-        pass
+    def create_event(self, *_: Any, reason: str, **__: Any) -> None:
+        self.events.append(reason)
 
     def delete(self, *_: Any) -> bool:
         return True
@@ -281,6 +283,49 @@ def test_a_held_companion_goes_after_its_hold_even_when_workloads_never_stop(mon
         assert not workload.done()
         api.release.set()
         await asyncio.wait_for(workload, 5)
+        op.planning_pool.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_a_reconcile_does_not_wait_for_companions_held_behind_other_workloads(monkeypatch: Any) -> None:
+    """In a burst, another GLMDeployment's workload on the wire holds this one's Service and
+    PDB: the reconcile writes its status at once instead of spending its apply budget on them,
+    and its Events wait with the companions."""
+    from glm_operator.controller import reconcile as reconcile_module
+
+    monkeypatch.setattr(reconcile_module, "SLOW_APPLY_SECONDS", 3.0)  # a wait for them would show
+
+    async def scenario() -> None:
+        api = SlowServiceApi(slow_kind="Deployment", slow_name="other")
+        op = Operator(OperatorConfig(leader_election=False, workers=2), api=api)  # type: ignore[arg-type]
+        op.cache.replace_nodes(NODES)
+        op.cache.owned.set_glmdeployment(copy.deepcopy(BODY))
+        other = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "other", "namespace": "x"},
+        }
+        other_write = op.submit_apply(other)
+
+        started = time.monotonic()
+        await asyncio.wait_for(reconcile(op, "llm", "g"), 5)
+        assert time.monotonic() - started < 1.5  # not the 3 s budget
+        assert api.applied == ["Deployment"] and api.status_writes == 1
+        held = [kind for ns, kind, _ in op.pending_applies if ns == "llm"]
+        assert held == ["Service", "PodDisruptionBudget"]
+        await asyncio.sleep(0.2)
+        assert api.events == []  # the Events wait with the companions
+
+        api.release.set()
+        await asyncio.wait_for(other_write, 5)
+        await background_applies_done(op)
+        assert sorted(api.applied) == ["Deployment", "Deployment", "PodDisruptionBudget", "Service"]
+        for _ in range(40):
+            if api.events:
+                break
+            await asyncio.sleep(0.05)
+        assert api.events  # posted once the workload writes are done
         op.planning_pool.shutdown()
 
     asyncio.run(scenario())

@@ -204,7 +204,11 @@ async def apply_children(
         await asyncio.wait(first, timeout=SLOW_APPLY_SECONDS)
     tasks = first + [op.submit_apply(obj) for _, _, obj in to_apply[len(first) :]]
     if tasks:
-        await asyncio.wait(tasks, timeout=max(0.0, deadline - loop.time()))
+        # A companion held behind other GLMDeployments' workload writes is not waited for: it
+        # would only spend the budget and delay this status write.
+        sent = [task for task in tasks if not op.was_held(task)]
+        if sent:
+            await asyncio.wait(sent, timeout=max(0.0, deadline - loop.time()))
         metrics.observe_step(urgent, "apply", loop.time() - started)
     rejected: list[Rejection] = []
     failure: BaseException | None = None

@@ -124,6 +124,7 @@ class Operator:
         self._workload_writes = 0
         self._workload_writes_idle = asyncio.Event()
         self._workload_writes_idle.set()
+        self._held_companions: set[asyncio.Future[Any]] = set()
         self.autoscaler: Any = None  # glm_operator.controller.autoscaling.Autoscaler when enabled
         self.lws_available = False  # LeaderWorkerSet CRD installed (multi-node variants)
         self.nodepools = NodePoolCache()  # Karpenter NodePools: capacity node autoscalers can add
@@ -460,7 +461,10 @@ class Operator:
         if obj.get("kind") not in WORKLOAD_KIND_NAMES:
             if self._workload_writes_idle.is_set():
                 return loop.run_in_executor(self.companion_lane, write, obj)
-            return asyncio.ensure_future(self._held_companion_apply(write, obj))
+            held = asyncio.ensure_future(self._held_companion_apply(write, obj))
+            self._held_companions.add(held)
+            held.add_done_callback(self._held_companions.discard)
+            return held
         future = loop.run_in_executor(None, write, obj)
         self._workload_writes += 1
         self._workload_writes_idle.clear()
@@ -472,9 +476,18 @@ class Operator:
         if self._workload_writes == 0:
             self._workload_writes_idle.set()
 
-    async def _held_companion_apply(self, write: Callable[[Any], Any], obj: dict[str, Any]) -> Any:
+    def was_held(self, apply: asyncio.Future[Any]) -> bool:
+        """``apply`` (from ``submit_apply``) is a companion that was held behind the workload
+        writes on the wire: a reconcile does not wait for it (it would only spend its budget)."""
+        return apply in self._held_companions
+
+    async def _after_workload_writes(self) -> None:
+        """Return once no workload write is on the wire, or after COMPANION_HOLD_SECONDS."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._workload_writes_idle.wait(), COMPANION_HOLD_SECONDS)
+
+    async def _held_companion_apply(self, write: Callable[[Any], Any], obj: dict[str, Any]) -> Any:
+        await self._after_workload_writes()
         return await asyncio.get_running_loop().run_in_executor(self.companion_lane, write, obj)
 
     def pending_workload_applies(self) -> int:
@@ -530,7 +543,9 @@ class Operator:
     # -- Events ------------------------------------------------------------------------------
     def post_events(self, body: dict[str, Any] | Any, events: list[Any]) -> None:
         """Post ``events`` (``desired.Event``) about ``body`` in order, without waiting; best
-        effort: a failure is logged at info and never fails the reconcile."""
+        effort: a failure is logged at info and never fails the reconcile. Like the companion
+        applies, Events wait while workload writes are on the wire (COMPANION_HOLD_SECONDS at
+        most): in a burst the apiserver serves the workloads first."""
         if not events:
             return
         task = asyncio.create_task(self._post_events(body, list(events)))
@@ -539,6 +554,7 @@ class Operator:
 
     async def _post_events(self, body: Any, events: list[Any]) -> None:
         meta = body.get("metadata") or {}
+        await self._after_workload_writes()
         async with self._event_slots:
             for event in events:
                 try:
