@@ -23,7 +23,9 @@ Deployments and Services, copied without owner into ``base-*`` namespaces, are c
 by 8 client threads, timed the same way (create sent -> Deployment ADDED on a watch), and the
 operator/baseline ratios of p50 and p99 are printed; then the same burst of GLMDeployments
 again into ``ideal*-*`` namespaces the operator does not serve, answered by an *ideal controller* (a
-watch on them that POSTs the same children from 8, then 32 threads: no planning, status or queue), timed
+watch on them that POSTs the same children from 8, then 32 threads: no planning, status or queue; then
+from 32 threads in the operator's order, Deployments first and Services held while they are on the
+wire: the floor for any controller that answers a watch), timed
 like the operator (create sent -> child Deployment ADDED) -- what the apiserver allows a controller
 under this load, printed with the operator/ideal ratios; then an idle phase (default 10 min, nodes
 renewing their Leases) reports the operator's CPU %, reconciles and requests.
@@ -71,6 +73,7 @@ from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 
 from glm_operator.controller.config import OperatorConfig
+from glm_operator.controller.runtime import COMPANION_HOLD_SECONDS, COMPANION_LANE_THREADS
 from glm_operator.testing.cluster import LocalCluster, free_port
 from glm_operator.testing.operator import RunningOperator
 
@@ -647,6 +650,9 @@ def _plain_copy(obj: dict[str, Any], api_version: str, kind: str) -> dict[str, A
     }
 
 
+IDEAL_SSA: dict[str, Any] = {"field_manager": "ideal-controller", "force": True, "_request_timeout": 30}
+
+
 class PairWriter:
     """Writes (Deployment, Service) pairs from several threads, one API client per thread: POST, or
     server-side apply (``apply``, forced, its own field manager) as the operator does."""
@@ -655,18 +661,31 @@ class PairWriter:
         self.kubeconfig, self.apply = kubeconfig, apply
         self.local = threading.local()
 
-    def write(self, namespace: str, dep: dict[str, Any], svc: dict[str, Any]) -> None:
+    def _clients(self) -> tuple[k8s.AppsV1Api, k8s.CoreV1Api]:
         if getattr(self.local, "apps", None) is None:
             client = k8s_config.new_client_from_config(str(self.kubeconfig))
             self.local.apps, self.local.core = k8s.AppsV1Api(client), k8s.CoreV1Api(client)
+        return self.local.apps, self.local.core
+
+    def write(self, namespace: str, dep: dict[str, Any], svc: dict[str, Any]) -> None:
+        self.deployment(namespace, dep)
+        self.service(namespace, svc)
+
+    def deployment(self, namespace: str, dep: dict[str, Any]) -> None:
+        apps, _ = self._clients()
         if self.apply:
-            ssa = {"field_manager": "ideal-controller", "force": True, "_request_timeout": 30}
-            ssa["_content_type"] = "application/apply-patch+yaml"
-            self.local.apps.patch_namespaced_deployment(dep["metadata"]["name"], namespace, dep, **ssa)
-            self.local.core.patch_namespaced_service(svc["metadata"]["name"], namespace, svc, **ssa)
+            ssa = {**IDEAL_SSA, "_content_type": "application/apply-patch+yaml"}
+            apps.patch_namespaced_deployment(dep["metadata"]["name"], namespace, dep, **ssa)
         else:
-            self.local.apps.create_namespaced_deployment(namespace, dep, _request_timeout=30)
-            self.local.core.create_namespaced_service(namespace, svc, _request_timeout=30)
+            apps.create_namespaced_deployment(namespace, dep, _request_timeout=30)
+
+    def service(self, namespace: str, svc: dict[str, Any]) -> None:
+        _, core = self._clients()
+        if self.apply:
+            ssa = {**IDEAL_SSA, "_content_type": "application/apply-patch+yaml"}
+            core.patch_namespaced_service(svc["metadata"]["name"], namespace, svc, **ssa)
+        else:
+            core.create_namespaced_service(namespace, svc, _request_timeout=30)
 
 
 def create_baseline(
@@ -697,7 +716,12 @@ class IdealController:
     GLMDeployments labelled ``bench-ideal`` (in ``ideal*-*`` namespaces, which the operator does not
     serve); on ADDED, ``threads`` clients create that GLMDeployment's children (the operator's own
     Deployment + Service, copied) with POST, or with server-side apply like the operator
-    (``apply``): no planning, no rendering, no status, no queue."""
+    (``apply``): no planning, no rendering, no status, no queue.
+
+    ``workloads_first``: the operator's order instead of one pair after the other. A client
+    POSTs the Deployment only; the Services go in a lane of COMPANION_LANE_THREADS clients and
+    wait while Deployment writes are on the wire (at most COMPANION_HOLD_SECONDS), as the
+    operator's companions do. The floor for any controller that answers a watch."""
 
     def __init__(
         self,
@@ -705,11 +729,20 @@ class IdealController:
         pairs: dict[str, tuple[dict[str, Any], dict[str, Any]]],
         threads: int,
         apply: bool = False,
+        workloads_first: bool = False,
     ):
         self.pairs, self.writer = pairs, PairWriter(kubeconfig, apply)
         self.pool = ThreadPoolExecutor(max_workers=threads)
+        self.workloads_first = workloads_first
+        self.companions = ThreadPoolExecutor(max_workers=COMPANION_LANE_THREADS)
+        self.in_flight = 0  # Deployment writes on the wire (workloads_first)
+        self.idle = threading.Condition()
         self.seen: dict[str, float] = {}  # ns/name -> GLMDeployment ADDED seen by this controller
         self.errors = 0
+
+    def shutdown(self) -> None:
+        for pool in (self.pool, self.companions):
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def on_glmd(self, type_: str, obj: dict[str, Any], now: float) -> None:
         meta = obj.get("metadata") or {}
@@ -720,8 +753,29 @@ class IdealController:
 
     def create(self, namespace: str, name: str) -> None:
         dep, svc = self.pairs[name]
+        if not self.workloads_first:
+            try:
+                self.writer.write(namespace, dep, svc)
+            except k8s.ApiException:
+                self.errors += 1
+            return
+        with self.idle:
+            self.in_flight += 1
         try:
-            self.writer.write(namespace, dep, svc)
+            self.writer.deployment(namespace, dep)
+        except k8s.ApiException:
+            self.errors += 1
+        finally:
+            with self.idle:
+                self.in_flight -= 1
+                self.idle.notify_all()
+        self.companions.submit(self.create_service, namespace, svc)
+
+    def create_service(self, namespace: str, svc: dict[str, Any]) -> None:
+        with self.idle:
+            self.idle.wait_for(lambda: self.in_flight == 0, timeout=COMPANION_HOLD_SECONDS)
+        try:
+            self.writer.service(namespace, svc)
         except k8s.ApiException:
             self.errors += 1
 
@@ -753,6 +807,11 @@ def create_namespaces(local: LocalCluster, names: list[str]) -> None:
     )
 
 
+def ideal_tag(threads: int, workloads_first: bool) -> str:
+    """Names one ideal burst: its label value and namespace prefix (``ideal<tag>-*``)."""
+    return f"w{threads}" if workloads_first else str(threads)
+
+
 def run_ideal_controller(
     local: LocalCluster,
     custom: k8s.CustomObjectsApi,
@@ -763,19 +822,21 @@ def run_ideal_controller(
     create_threads: int,
     schedule: dict[str, float],
     apply: bool = False,
+    workloads_first: bool = False,
 ) -> tuple[list[float], list[float], float, int]:
     """The measured burst again, into ``ideal<threads>-*`` namespaces, each create sent at the same
     offset as in the operator's burst (``schedule``, by name), answered by an ``IdealController``
     with ``threads`` client threads. Returns the latencies create sent ->
     child Deployment ADDED and -> GLMDeployment seen by the controller, the create time and the
     controller's create errors."""
-    label = f"{IDEAL_LABEL}={threads}"
-    ns_names = [f"ideal{threads}-{i}" for i in range(namespaces)]
+    tag = ideal_tag(threads, workloads_first)
+    label = f"{IDEAL_LABEL}={tag}"
+    ns_names = [f"ideal{tag}-{i}" for i in range(namespaces)]
     create_namespaces(local, ns_names)
-    ideal = IdealController(local.kubeconfig, ideal_pairs(pairs, str(threads)), threads, apply)
+    ideal = IdealController(local.kubeconfig, ideal_pairs(pairs, tag), threads, apply, workloads_first)
     docs = [d for d in glmd_docs(glmds, ns_names) if d["metadata"]["name"] in ideal.pairs]
     for d in docs:
-        d["metadata"]["labels"] = {IDEAL_LABEL: str(threads)}
+        d["metadata"]["labels"] = {IDEAL_LABEL: tag}
     lock = threading.Lock()
     child: dict[str, float] = {}
 
@@ -801,7 +862,7 @@ def run_ideal_controller(
     finally:
         for w in watches:
             w.stop_event.set()
-        ideal.pool.shutdown(wait=False, cancel_futures=True)
+        ideal.shutdown()
     with lock:
         lat = [child[k] - sent[k] for k in sent if k in child]
         seen = [ideal.seen[k] - sent[k] for k in sent if k in ideal.seen]
@@ -952,6 +1013,13 @@ def main() -> int:
         type=lambda v: [int(x) for x in v.split(",") if x],
         default=[8, OperatorConfig.workers],
         help="client threads of the ideal controller, one burst each (comma-separated; '' = skip)",
+    )
+    ap.add_argument(
+        "--ideal-workloads-first-threads",
+        type=lambda v: [int(x) for x in v.split(",") if x],
+        default=[OperatorConfig.workers],
+        help="client threads of the ideal controller in the operator's order (Deployments first, "
+        "Services held while they are on the wire), one burst each after the others ('' = skip)",
     )
     ap.add_argument(
         "--ideal-apply",
@@ -1552,7 +1620,10 @@ def main() -> int:
         )
         first_sent = min(sent.values())
         schedule = {k.split("/", 1)[1]: t - first_sent for k, t in sent.items()}
-        for threads in args.ideal_threads:
+        bursts = [(t, False) for t in args.ideal_threads]
+        bursts += [(t, True) for t in args.ideal_workloads_first_threads]
+        for threads, workloads_first in bursts:
+            name = f"{threads} thr.{', workloads first' if workloads_first else ''}"
             settled = wait_pods_settled(k8s.CoreV1Api())
             ideal_before = scrape_apiserver(local)
             lat_ideal, lat_seen, ideal_seconds, errors = run_ideal_controller(
@@ -1565,12 +1636,13 @@ def main() -> int:
                 args.create_threads,
                 schedule,
                 args.ideal_apply,
+                workloads_first,
             )
             ideal_after = scrape_apiserver(local)
             if not settled:
                 print("  (pods of the previous phase were still starting when this burst began)", flush=True)
-            out(f"apply -> child Deployment ({threads} thr.)", dist(lat_ideal))
-            out(f"apply -> GLMDeployment seen ({threads} thr.)", dist(lat_seen))
+            out(f"apply -> child Deployment ({name})", dist(lat_ideal))
+            out(f"apply -> GLMDeployment seen ({name})", dist(lat_seen))
             out("created", f"{len(lat_seen)} GLMDeployments in {ideal_seconds:.2f} s; {errors} create errors")
             out(
                 "its creates, server side",
@@ -1580,12 +1652,12 @@ def main() -> int:
             )
             if lat_ideal and lat_child:
                 out(
-                    f"operator / ideal ({threads} threads)",
+                    f"operator / ideal ({name})",
                     f"p50 x{pct(lat_child, 0.5) / max(pct(lat_ideal, 0.5), 1e-6):.1f}, "
                     f"p99 x{pct(lat_child, 0.99) / max(pct(lat_ideal, 0.99), 1e-6):.1f} "
                     "(apply -> child Deployment)",
                 )
-            ideal_ns = [f"ideal{threads}-{i}" for i in range(args.namespaces)]
+            ideal_ns = [f"ideal{ideal_tag(threads, workloads_first)}-{i}" for i in range(args.namespaces)]
             free_gpus(local, k8s.CoreV1Api(), ideal_ns, "glmdeployments,deployments")
 
         out("total script time", f"{time.monotonic() - started:.0f} s")
