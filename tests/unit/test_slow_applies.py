@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from glm_operator.controller.config import OperatorConfig
-from glm_operator.controller.reconcile import SLOW_APPLY_SECONDS, Rejection, reconcile, reconcile_children
+from glm_operator.controller.reconcile import SLOW_APPLY_SECONDS, reconcile
 from glm_operator.controller.runtime import Operator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,20 +74,6 @@ async def background_applies_done(op: Operator, timeout: float = 5.0) -> None:
         await asyncio.sleep(0.05)
 
 
-TAILS: set[asyncio.Future[None]] = set()
-
-
-async def reconcile_as_worker(op: Operator, namespace: str, name: str) -> list[Rejection]:
-    """What a worker waits for: the reconcile up to its tail (status write, Events), which goes
-    on in the background as the work queue runs it (a held workload also holds the status)."""
-    outcome = await reconcile_children(op, namespace, name)
-    assert outcome is not None
-    tail = asyncio.ensure_future(outcome.finish())
-    TAILS.add(tail)
-    tail.add_done_callback(TAILS.discard)
-    return outcome.rejected
-
-
 BODY: dict[str, Any] = {
     "apiVersion": "inference.glm.dev/v1alpha1",
     "kind": "GLMDeployment",
@@ -142,7 +128,7 @@ async def _slow_workload_apply(result_status: dict[str, Any] | None, requeued: i
     op = Operator(OperatorConfig(leader_election=False, workers=2), api=api)  # type: ignore[arg-type]
     op.cache.replace_nodes(NODES)
     op.cache.owned.set_glmdeployment(copy.deepcopy(BODY))
-    await asyncio.wait_for(reconcile_as_worker(op, "llm", "g"), 5)
+    await asyncio.wait_for(reconcile(op, "llm", "g"), 5)
     assert "Deployment" not in api.applied and len(op.queue) == 0
     # The Service and PDB wait while the workload is on the wire, not alongside it.
     await asyncio.sleep(SLOW_APPLY_SECONDS)
@@ -195,7 +181,7 @@ def test_new_specs_keep_a_share_of_the_background_applies_routine_reconciles_may
         blocked = asyncio.get_running_loop().create_future()
         for i in range(pending):
             op.pending_applies[("other", "Deployment", f"d{i}")] = blocked
-        task = asyncio.create_task(reconcile_as_worker(op, "llm", "g"))
+        task = asyncio.create_task(reconcile(op, "llm", "g"))
         done, _ = await asyncio.wait([task], timeout=1.5)
         api.release.set()
         await asyncio.wait_for(task, 5)
@@ -232,7 +218,7 @@ def test_companion_applies_in_the_background_never_hold_back_a_new_workload() ->
         assert op.pending_workload_applies() == 0
         started = time.monotonic()
         # The Deployment apply is never released here: waiting for it would time out.
-        await asyncio.wait_for(reconcile_as_worker(op, "llm", "g"), 5)
+        await asyncio.wait_for(reconcile(op, "llm", "g"), 5)
         assert time.monotonic() - started < 4
         assert "Deployment" not in api.applied
         # Its Service and PDB wait for it (see the test below), but do not count.
@@ -257,7 +243,7 @@ def test_companions_wait_while_workload_writes_are_on_the_wire() -> None:
         op.cache.replace_nodes(NODES)
         op.cache.owned.set_glmdeployment(copy.deepcopy(BODY))
 
-        await asyncio.wait_for(reconcile_as_worker(op, "llm", "g"), 5)
+        await asyncio.wait_for(reconcile(op, "llm", "g"), 5)
         await asyncio.sleep(0.3)
         # The Deployment is held on the wire: its Service and PDB wait, with the lane free.
         assert set(api.started) == {"Deployment"}
@@ -304,9 +290,8 @@ def test_a_held_companion_goes_after_its_hold_even_when_workloads_never_stop(mon
 
 def test_a_reconcile_does_not_wait_for_companions_held_behind_other_workloads(monkeypatch: Any) -> None:
     """In a burst, another GLMDeployment's workload on the wire holds this one's Service and
-    PDB: the reconcile hands its status write to its tail at once instead of spending its apply
-    budget on them; the status write and the Events wait with the companions, and go as soon as
-    no workload write is on the wire."""
+    PDB: the reconcile writes its status at once instead of spending its apply budget on them,
+    and its Events wait with the companions."""
     from glm_operator.controller import reconcile as reconcile_module
 
     monkeypatch.setattr(reconcile_module, "SLOW_APPLY_SECONDS", 3.0)  # a wait for them would show
@@ -316,24 +301,24 @@ def test_a_reconcile_does_not_wait_for_companions_held_behind_other_workloads(mo
         op = Operator(OperatorConfig(leader_election=False, workers=2), api=api)  # type: ignore[arg-type]
         op.cache.replace_nodes(NODES)
         op.cache.owned.set_glmdeployment(copy.deepcopy(BODY))
-        meta = {"name": "other", "namespace": "x"}
-        other_write = op.submit_apply({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta})
+        other = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "other", "namespace": "x"},
+        }
+        other_write = op.submit_apply(other)
 
         started = time.monotonic()
-        outcome = await asyncio.wait_for(reconcile_module.reconcile_children(op, "llm", "g"), 5)
-        assert outcome is not None and outcome.status_changed
+        await asyncio.wait_for(reconcile(op, "llm", "g"), 5)
         assert time.monotonic() - started < 1.5  # not the 3 s budget
-        assert api.applied == ["Deployment"]
+        assert api.applied == ["Deployment"] and api.status_writes == 1
         held = [kind for ns, kind, _ in op.pending_applies if ns == "llm"]
         assert held == ["Service", "PodDisruptionBudget"]
-        tail = asyncio.ensure_future(outcome.finish())
-        await asyncio.sleep(0.3)
-        assert api.status_writes == 0 and api.events == [] and not tail.done()
+        await asyncio.sleep(0.2)
+        assert api.events == []  # the Events wait with the companions
 
         api.release.set()
         await asyncio.wait_for(other_write, 5)
-        await asyncio.wait_for(tail, 5)
-        assert api.status_writes == 1
         await background_applies_done(op)
         assert sorted(api.applied) == ["Deployment", "Deployment", "PodDisruptionBudget", "Service"]
         for _ in range(40):

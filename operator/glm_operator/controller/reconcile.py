@@ -257,11 +257,6 @@ async def apply_children(
 
     async def finish() -> None:
         if changed:
-            # In a burst, the status write waits with the companions while workload writes are on
-            # the wire: a GLMDeployment status patch is among the apiserver's costliest writes
-            # (a custom resource: JSON, schema validation, managed fields), and every one sent
-            # alongside slows the Deployment POSTs that start pods. Alone, it goes at once.
-            await op.after_workload_writes()
             started = loop.time()
             written = await asyncio.to_thread(
                 op.api.patch_status, namespace, name, status, str(meta.get("resourceVersion") or "") or None

@@ -481,14 +481,13 @@ class Operator:
         writes on the wire: a reconcile does not wait for it (it would only spend its budget)."""
         return apply in self._held_companions
 
-    async def after_workload_writes(self) -> None:
-        """Return once no workload write is on the wire, or after COMPANION_HOLD_SECONDS: what
-        no pod start waits for (companions, status writes, Events) goes after the workloads."""
+    async def _after_workload_writes(self) -> None:
+        """Return once no workload write is on the wire, or after COMPANION_HOLD_SECONDS."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._workload_writes_idle.wait(), COMPANION_HOLD_SECONDS)
 
     async def _held_companion_apply(self, write: Callable[[Any], Any], obj: dict[str, Any]) -> Any:
-        await self.after_workload_writes()
+        await self._after_workload_writes()
         return await asyncio.get_running_loop().run_in_executor(self.companion_lane, write, obj)
 
     def pending_workload_applies(self) -> int:
@@ -555,7 +554,7 @@ class Operator:
 
     async def _post_events(self, body: Any, events: list[Any]) -> None:
         meta = body.get("metadata") or {}
-        await self.after_workload_writes()
+        await self._after_workload_writes()
         async with self._event_slots:
             for event in events:
                 try:
