@@ -673,19 +673,21 @@ class PairWriter:
 
     def deployment(self, namespace: str, dep: dict[str, Any]) -> None:
         apps, _ = self._clients()
-        if self.apply:
-            ssa = {**IDEAL_SSA, "_content_type": "application/apply-patch+yaml"}
-            apps.patch_namespaced_deployment(dep["metadata"]["name"], namespace, dep, **ssa)
-        else:
-            apps.create_namespaced_deployment(namespace, dep, _request_timeout=30)
+        self._send(apps.patch_namespaced_deployment, apps.create_namespaced_deployment, namespace, dep)
 
     def service(self, namespace: str, svc: dict[str, Any]) -> None:
         _, core = self._clients()
+        self._send(core.patch_namespaced_service, core.create_namespaced_service, namespace, svc)
+
+    def _send(
+        self, patch: Callable[..., Any], create: Callable[..., Any], namespace: str, obj: dict[str, Any]
+    ) -> None:
+        """Server-side apply (``apply``) or POST one object."""
         if self.apply:
             ssa = {**IDEAL_SSA, "_content_type": "application/apply-patch+yaml"}
-            core.patch_namespaced_service(svc["metadata"]["name"], namespace, svc, **ssa)
+            patch(obj["metadata"]["name"], namespace, obj, **ssa)
         else:
-            core.create_namespaced_service(namespace, svc, _request_timeout=30)
+            create(namespace, obj, _request_timeout=30)
 
 
 def create_baseline(
