@@ -329,3 +329,48 @@ def test_a_reconcile_does_not_wait_for_companions_held_behind_other_workloads(mo
         op.planning_pool.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_the_status_write_waits_in_its_tail_while_workloads_are_on_the_wire_and_the_worker_goes_on() -> None:
+    """Through the operator's own work queue (one worker, one tail slot): while another
+    GLMDeployment's workload write is on the wire, g's status write is held in its tail, g stays
+    in flight, and the worker is free for the next key (h, whose status is held too); once the
+    workload lands, both statuses are written. With nothing on the wire, nothing is held."""
+
+    async def scenario() -> None:
+        api = SlowServiceApi(slow_kind="Deployment", slow_name="other")
+        op = Operator(OperatorConfig(leader_election=False, workers=1), api=api)  # type: ignore[arg-type]
+        op.cache.replace_nodes(NODES)
+        assert op.hold_status_write() is None  # nothing on the wire
+        for name in ("g", "h"):
+            body = copy.deepcopy(BODY)
+            body["metadata"]["name"] = name
+            op.cache.owned.set_glmdeployment(body)
+        meta = {"name": "other", "namespace": "x"}
+        other_write = op.submit_apply({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta})
+
+        async def gate() -> None:
+            return None
+
+        worker = asyncio.create_task(op.queue.run_worker(op.reconcile_key, gate))
+        op.queue.add(("llm", "g"), urgent=True)
+        op.queue.add(("llm", "h"), urgent=True)
+        for _ in range(100):
+            if op.queue.tails_held == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert op.queue.tails_held == 2 and api.status_writes == 0
+        assert op.queue.in_flight(("llm", "g")) and op.queue.in_flight(("llm", "h"))
+        assert api.applied.count("Deployment") == 2  # g's and h's workloads went meanwhile
+
+        api.release.set()
+        await asyncio.wait_for(other_write, 5)
+        for _ in range(100):
+            if api.status_writes == 2 and not op.queue.tails_in_flight:
+                break
+            await asyncio.sleep(0.05)
+        assert api.status_writes == 2 and op.queue.tails_held == 0
+        worker.cancel()
+        op.planning_pool.shutdown()
+
+    asyncio.run(scenario())

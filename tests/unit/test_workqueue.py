@@ -322,6 +322,103 @@ def test_cancel_tails_cancels_every_status_write_in_flight_and_releases_their_ke
     asyncio.run(scenario())
 
 
+class Hold:
+    """``hold_tails`` for a WorkQueue: tails wait while ``busy`` (like status writes while
+    workload writes are on the wire)."""
+
+    def __init__(self) -> None:
+        self.busy = True
+        self.over = asyncio.Event()
+        self.asked = 0
+
+    def __call__(self) -> asyncio.Future[bool] | None:
+        self.asked += 1
+        return asyncio.ensure_future(self.over.wait()) if self.busy else None
+
+    def end(self) -> None:
+        self.busy = False
+        self.over.set()
+
+
+def test_held_tails_give_their_slot_back_so_the_workers_go_on_and_run_after_the_hold() -> None:
+    """One tail slot, one worker: six keys whose tails are held all get reconciled (a held tail
+    does not keep the worker waiting for a slot, as it did in bench run 71); when the hold ends
+    they write one at a time; a tail asked for when nothing holds goes at once."""
+
+    async def scenario() -> None:
+        hold = Hold()
+        q = WorkQueue(max_tails=1, hold_tails=hold)
+        t = Tails(q)
+        t.release.set()
+        workers = t.start(1)
+        keys = [("ns", f"k{i}") for i in range(6)]
+        for key in keys:
+            q.add(key)
+        await wait_until(lambda: len(t.handled) == 6 and q.tails_held == 6)
+        await asyncio.sleep(0.05)
+        assert t.tails_done == [] and all(q.in_flight(k) for k in keys)
+        hold.end()
+        await wait_until(lambda: len(t.tails_done) == 6)
+        assert t.most_tails == 1 and q.tails_held == 0 and q.tails_in_flight == 0
+        assert not any(q.in_flight(k) for k in keys)
+        q.add(("ns", "late"))
+        await wait_until(lambda: ("ns", "late") in t.tails_done)
+        for w in workers:
+            w.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_a_spec_change_ends_the_hold_of_its_key_and_runs_after_its_tail() -> None:
+    async def scenario() -> None:
+        hold = Hold()
+        q = WorkQueue(max_tails=2, hold_tails=hold)
+        t = Tails(q)
+        t.release.set()
+        workers = t.start(2)
+        a, b = ("ns", "a"), ("ns", "b")
+        q.add(a)
+        q.add(b)
+        await wait_until(lambda: q.tails_held == 2)
+        q.add(a)  # routine (its pods): waits for the held tail
+        await asyncio.sleep(0.05)
+        assert t.tails_done == [] and t.handled.count(a) == 1
+        q.add(a, urgent=True)  # a spec change: a's tail goes now, then a runs again
+        await wait_until(lambda: t.handled.count(a) == 2)
+        assert a in t.tails_done and b not in t.tails_done and q.tails_held >= 1
+        hold.end()
+        await wait_until(lambda: b in t.tails_done and t.tails_done.count(a) == 2)
+        for w in workers:
+            w.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_cancelled_held_tails_release_their_keys_and_leave_the_slots_whole() -> None:
+    async def scenario() -> None:
+        hold = Hold()
+        q = WorkQueue(max_tails=2, hold_tails=hold)
+        t = Tails(q)
+        t.release.set()
+        workers = t.start(2)
+        for i in range(3):
+            q.add(("ns", f"k{i}"))
+        await wait_until(lambda: q.tails_held == 3)
+        tails = q.cancel_tails()  # lost leadership
+        await asyncio.gather(*tails, return_exceptions=True)
+        assert t.tails_done == [] and q.tails_held == 0 and q.tails_in_flight == 0
+        assert not any(q.in_flight(("ns", f"k{i}")) for i in range(3))
+        hold.busy = False
+        for i in range(3):
+            q.add(("ns", f"k{i}"))
+        await wait_until(lambda: len(t.tails_done) == 3)
+        assert t.most_tails <= 2 and q._tail_slots._value == 2
+        for w in workers:
+            w.cancel()
+
+    asyncio.run(scenario())
+
+
 def test_a_paced_resync_keeps_at_most_its_share_of_keys_in_the_queue_and_runs_them_all() -> None:
     """With 8 workers free, a resync of 30 keys paced at 3 never has more than 3 of its keys
     queued or in a worker; every key still runs once; a key deleted meanwhile is skipped; an

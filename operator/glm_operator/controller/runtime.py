@@ -18,7 +18,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from glm_operator.clients.kube import API_VERSION, KubeClient, NotLeader, summarize_api_error
@@ -84,8 +84,9 @@ class Operator:
         if api is not None:
             api.on_request = metrics.count_api_request
         self.cache = ClusterCache(node_group_label_keys(config.node_groups))
-        # Status writes run as tails, off the workers, at most one per worker at once.
-        self.queue = WorkQueue(max_tails=config.workers)
+        # Status writes run as tails, off the workers, at most one per worker at once; they wait
+        # while workload writes are on the wire (see hold_status_write).
+        self.queue = WorkQueue(max_tails=config.workers, hold_tails=self.hold_status_write)
         self.queue.observe_wait = metrics.observe_queue_wait
         self.elector: LeaderElector | None = None
         if config.leader_election:
@@ -485,6 +486,17 @@ class Operator:
         """Return once no workload write is on the wire, or after COMPANION_HOLD_SECONDS."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._workload_writes_idle.wait(), COMPANION_HOLD_SECONDS)
+
+    def hold_status_write(self) -> Awaitable[None] | None:
+        """What a reconcile's status write (its work-queue tail) waits for: like the companions,
+        the workload writes on the wire (COMPANION_HOLD_SECONDS at most), None when there are
+        none. A GLMDeployment status patch is among the apiserver's costliest writes in a burst
+        (a custom resource: JSON, schema, managed fields); bench run 71 held them and the
+        Deployment POSTs took 229 ms on the server instead of 330-396. Held, a tail gives its
+        slot back (``workqueue``), so the workers go on; a spec change ends the hold."""
+        if self._workload_writes_idle.is_set():
+            return None
+        return self._after_workload_writes()
 
     async def _held_companion_apply(self, write: Callable[[Any], Any], obj: dict[str, Any]) -> Any:
         await self._after_workload_writes()

@@ -24,6 +24,12 @@ kept). At most ``max_tails`` tails run at once; beyond that a worker waits for o
 before it takes another key, so a slow apiserver slows the workers down instead of piling up
 writes. A tail handles its own failures (see ``runtime``); one that raises anyway is logged
 and its key re-added with backoff. ``cancel_tails`` cancels them all (lost leadership).
+
+A tail may be *held* first (``hold_tails``; the operator holds status writes while workload writes
+are on the wire, see ``runtime``). A held tail gives its slot back while it waits, so held tails
+never keep the workers from new keys (slots bound the tails that write, not those that wait; a
+key is in flight once, so held tails are bounded by the keys). An urgent add of a held key (a
+spec change) ends its hold at once: the new spec is not kept waiting behind a burst.
 """
 
 from __future__ import annotations
@@ -46,7 +52,13 @@ ROUTINE_BATCH_SECONDS = 0.5  # pod and child events of one key within this run o
 
 
 class WorkQueue:
-    def __init__(self, max_tails: int = DEFAULT_MAX_TAILS) -> None:
+    def __init__(
+        self,
+        max_tails: int = DEFAULT_MAX_TAILS,
+        hold_tails: Callable[[], Awaitable[None] | None] | None = None,
+    ) -> None:
+        """``hold_tails``: what a tail waits for before it takes a slot and runs, or None when it
+        need not wait."""
         self._urgent: deque[Key] = deque()
         self._normal: deque[Key] = deque()
         self._items = asyncio.Semaphore(0)  # one release per deque entry
@@ -65,6 +77,8 @@ class WorkQueue:
         self.max_tails = max_tails
         self._tail_slots = asyncio.Semaphore(max_tails)
         self._tails: set[asyncio.Task[None]] = set()
+        self.hold_tails = hold_tails
+        self._holds: dict[Key, asyncio.Future[None]] = {}  # held tails, by key
         self.taken = 0  # keys a worker has taken, ever (to tell a quiet queue from an idle one)
 
     def add_rate_limited(self, key: Key, retry_after: float | None = None) -> float:
@@ -97,6 +111,8 @@ class WorkQueue:
             return  # backing off: its retry reads the caches then, this event included
         if key in self._active:
             self._dirty[key] = self._dirty.get(key, False) or urgent
+            if urgent and key in self._holds:
+                self._holds[key].cancel()  # a spec change: the held tail goes now, then the key
             return
         if key in self._queued and (not urgent or key in self._urgent_keys):
             return
@@ -179,6 +195,10 @@ class WorkQueue:
     def tails_in_flight(self) -> int:
         return len(self._tails)
 
+    @property
+    def tails_held(self) -> int:
+        return len(self._holds)
+
     def in_flight(self, key: Key) -> bool:
         """Whether a worker or a tail holds ``key``."""
         return key in self._active
@@ -196,19 +216,41 @@ class WorkQueue:
             self.add(key, urgent=self._dirty.pop(key))
 
     def _start_tail(self, key: Key, tail: Tail) -> None:
+        """Run ``tail`` in the background; the caller took a slot for it."""
+
         async def run() -> None:
+            holding_slot = True
             try:
+                urgent_next = self._dirty.get(key, False)
+                hold = self.hold_tails() if self.hold_tails is not None and not urgent_next else None
+                if hold is not None:
+                    self._tail_slots.release()
+                    holding_slot = False
+                    await self._held(key, hold)
+                    await self._tail_slots.acquire()
+                    holding_slot = True
                 await tail()
             except Exception as exc:  # a tail handles its failures; this is the last guard
                 delay = self.add_rate_limited(key)
                 log.warning("tail of %s/%s failed: %s; retry in %.2f s", *key, exc, delay)
             finally:
-                self._tail_slots.release()
+                if holding_slot:
+                    self._tail_slots.release()
                 self._release(key)
 
         task = asyncio.create_task(run(), name=f"tail-{key[0]}/{key[1]}")
         self._tails.add(task)
         task.add_done_callback(self._tails.discard)
+
+    async def _held(self, key: Key, hold: Awaitable[None]) -> None:
+        """Wait for ``hold``, or until an urgent add of ``key`` cancels it."""
+        held = asyncio.ensure_future(hold)
+        self._holds[key] = held
+        try:
+            await asyncio.wait({held})  # not cancelled with ``held``; cancelled with the tail
+        finally:
+            self._holds.pop(key, None)
+            held.cancel()
 
     async def run_worker(
         self,
