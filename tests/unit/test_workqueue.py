@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 from glm_operator.controller.workqueue import Key, Tail, WorkQueue
 
@@ -369,6 +370,35 @@ def test_held_tails_give_their_slot_back_so_the_workers_go_on_and_run_after_the_
     asyncio.run(scenario())
 
 
+def test_tails_whose_hold_is_over_write_in_their_own_lane_and_leave_the_workers_slots_free() -> None:
+    """Two tail slots, so a lane of one for tails whose hold is over: when three held tails are
+    let go at once they write one at a time, and meanwhile a new key's tail still gets a worker's
+    slot at once (in bench run 75 the let-go tails took every slot and new specs waited 2 s)."""
+
+    async def scenario() -> None:
+        hold = Hold()
+        q = WorkQueue(max_tails=2, hold_tails=hold)
+        t = Tails(q)  # tails wait for t.release
+        workers = t.start(2)
+        held = [("ns", f"h{i}") for i in range(3)]
+        for key in held:
+            q.add(key)
+        await wait_until(lambda: q.tails_held == 3)
+        hold.end()
+        await wait_until(lambda: len(t.running_tails) == 1)
+        await asyncio.sleep(0.05)
+        assert len(t.running_tails & set(held)) == 1  # one writes, two wait for the lane
+        q.add(("ns", "new"))
+        await wait_until(lambda: ("ns", "new") in t.running_tails)
+        t.release.set()
+        await wait_until(lambda: len(t.tails_done) == 4)
+        assert q._tail_slots._value == 2 and q._held_slots._value == 1
+        for w in workers:
+            w.cancel()
+
+    asyncio.run(scenario())
+
+
 def test_a_spec_change_ends_the_hold_of_its_key_and_runs_after_its_tail() -> None:
     async def scenario() -> None:
         hold = Hold()
@@ -454,6 +484,61 @@ def test_a_paced_resync_keeps_at_most_its_share_of_keys_in_the_queue_and_runs_th
         await wait_until(lambda: len(seen) == 30)
         assert peak == 3
         assert sorted(k for k in seen if k != ("ns", "new")) == keys[:29]
+        for w in workers:
+            w.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_routine_events_wait_out_a_burst_of_new_specs_at_most_their_cap(monkeypatch: Any) -> None:
+    """A pod event of ``a`` while new specs keep arriving waits until they stop (the burst is over
+    ``BURST_GAP_SECONDS`` after the last one), not the usual coalescing delay; with new specs
+    arriving forever it waits ``BURST_DEFER_SECONDS`` at most; outside a burst it goes after the
+    coalescing delay."""
+    from glm_operator.controller import workqueue
+
+    monkeypatch.setattr(workqueue, "BURST_GAP_SECONDS", 0.2)
+    monkeypatch.setattr(workqueue, "BURST_DEFER_SECONDS", 1.0)
+
+    async def scenario() -> None:
+        q = WorkQueue()
+        taken: list[tuple[Key, float]] = []
+        loop = asyncio.get_running_loop()
+
+        async def handle(key: Key) -> None:
+            taken.append((key, loop.time()))
+            await asyncio.sleep(0.01)
+
+        async def gate() -> None:
+            return None
+
+        workers = [asyncio.create_task(q.run_worker(handle, gate)) for _ in range(2)]
+        a = ("ns", "a")
+        start = loop.time()
+        q.add_soon(a, delay=0.05)
+        for i in range(6):  # new specs every 0.1 s for 0.6 s
+            q.add(("ns", f"new-{i}"), urgent=True)
+            await asyncio.sleep(0.1)
+        await wait_until(lambda: a in [k for k, _ in taken])
+        when = dict(taken)[a] - start
+        assert 0.6 + 0.2 - 0.05 <= when < 1.0, when  # after the burst, not after 0.05 s
+
+        taken.clear()
+        start = loop.time()
+        q.add_soon(a, delay=0.05)
+        stop = loop.time() + 2.0
+        while loop.time() < stop and a not in [k for k, _ in taken]:
+            q.add(("ns", f"more-{loop.time()}"), urgent=True)
+            await asyncio.sleep(0.05)
+        when = dict(taken)[a] - start
+        assert 0.95 <= when < 1.5, when  # the cap, though the burst never ended
+
+        await asyncio.sleep(0.3)  # quiet: no burst
+        taken.clear()
+        start = loop.time()
+        q.add_soon(a, delay=0.05)
+        await wait_until(lambda: a in [k for k, _ in taken])
+        assert dict(taken)[a] - start < 0.2
         for w in workers:
             w.cancel()
 
