@@ -74,6 +74,7 @@ from kubernetes import watch as k8s_watch
 
 from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.runtime import COMPANION_HOLD_SECONDS, COMPANION_LANE_THREADS
+from glm_operator.controller.timeline import TIMELINE_ENV
 from glm_operator.testing.cluster import LocalCluster, free_port
 from glm_operator.testing.operator import RunningOperator
 
@@ -191,6 +192,37 @@ def glmd_docs(n: int, namespaces: list[str], prefix: str = "g") -> list[dict[str
 
 
 # -- measurement helpers -----------------------------------------------------------------------
+def timeline_stages(
+    path: Path, marks: dict[str, tuple[float, float | None, float | None]]
+) -> list[tuple[str, list[float]]]:
+    """Stage durations (seconds) of each new GLMDeployment: the operator's stamps
+    (``controller.timeline``: first of each stage per key) between the bench's own marks
+    (create sent, GLMDeployment seen, child Deployment seen; all ``time.monotonic()``)."""
+    stamps: dict[str, dict[str, float]] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            with contextlib.suppress(ValueError, TypeError):
+                ns, name, stage, t = json.loads(line)
+                stamps.setdefault(f"{ns}/{name}", {}).setdefault(stage, float(t))
+    stages: list[tuple[str, list[float]]] = [
+        ("bench seen -> operator handler", []),
+        ("handler -> worker takes it", []),
+        ("worker -> Deployment POST sent", []),
+        ("POST round trip (operator)", []),
+        ("POST returned -> bench sees child", []),
+    ]
+    for key, (_, seen, child) in marks.items():
+        st = stamps.get(key, {})
+        handler, take, sent_at, returned = (st.get(s) for s in ("handler", "take", "sent", "returned"))
+        if take is not None and handler is not None and take < handler:
+            take = None  # a take before the spec was seen: another object of the same name
+        pairs = [(seen, handler), (handler, take), (take, sent_at), (sent_at, returned), (returned, child)]
+        for label_values, (a, b) in zip(stages, pairs, strict=True):
+            if a is not None and b is not None:
+                label_values[1].append(b - a)
+    return stages
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -1067,6 +1099,12 @@ def main() -> int:
         help="trace the operator's Python allocations through the idle phase (its resyncs) and "
         "print what is still allocated from it at its end (snapshot in DIR)",
     )
+    ap.add_argument(
+        "--timeline",
+        action="store_true",
+        help="the operator stamps each new spec's stages (controller.timeline); print where the "
+        "time from the bench's create to the child Deployment went, stage by stage",
+    )
     args = ap.parse_args()
     if args.profile_apiserver:
         args.apiserver_arg.append("--profiling=true")
@@ -1099,6 +1137,9 @@ def main() -> int:
         if args.tracemalloc:
             args.tracemalloc.mkdir(parents=True, exist_ok=True)
             trace_env = {"GLM_OPERATOR_TRACEMALLOC_DIR": str(args.tracemalloc)}
+        timeline_file = tmp / "timeline.jsonl"
+        if args.timeline:
+            trace_env[TIMELINE_ENV] = str(timeline_file)
         op.start(
             "--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1",
             "--workers", str(args.workers), env=trace_env,
@@ -1419,6 +1460,11 @@ def main() -> int:
         out("apply -> first child Deployment", dist(lat_child))
         out("  apply -> GLMDeployment seen (bench)", dist(lat_seen))
         out("  seen -> first child Deployment", dist(seen_to_child))
+        if args.timeline:
+            with lock:
+                bench_marks = {k: (sent[k], glmd_seen.get(k), first_child.get(k)) for k in keys if k in sent}
+            for label, values in timeline_stages(timeline_file, bench_marks):
+                out(f"    {label}", dist(values))
         out("apply -> Planned=True", dist(lat_planned))
         slowest = sorted((first_planned[k] - sent[k], k) for k in keys if k in first_planned and k in sent)[
             -3:

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from glm_operator.clients.kube import API_VERSION, KubeClient, NotLeader, summarize_api_error
-from glm_operator.controller import memory, metrics
+from glm_operator.controller import memory, metrics, timeline
 from glm_operator.controller.cache import ClusterCache, is_known, spec_planned
 from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.desired import WORKLOAD_KIND_NAMES
@@ -258,6 +258,8 @@ class Operator:
             return  # the echo of this process's own status write: nothing to reconcile
         self.cache.owned.set_glmdeployment(obj)
         urgent = not spec_planned(obj)
+        if urgent:
+            timeline.stamp(key, "handler")
         metrics.ENQUEUED.labels(cause="spec" if urgent else "glmdeployment").inc()
         self.queue.add(key, urgent=urgent)  # a spec not planned yet goes first
 
@@ -458,7 +460,7 @@ class Operator:
         Services, whose ClusterIP allocation is among its costliest writes and which nothing uses
         before a pod is Ready. Alone, a companion is not held."""
         loop = asyncio.get_running_loop()
-        write = self.api.create_or_apply if create else self.api.apply
+        write: Callable[[Any], Any] = self.api.create_or_apply if create else self.api.apply
         if obj.get("kind") not in WORKLOAD_KIND_NAMES:
             if self._workload_writes_idle.is_set():
                 return loop.run_in_executor(self.companion_lane, write, obj)
@@ -466,6 +468,10 @@ class Operator:
             self._held_companions.add(held)
             held.add_done_callback(self._held_companions.discard)
             return held
+        if create and timeline.enabled():
+            owner = owner_key(obj)
+            if owner is not None:
+                write = timeline.timed_write(owner, write)
         future = loop.run_in_executor(None, write, obj)
         self._workload_writes += 1
         self._workload_writes_idle.clear()
@@ -682,6 +688,7 @@ class Operator:
         from glm_operator.controller.reconcile import reconcile_children
 
         namespace, name = key
+        timeline.stamp(key, "take")
         started = time.perf_counter()
         try:
             outcome = await reconcile_children(self, namespace, name)
