@@ -175,6 +175,7 @@ class Tails:
         self.running_tails: set[Key] = set()
         self.most_tails = 0
         self.fail: set[Key] = set()  # keys whose next tail raises
+        self.workers: list[asyncio.Task[None]] = []  # set by held_queue
 
     async def handle(self, key: Key) -> Tail:
         assert key not in self.running_tails, "a key ran while its tail was still running"
@@ -199,6 +200,10 @@ class Tails:
             return None
 
         return [asyncio.create_task(self.queue.run_worker(self.handle, gate)) for _ in range(workers)]
+
+    def stop(self) -> None:
+        for w in self.workers:
+            w.cancel()
 
 
 async def wait_until(check: Callable[[], bool], seconds: float = 2.0) -> None:
@@ -341,17 +346,25 @@ class Hold:
         self.over.set()
 
 
+def held_queue(max_tails: int, workers: int, release: bool = True) -> tuple[Hold, WorkQueue, Tails]:
+    """A WorkQueue whose tails are held by a ``Hold``, with ``workers`` running ``Tails``
+    (cancelled with ``Tails.stop``); ``release``: the tails finish at once once let go."""
+    hold = Hold()
+    q = WorkQueue(max_tails=max_tails, hold_tails=hold)
+    t = Tails(q)
+    if release:
+        t.release.set()
+    t.workers = t.start(workers)
+    return hold, q, t
+
+
 def test_held_tails_give_their_slot_back_so_the_workers_go_on_and_run_after_the_hold() -> None:
     """One tail slot, one worker: six keys whose tails are held all get reconciled (a held tail
     does not keep the worker waiting for a slot, as it did in bench run 71); when the hold ends
     they write one at a time; a tail asked for when nothing holds goes at once."""
 
     async def scenario() -> None:
-        hold = Hold()
-        q = WorkQueue(max_tails=1, hold_tails=hold)
-        t = Tails(q)
-        t.release.set()
-        workers = t.start(1)
+        hold, q, t = held_queue(max_tails=1, workers=1)
         keys = [("ns", f"k{i}") for i in range(6)]
         for key in keys:
             q.add(key)
@@ -364,8 +377,7 @@ def test_held_tails_give_their_slot_back_so_the_workers_go_on_and_run_after_the_
         assert not any(q.in_flight(k) for k in keys)
         q.add(("ns", "late"))
         await wait_until(lambda: ("ns", "late") in t.tails_done)
-        for w in workers:
-            w.cancel()
+        t.stop()
 
     asyncio.run(scenario())
 
@@ -376,10 +388,7 @@ def test_tails_whose_hold_is_over_write_in_their_own_lane_and_leave_the_workers_
     slot at once (in bench run 75 the let-go tails took every slot and new specs waited 2 s)."""
 
     async def scenario() -> None:
-        hold = Hold()
-        q = WorkQueue(max_tails=2, hold_tails=hold)
-        t = Tails(q)  # tails wait for t.release
-        workers = t.start(2)
+        hold, q, t = held_queue(max_tails=2, workers=2, release=False)  # tails wait for t.release
         held = [("ns", f"h{i}") for i in range(3)]
         for key in held:
             q.add(key)
@@ -393,19 +402,14 @@ def test_tails_whose_hold_is_over_write_in_their_own_lane_and_leave_the_workers_
         t.release.set()
         await wait_until(lambda: len(t.tails_done) == 4)
         assert q._tail_slots._value == 2 and q._held_slots._value == 1
-        for w in workers:
-            w.cancel()
+        t.stop()
 
     asyncio.run(scenario())
 
 
 def test_a_spec_change_ends_the_hold_of_its_key_and_runs_after_its_tail() -> None:
     async def scenario() -> None:
-        hold = Hold()
-        q = WorkQueue(max_tails=2, hold_tails=hold)
-        t = Tails(q)
-        t.release.set()
-        workers = t.start(2)
+        hold, q, t = held_queue(max_tails=2, workers=2)
         a, b = ("ns", "a"), ("ns", "b")
         q.add(a)
         q.add(b)
@@ -418,19 +422,14 @@ def test_a_spec_change_ends_the_hold_of_its_key_and_runs_after_its_tail() -> Non
         assert a in t.tails_done and b not in t.tails_done and q.tails_held >= 1
         hold.end()
         await wait_until(lambda: b in t.tails_done and t.tails_done.count(a) == 2)
-        for w in workers:
-            w.cancel()
+        t.stop()
 
     asyncio.run(scenario())
 
 
 def test_cancelled_held_tails_release_their_keys_and_leave_the_slots_whole() -> None:
     async def scenario() -> None:
-        hold = Hold()
-        q = WorkQueue(max_tails=2, hold_tails=hold)
-        t = Tails(q)
-        t.release.set()
-        workers = t.start(2)
+        hold, q, t = held_queue(max_tails=2, workers=2)
         for i in range(3):
             q.add(("ns", f"k{i}"))
         await wait_until(lambda: q.tails_held == 3)
@@ -443,8 +442,7 @@ def test_cancelled_held_tails_release_their_keys_and_leave_the_slots_whole() -> 
             q.add(("ns", f"k{i}"))
         await wait_until(lambda: len(t.tails_done) == 3)
         assert t.most_tails <= 2 and q._tail_slots._value == 2
-        for w in workers:
-            w.cancel()
+        t.stop()
 
     asyncio.run(scenario())
 
