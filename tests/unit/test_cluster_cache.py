@@ -5,6 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from glm_operator.controller.cache import ClusterCache, pod_gpu_requests
 from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.runtime import Operator, owner_key
@@ -79,6 +82,57 @@ def test_gpus_used_counts_bound_live_pods_except_the_owners_own() -> None:
     assert cache.gpus_used(exclude_owner=("llm", "mine")) == {"n1": {"nvidia.com/gpu": 3}}
     cache.delete_pod("b")
     assert cache.gpus_used(exclude_owner=("llm", "mine")) == {"n1": {"nvidia.com/gpu": 1}}
+
+
+def _walk(pods: dict[str, dict[str, Any]], exclude: tuple[str, str] | None) -> dict[str, dict[str, int]]:
+    """The definition: every live, bound pod's GPU requests per node, the excluded owner's left out."""
+    used: dict[str, dict[str, int]] = {}
+    for p in pods.values():
+        node_name, phase = p["spec"].get("nodeName"), p["status"]["phase"]
+        if not node_name or phase in ("Succeeded", "Failed") or p["metadata"].get("deletionTimestamp"):
+            continue
+        if exclude is not None and owner_key(p) == exclude:
+            continue
+        for name, count in pod_gpu_requests(p).items():
+            used.setdefault(node_name, {})[name] = used.get(node_name, {}).get(name, 0) + count
+    return used
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["set", "set", "set", "delete", "replace"]),
+            st.sampled_from(["p1", "p2", "p3", "p4", "p5"]),
+            st.sampled_from([None, "n1", "n2"]),
+            st.integers(1, 8),
+            st.sampled_from(["Running", "Pending", "Succeeded"]),
+            st.sampled_from([None, "a", "b"]),
+        ),
+        max_size=40,
+    )
+)
+def test_gpus_used_kept_as_pods_change_equals_a_walk_over_the_pods_and_snapshots_stay_as_handed_out(
+    steps: list[tuple[str, str, str | None, int, str, str | None]],
+) -> None:
+    cache = ClusterCache()
+    pods: dict[str, dict[str, Any]] = {}
+    handed_out: list[tuple[Any, dict[str, dict[str, int]]]] = []
+    for op, uid, node_name, gpus, phase, owner in steps:
+        if op == "set":
+            pods[uid] = pod(uid, node_name, gpus, phase=phase, owner=owner)
+            cache.set_pod(pods[uid], owner_key(pods[uid]))
+        elif op == "delete":
+            pods.pop(uid, None)
+            cache.delete_pod(uid)
+        else:  # a relist: the same pods, from scratch
+            cache.replace_pods([(p, owner_key(p)) for p in pods.values()])
+        for exclude in (None, ("llm", "a"), ("llm", "b")):
+            got = cache.gpus_used(exclude_owner=exclude)
+            assert got == _walk(pods, exclude)
+            handed_out.append((got, copy.deepcopy(dict(got))))
+    for got, then in handed_out:
+        assert got == then, "a snapshot handed to a planner changed afterwards"
 
 
 def test_pod_gpu_requests_sums_containers_and_per_type_names() -> None:

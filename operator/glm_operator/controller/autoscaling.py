@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from glm_operator.api.v1alpha1 import spec_from_dict
@@ -88,7 +89,7 @@ class Autoscaler:
         spec: dict[str, Any],
         max_replicas: int,
         nodes: list[dict[str, Any]],
-        gpus_used: dict[str, dict[str, int]],
+        gpus_used: Mapping[str, Mapping[str, int]],
         elastic: ElasticCapacityInput,
         pods: list[dict[str, Any]],
         default_image: str,

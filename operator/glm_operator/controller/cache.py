@@ -28,6 +28,9 @@ ChildKey = tuple[str, str, str]  # (apiVersion, kind, name)
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
+# A pod holding GPUs: (node, namespace, owner GLMDeployment key or None, {resource: count})
+PodGpus = tuple[str, str, tuple[str, str] | None, dict[str, int]]
+
 FINGERPRINT_PARTS = ("labels", "allocatable", "unschedulable", "ready")
 
 
@@ -225,7 +228,13 @@ class ClusterCache:
         self._fingerprints: dict[str, tuple[str, ...]] = {}
         self.node_changes: dict[str, int] = {}  # fingerprint part -> changes since last taken
         # pod uid -> (node, namespace, owner GLMDeployment key or None, {resource: count})
-        self._pods: dict[str, tuple[str, str, tuple[str, str] | None, dict[str, int]]] = {}
+        self._pods: dict[str, PodGpus] = {}
+        # Kept as pods come and go (gpus_used runs in every reconcile; a walk over every pod was
+        # a tenth of the event loop's time in a burst). Copy on write: a mapping handed out by
+        # gpus_used is a planner's snapshot and is never changed afterwards.
+        self._usage: dict[str, Mapping[str, int]] = {}  # node -> resource -> GPUs requested
+        self._usage_shared = False
+        self._owner_pods: dict[tuple[str, str], set[str]] = {}  # owner -> uids of its GPU pods
         self.owned = OwnedObjects()
 
     # -- nodes -------------------------------------------------------------------------------
@@ -270,32 +279,78 @@ class ClusterCache:
         if meta.get("namespace") in self.owned.terminating:
             gpus = {}  # as below: a pod being deleted holds no GPU in a plan
         if not node or not gpus or phase in TERMINAL_PHASES or meta.get("deletionTimestamp"):
-            self._pods.pop(uid, None)
+            self.delete_pod(uid)
             return
-        self._pods[uid] = (str(node), str(meta.get("namespace", "")), owner, gpus)
+        entry = (str(node), str(meta.get("namespace", "")), owner, gpus)
+        old = self._pods.get(uid)
+        if old == entry:
+            return  # a status change: the GPUs it holds are the same
+        if old is not None:
+            self.delete_pod(uid)
+        self._pods[uid] = entry
+        self._add_usage(entry, 1)
+        if owner is not None:
+            self._owner_pods.setdefault(owner, set()).add(uid)
 
     def delete_pod(self, uid: str) -> None:
-        self._pods.pop(uid, None)
+        old = self._pods.pop(uid, None)
+        if old is None:
+            return
+        self._add_usage(old, -1)
+        owner = old[2]
+        if owner is not None:
+            uids = self._owner_pods.get(owner)
+            if uids is not None:
+                uids.discard(uid)
+                if not uids:
+                    del self._owner_pods[owner]
+
+    def _add_usage(self, entry: PodGpus, sign: int) -> None:
+        node, _, _, gpus = entry
+        if self._usage_shared:
+            self._usage = dict(self._usage)
+            self._usage_shared = False
+        per_node = dict(self._usage.get(node) or {})
+        for name, count in gpus.items():
+            total = per_node.get(name, 0) + sign * count
+            if total:
+                per_node[name] = total
+            else:
+                per_node.pop(name, None)
+        if per_node:
+            self._usage[node] = per_node
+        else:
+            self._usage.pop(node, None)
 
     def forget_namespace(self, namespace: str) -> list[Key]:
         """A namespace being deleted: its pods no longer hold GPUs (as a pod being deleted does
         not, see ``set_pod``) and its GLMDeployments are gone from the cache; their keys."""
         for uid in [uid for uid, (_, ns, _, _) in self._pods.items() if ns == namespace]:
-            del self._pods[uid]
+            self.delete_pod(uid)
         return self.owned.forget_namespace(namespace)
 
     def replace_pods(self, pods: list[tuple[dict[str, Any], tuple[str, str] | None]]) -> None:
         self._pods.clear()
+        self._usage = {}
+        self._usage_shared = False
+        self._owner_pods.clear()
         for pod, owner in pods:
             self.set_pod(pod, owner)
 
-    def gpus_used(self, exclude_owner: tuple[str, str] | None = None) -> dict[str, dict[str, int]]:
-        """GPUs held on each node by pods other than ``exclude_owner``'s own."""
-        used: dict[str, dict[str, int]] = {}
-        for node, _, owner, gpus in self._pods.values():
-            if exclude_owner is not None and owner == exclude_owner:
-                continue
-            per_node = used.setdefault(node, {})
-            for name, count in gpus.items():
-                per_node[name] = per_node.get(name, 0) + count
+    def gpus_used(self, exclude_owner: tuple[str, str] | None = None) -> Mapping[str, Mapping[str, int]]:
+        """GPUs held on each node by pods other than ``exclude_owner``'s own: a snapshot, which
+        the cache never changes afterwards (it may be shared with other callers: read only)."""
+        self._usage_shared = True
+        own = self._owner_pods.get(exclude_owner) if exclude_owner is not None else None
+        if not own:
+            return self._usage
+        used = dict(self._usage)
+        for uid in own:
+            node, _, _, gpus = self._pods[uid]
+            per_node = {name: count - gpus.get(name, 0) for name, count in used[node].items()}
+            per_node = {name: count for name, count in per_node.items() if count}
+            if per_node:
+                used[node] = per_node
+            else:
+                del used[node]
         return used
