@@ -110,6 +110,9 @@ class Desired:
     status: dict[str, Any]
     events: tuple[Event, ...] = field(default=())
     requeue_after: float | None = None  # seconds: reconcile again then (a node grace period ends)
+    # object_digest of each of ``objects``, in order, when computed with them (reconcile.plan does,
+    # in the planning thread); empty: the caller computes them
+    digests: tuple[str, ...] = ()
 
 
 def variant_slug(gpu_product: str) -> str:

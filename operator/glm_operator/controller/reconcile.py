@@ -21,10 +21,12 @@ orphans.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -44,8 +46,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+_NOW: tuple[int, str] = (0, "")  # the last second formatted (every reconcile reads the time)
+
+
 def now_rfc3339() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    global _NOW
+    second = int(time.time())
+    if _NOW[0] != second:
+        _NOW = (second, dt.datetime.fromtimestamp(second, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return _NOW[1]
 
 
 def _owned_by(obj: dict[str, Any], uid: str) -> bool:
@@ -98,6 +107,13 @@ def observe(op: Operator, namespace: str, name: str) -> tuple[Observed, list[dic
 
 def object_digest(obj: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def desired_with_digests(observed: Observed) -> Desired:
+    """``compute_desired`` and the digest of each object it wants, both in the planning thread: a
+    sorted JSON dump of every child was the largest part of an apply's time on the event loop."""
+    desired = compute_desired(observed)
+    return dataclasses.replace(desired, digests=tuple(object_digest(obj) for obj in desired.objects))
 
 
 def _status_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
@@ -163,11 +179,11 @@ async def apply_children(
     }
     to_apply = []
     absent: set[tuple[str, str, str]] = set()  # workloads not in the cache: created with POST
-    for obj in desired.objects:
+    digests = desired.digests or tuple(object_digest(obj) for obj in desired.objects)
+    for obj, digest in zip(desired.objects, digests, strict=True):
         memo_key = (namespace, obj["kind"], obj["metadata"]["name"])
         if memo_key in op.pending_applies:
             continue  # its apply is still on the wire; when it returns the key is reconciled again
-        digest = object_digest(obj)
         current = existing.get((obj["kind"], obj["metadata"]["name"]))
         if current is None and obj["kind"] in WORKLOAD_KIND_NAMES:
             absent.add(memo_key)
@@ -327,7 +343,9 @@ async def plan(op: Operator, observed: Observed) -> Desired:
         raise PlanningTimeout(f"planning is still running after more than {bound:.0f} s")
     urgent = not spec_planned(observed.body)
     slow = bool(((observed.body.get("spec") or {}).get("model") or {}).get("config"))  # inline config
-    future = asyncio.wrap_future(op.planning_pool.submit(compute_desired, observed, urgent=urgent, slow=slow))
+    future = asyncio.wrap_future(
+        op.planning_pool.submit(desired_with_digests, observed, urgent=urgent, slow=slow)
+    )
     started = asyncio.get_running_loop().time()
     try:
         desired = await asyncio.wait_for(asyncio.shield(future), bound)
