@@ -1570,6 +1570,10 @@ def main() -> int:
         out("keys enqueued by cause (burst)", counter_by_label(m_before, m_after))
         filtered = counter_by_label(m_before, m_after, "glm_operator_events_filtered_total", "kind")
         out("child events filtered (no reconcile)", filtered)
+        out(
+            "watch events received (burst)",
+            counter_by_label(m_before, m_after, "glm_operator_watch_events_total", "resource"),
+        )
         out("operator CPU per reconcile", f"{cpu_op / max(rec_ok + rec_err, 1) * 1000:.1f} ms")
         out("operator CPU per GLMDeployment", f"{cpu_op / max(len(keys), 1) * 1000:.0f} ms (burst+settle)")
         out(
@@ -1613,6 +1617,10 @@ def main() -> int:
                 f"RSS {(idle_rss[1] if idle_rss else 0) / 1024:.0f} MiB",
             )
             out("idle: keys enqueued by cause", counter_by_label(m0, m1))
+            out(
+                "idle: watch events received",
+                counter_by_label(m0, m1, "glm_operator_watch_events_total", "resource"),
+            )
             trimmed = m1.get(TRIMMED, 0.0) - m0.get(TRIMMED, 0.0)
             out("idle: heap returned by malloc_trim", f"{trimmed / 2**20:.1f} MiB")
             out("idle: where", memory_breakdown(op.proc.pid))

@@ -82,3 +82,23 @@ def test_forbidden_lines_ignore_timestamps() -> None:
         "aiohttp.client_exceptions.ClientResponseError: 403, message='Forbidden'\n"
     )
     assert forbidden_lines(log) == log.splitlines()[1:]
+
+
+def test_events_are_counted_by_resource_and_bookmarks_are_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    from glm_operator.controller import metrics
+
+    async def scripted(**kwargs: Any) -> AsyncIterator[Any]:
+        yield kopf_watching.Bookmark.LISTED
+        yield {"type": "ADDED", "object": {}}
+        yield {"type": "MODIFIED", "object": {}}
+
+    monkeypatch.setattr(watch_guard, "_kopf_infinite_watch", scripted)
+    counter = metrics.WATCH_EVENTS.labels(resource=Resource.plural)
+    before = counter._value.get()
+
+    async def collect() -> list[Any]:
+        stream = watch_guard.guarded_infinite_watch(settings=None, resource=Resource(), namespace=None)
+        return [event async for event in stream if not isinstance(event, dict)]
+
+    asyncio.run(collect())
+    assert counter._value.get() - before == 2

@@ -96,6 +96,13 @@ WATCH_FAILURES = Counter(
     ["resource", "reason"],
     registry=REGISTRY,
 )
+WATCH_EVENTS = Counter(
+    "glm_operator_watch_events_total",
+    "Events received from the apiserver's watch streams (listed objects included), by resource: "
+    "what the operator decodes and handles (controller.watch_guard).",
+    ["resource"],
+    registry=REGISTRY,
+)
 MEMORY_TRIMMED = Counter(
     "glm_operator_memory_trimmed_bytes_total",
     "Resident memory returned to the OS by malloc_trim once the work queue went quiet after a "

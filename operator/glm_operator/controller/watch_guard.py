@@ -65,6 +65,7 @@ async def guarded_infinite_watch(
     """kopf's ``infinite_watch``, restarted (list, then watch) after a 404 or a watch ERROR event."""
     where = f"in {namespace}" if namespace is not None else "cluster-wide"
     backoff: float | None = None
+    received = metrics.WATCH_EVENTS.labels(resource=resource.plural)
     while True:
         try:
             async for event in _kopf_infinite_watch(
@@ -77,6 +78,8 @@ async def guarded_infinite_watch(
                 if backoff is not None and event is kopf_watching.Bookmark.LISTED:
                     log.info("watch of %s %s: listed again, the API is served", resource.plural, where)
                     backoff = None
+                if isinstance(event, dict):
+                    received.inc()
                 yield event
             return  # only with kopf's test-only _iterations
         except (kopf_errors.APINotFoundError, kopf_watching.WatchingError) as exc:
