@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -46,3 +47,46 @@ def test_a_planner_exception_reaches_the_caller_and_the_thread_lives_on() -> Non
     pool.shutdown()
     with pytest.raises(RuntimeError):
         pool.submit(lambda: 1)
+
+
+def test_one_plan_at_a_time_while_plans_are_quick_on_several_threads() -> None:
+    pool = PlanningPool(threads=3, stall_seconds=5.0)
+    lock = threading.Lock()
+    at_once = [0, 0]  # now, most
+
+    def plan(i: int) -> int:
+        with lock:
+            at_once[0] += 1
+            at_once[1] = max(at_once[1], at_once[0])
+        end = time.monotonic() + 0.02  # CPU for longer than the GIL's switch interval (5 ms)
+        while time.monotonic() < end:
+            pass
+        with lock:
+            at_once[0] -= 1
+        return i
+
+    futures = [pool.submit(plan, i) for i in range(20)]
+    assert [f.result(10) for f in futures] == list(range(20))
+    assert at_once[1] == 1, "quick plans ran on several threads at once (time-sliced under the GIL)"
+    pool.shutdown()
+
+
+def test_a_stalled_plan_lets_the_next_start_on_another_thread_after_stall_seconds() -> None:
+    pool = PlanningPool(threads=2, stall_seconds=0.3)
+    gate = threading.Event()
+    started = threading.Event()
+
+    def stalled() -> bool:
+        started.set()
+        return gate.wait(10)
+
+    blocker = pool.submit(stalled)
+    assert started.wait(5)
+    t0 = time.monotonic()
+    quick = pool.submit(time.monotonic)
+    ran_at = quick.result(5)
+    assert 0.2 <= ran_at - t0 < 3.0, "the next plan waited for the stalled one's end, or did not wait at all"
+    assert pool.running() == 1 and not blocker.done()
+    gate.set()
+    assert blocker.result(5) is True
+    pool.shutdown()
