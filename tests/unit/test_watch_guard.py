@@ -102,3 +102,48 @@ def test_events_are_counted_by_resource_and_bookmarks_are_not(monkeypatch: pytes
 
     asyncio.run(collect())
     assert counter._value.get() - before == 2
+
+
+class Pods:
+    group = ""
+    plural = "pods"
+
+
+def test_events_of_a_directly_delivered_kind_go_to_its_handler_in_order_and_not_to_kopf(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}}
+
+    async def scripted(**kwargs: Any) -> AsyncIterator[Any]:
+        yield {"type": None, "object": {"metadata": {"name": "listed"}}}
+        yield kopf_watching.Bookmark.LISTED
+        yield {"type": "ADDED", "object": {"metadata": {"name": "bad"}}}
+        yield {"type": "MODIFIED", "object": {"metadata": {"name": "a"}}}
+        yield bookmark
+        yield {"type": "DELETED", "object": {"metadata": {"name": "a"}}}
+
+    handled: list[tuple[str | None, str]] = []
+
+    def on_pod(event_type: str | None, obj: dict[str, Any]) -> None:
+        if obj["metadata"]["name"] == "bad":
+            raise ValueError("a handler bug")
+        handled.append((event_type, obj["metadata"]["name"]))
+
+    monkeypatch.setattr(watch_guard, "_kopf_infinite_watch", scripted)
+    watch_guard.deliver_directly({("", "pods"): on_pod})
+
+    async def collect(resource: Any) -> list[Any]:
+        stream = watch_guard.guarded_infinite_watch(settings=None, resource=resource, namespace=None)
+        return [event async for event in stream]
+
+    try:
+        to_kopf = asyncio.run(collect(Pods()))
+        assert handled == [(None, "listed"), ("MODIFIED", "a"), ("DELETED", "a")]
+        assert to_kopf == [kopf_watching.Bookmark.LISTED, bookmark], "kopf still gets its listed mark only"
+        assert "handling a pods event of None/bad failed" in caplog.text
+        # Another kind is not delivered directly: kopf gets its events as before.
+        handled.clear()
+        assert len(asyncio.run(collect(Resource()))) == 6 and handled == []
+    finally:
+        watch_guard.stop_delivering()
+    assert len(asyncio.run(collect(Pods()))) == 6, "after stop_delivering kopf gets every event again"
