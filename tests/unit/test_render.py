@@ -566,6 +566,15 @@ def test_strict_undefined_raises_on_missing_field() -> None:
     assert env.undefined is jinja2.StrictUndefined
 
 
+def test_a_missing_value_named_like_a_jinja_global_raises() -> None:
+    """The environment has no default globals: ``namespace`` is not jinja's Namespace class."""
+    env = template_environment()
+    assert not env.globals
+    values = {"name": "x", "labels": {}, "owner_references": [], "selector": {}, "port": 8000}
+    with pytest.raises(jinja2.UndefinedError, match="namespace"):
+        env.get_template("service.yaml.j2").render(**values)
+
+
 def test_render_is_deterministic() -> None:
     ctx = make_ctx(tensor_parallel_size=2, gpus_per_replica=2, model_cache_claim="c")
     first = render_all(ctx)
