@@ -566,6 +566,15 @@ def test_strict_undefined_raises_on_missing_field() -> None:
     assert env.undefined is jinja2.StrictUndefined
 
 
+def test_a_missing_value_named_like_a_jinja_global_raises() -> None:
+    """The environment has no default globals: ``namespace`` is not jinja's Namespace class."""
+    env = template_environment()
+    assert not env.globals
+    values = {"name": "x", "labels": {}, "owner_references": [], "selector": {}, "port": 8000}
+    with pytest.raises(jinja2.UndefinedError, match="namespace"):
+        env.get_template("service.yaml.j2").render(**values)
+
+
 def test_render_is_deterministic() -> None:
     ctx = make_ctx(tensor_parallel_size=2, gpus_per_replica=2, model_cache_claim="c")
     first = render_all(ctx)
@@ -690,6 +699,76 @@ def test_spec_hash_ignores_replicas_and_object_annotations() -> None:
     base = make_ctx()
     assert dataclasses.replace(base, replicas=7).spec_hash == base.spec_hash
     assert dataclasses.replace(base, annotations={names.ANNOTATION_PLAN: "x"}).spec_hash == base.spec_hash
+
+
+def _asdict_spec_hash(ctx: WorkloadContext) -> str:
+    """The spec hash as the operator computed it up to 2026-11 (dataclasses.asdict, three keys out)."""
+    data = dataclasses.asdict(ctx)
+    for excluded in ("replicas", "annotations", "owner"):
+        del data[excluded]
+    return names.compute_spec_hash(data)
+
+
+HASH_CONTEXTS: list[dict[str, Any]] = [
+    {},
+    {"owner": OwnerReference(name="other", uid="u-2"), "replicas": 0, "annotations": {"a": "b"}},
+    {
+        "api_key_secret": SecretKeyRef("api", "key"),
+        "hf_token_secret": SecretKeyRef("hf", "token"),
+        "node_selector_terms": (
+            *H100_AFFINITY_TERMS,
+            NodeSelectorTerm(
+                (NodeSelectorRequirement("zone", "Exists"), NodeSelectorRequirement("a", "In", ("x", "y")))
+            ),
+        ),
+    },
+    {
+        "env": (
+            {"name": "A", "value": 'ü \u2028 "quoted"'},
+            {"name": "B", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k", "optional": True}}},
+        ),
+        "resources": {"limits": {"memory": "100Gi", "cpu": 8}, "requests": {"cpu": "4"}},
+        "labels": {"team": "ml", "z": "1", "a": "2"},
+        "node_selector": {"pool": "gpu"},
+        "tolerations": ({"key": "a", "operator": "Exists", "tolerationSeconds": 30},),
+    },
+    {
+        "tensor_parallel_size": 4,
+        "pipeline_parallel_size": 2,
+        "gpus_per_replica": 8,
+        "nodes_per_replica": 2,
+        "gpu_memory_utilization": 0.925,
+        "quantization": "fp8",
+        "kv_cache_dtype": "fp8",
+        "extra_args": ("--enable-prefix-caching", "--max-num-batched-tokens=8192"),
+        "enable_expert_parallel": True,
+        "trust_remote_code": True,
+        "tool_call_parser": "glm45",
+        "reasoning_parser": "glm45",
+        "model_source": "pvc://weights/glm",
+        "model_cache_claim": "cache",
+        "model_cache_sub_path": "hf",
+        "model_cache_read_only": True,
+        "default_cache_size": "300Gi",
+        "default_requests": {"cpu": "8", "memory": "64Gi"},
+        "image_pull_secrets": ("regcred", "other"),
+        "service_account_name": "sa",
+        "startup_timeout_seconds": 3600,
+    },
+]
+
+
+@pytest.mark.parametrize("overrides", HASH_CONTEXTS)
+def test_spec_hash_is_the_asdict_hash(overrides: dict[str, Any]) -> None:
+    """A different hash would roll every user's pods on an operator upgrade."""
+    ctx = make_ctx(**overrides)
+    assert ctx.spec_hash == _asdict_spec_hash(ctx)
+    assert ctx.spec_hash == _asdict_spec_hash(ctx)  # the cached value
+
+
+def test_spec_hash_value_is_pinned() -> None:
+    ctx = make_ctx(**HASH_CONTEXTS[2], **HASH_CONTEXTS[3])
+    assert ctx.spec_hash == "90aaabcbd6"
 
 
 @settings(max_examples=50)

@@ -63,7 +63,7 @@ from glm_operator.planning.fit import (
     max_context_for,
     parallelism_error,
 )
-from glm_operator.planning.nodes import GpuPool, group_pools
+from glm_operator.planning.nodes import GpuPool, PoolGroups, group_pools
 from glm_operator.planning.product_filter import allowed_products
 from glm_operator.planning.request import DEFAULT_CONTEXT_LENGTH, PlacementRequest, PlanningInputError
 
@@ -621,8 +621,7 @@ def _replace_quantization(request: PlacementRequest, quantization: str) -> Place
     return replace(request, quantization=quantization)
 
 
-def _group_pools(pools: tuple[GpuPool, ...], details: list[str], rejected: list[Rejection]) -> list[_Group]:
-    grouped = group_pools(pools)
+def _group_pools(grouped: PoolGroups, details: list[str], rejected: list[Rejection]) -> list[_Group]:
     for (label, why), names in sorted(grouped.unknown):
         shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         reason = why or f"GPU type {label!r} is not in the catalog"
@@ -657,14 +656,21 @@ def plan_placement(request: PlacementRequest) -> Plan:
         err = parallelism_error(base.architecture, request.tensor_parallel_size)
         if err:
             raise PlanningInputError(f"spec.gpu.tensorParallelSize: {err}; use 0 to let the planner choose")
+    grouped = group_pools(request.pools)
+    # Both walk every pool, and find something only if grouping found an estimated or unknown GPU
+    # type (it files a pool without gpu_product as unknown, one with an estimate and a name as
+    # estimated); a cluster of catalog GPUs has neither: skip the two walks then.
+    odd_pools = bool(grouped.estimated or grouped.unknown)
     allowed = allowed_products(
         request.gpu_products,
-        {p.gpu_product for p in request.pools if p.estimated is not None},
+        {p.gpu_product for p in request.pools if p.estimated is not None} if odd_pools else set(),
         {
             p.product_label: p.unknown_reason or f"GPU type {p.product_label!r} is not in the catalog"
             for p in request.pools
             if not p.gpu_product and p.product_label
-        },
+        }
+        if odd_pools
+        else {},
     )
 
     details: list[str] = [
@@ -673,7 +679,7 @@ def plan_placement(request: PlacementRequest) -> Plan:
         request.engine.describe(),
     ]
     rejected: list[Rejection] = []
-    groups = _group_pools(request.pools, details, rejected)
+    groups = _group_pools(grouped, details, rejected)
     if allowed:
         order = {name: i for i, name in enumerate(allowed)}
         present = {g.gpu.name for g in groups}

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from glm_operator.render import names
@@ -241,14 +242,28 @@ class WorkloadContext:
     def workload_name(self) -> str:
         return names.workload_name(self.deployment_name, self.variant_name, multi_node=self.multi_node)
 
-    @property
+    @cached_property
     def spec_hash(self) -> str:
         """Hash of every field that shapes the pods.
 
         Excludes ``replicas`` (scaling must not roll pods), ``annotations`` (object metadata only)
-        and ``owner`` (object metadata only).
+        and ``owner`` (object metadata only). The JSON hashed is the one of ``dataclasses.asdict``
+        without those three keys (a different text would roll every pod on an operator upgrade),
+        built without asdict's deep copy: json.dumps turns nested dataclasses into their fields.
+        Cached: the context is frozen, and a LeaderWorkerSet reads it for its leader and workers.
         """
-        data = dataclasses.asdict(self)
-        for excluded in ("replicas", "annotations", "owner"):
-            del data[excluded]
-        return names.compute_spec_hash(data)
+        data = {name: getattr(self, name) for name in _HASHED_FIELDS}
+        return names.compute_spec_hash(data, default=_dataclass_fields)
+
+
+_HASHED_FIELDS = tuple(
+    f.name for f in dataclasses.fields(WorkloadContext) if f.name not in ("replicas", "annotations", "owner")
+)
+
+
+def _dataclass_fields(value: object) -> dict[str, Any]:
+    """json.dumps ``default``: a nested dataclass (SecretKeyRef, NodeSelectorTerm...) as its fields,
+    as ``dataclasses.asdict`` has it; anything else JSON cannot encode stays an error."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")

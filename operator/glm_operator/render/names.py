@@ -19,7 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 GROUP = "inference.glm.dev"
 
@@ -159,7 +160,9 @@ def selector_string(labels: Mapping[str, str]) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
 
-def compute_spec_hash(data: object) -> str:
-    """Stable 10-hex-digit hash of JSON-serialisable ``data`` (key order does not matter)."""
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def compute_spec_hash(data: object, default: Callable[[Any], Any] | None = None) -> str:
+    """Stable 10-hex-digit hash of JSON-serialisable ``data`` (key order does not matter).
+
+    ``default`` is json.dumps's: what an object JSON cannot encode becomes."""
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=default)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:10]
