@@ -1,7 +1,7 @@
 """Planner CPU per reconcile: compute_desired replayed as the operator calls it, no cluster.
 
 Usage: .venv/bin/python benchmarks/reconcile_plan_bench.py [--nodes 1000] [--glmds 200] [--rounds 3]
-       [--profile N] [--memory] [--split]
+       [--profile N] [--profile-burst N] [--memory] [--split]
 
 Builds the controller bench's inputs (``controller_bench.node_docs`` / ``glmd_docs``: 40 % 8xH100,
 30 % 8xA100-80GB, 30 % 4xL4 with GFD labels; five small-model specs, 1-2 replicas) in the
@@ -17,7 +17,8 @@ then replays what the reconciles of the controller bench do:
 Each reconcile is ``cache.gpus_used(exclude_owner=key)`` (what observe() reads) plus
 ``compute_desired``; CPU is measured with ``time.thread_time`` around each. Prints the median,
 p90 and total per phase; ``--profile N`` also prints cProfile's top N functions by cumulative time
-over the re-plan rounds; ``--memory`` traces allocations (tracemalloc, slower) and prints what the
+over the re-plan rounds, ``--profile-burst N`` the burst's top N by their own time; ``--memory``
+traces allocations (tracemalloc, slower) and prints what the
 planner's memos hold at the end (memory still allocated from planning.nodes / planning.placement,
 which is the node sets, pools with usage, grouping layouts and remembered fits). ``--split`` prints the
 CPU per reconcile of the steps compute_desired calls (node side: parse_gpu_pools, node_outages;
@@ -118,6 +119,8 @@ def _reconcile(cache: ClusterCache, body: dict[str, Any], key: Key) -> tuple[Des
 
 
 def _report(name: str, samples: list[float]) -> None:
+    if not samples:
+        return  # e.g. --rounds 0
     ms = sorted(s * 1000 for s in samples)
     p90 = ms[min(len(ms) - 1, int(len(ms) * 0.9))]
     print(
@@ -139,6 +142,9 @@ def main() -> int:
     ap.add_argument("--namespaces", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--profile", type=int, default=0, help="print the top N functions (cumulative)")
+    ap.add_argument(
+        "--profile-burst", type=int, default=0, help="print the burst's top N functions by own time (tottime)"
+    )
     ap.add_argument("--memory", action="store_true", help="print what the planner's memos hold")
     ap.add_argument("--split", action="store_true", help="print CPU per reconcile of compute_desired's steps")
     args = ap.parse_args()
@@ -160,12 +166,22 @@ def main() -> int:
     print(f"{args.nodes} nodes, {args.glmds} GLMDeployments (controller_bench inputs), planner in one thread")
 
     burst: list[float] = []
-    for key, body in bodies.items():
-        desired, cpu = _reconcile(cache, body, key)
-        burst.append(cpu)
-        _schedule(cache, key, desired, free)
-        bodies[key] = {**body, "status": desired.status}
-    _report("burst (new specs)", burst)
+
+    def plan_burst() -> None:
+        for key, body in bodies.items():
+            desired, cpu = _reconcile(cache, body, key)
+            burst.append(cpu)
+            _schedule(cache, key, desired, free)
+            bodies[key] = {**body, "status": desired.status}
+
+    if args.profile_burst:
+        burst_profiler = cProfile.Profile()
+        burst_profiler.runcall(plan_burst)
+        _report("burst (new specs; profiled, slower)", burst)
+        pstats.Stats(burst_profiler).sort_stats("tottime").print_stats(args.profile_burst)
+    else:
+        plan_burst()
+        _report("burst (new specs)", burst)
     pods = sum(len(cache.owned.pods_of(k)) for k in bodies)
     print(f"  {pods} pods placed, {sum(1 for f in free.values() if f == 0)} nodes full")
 
