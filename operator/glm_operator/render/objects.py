@@ -100,12 +100,23 @@ _YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff]")
 _JSON_ENCODER = json.JSONEncoder(ensure_ascii=False)
 
 
+# While a template renders its shape (see _Shapes), the `q` filter writes a placeholder token
+# instead of each value and records the value here (per thread: planning runs in threads).
+_RECORDING = threading.local()
+_TOKEN_MARK = "\ue000"  # Unicode private use: a value holding it is rendered the plain way
+_TOKEN = re.compile('"\ue000([0-9]+)\ue000"')
+
+
 def _to_json(value: object) -> str:
     """JSON is YAML: quoting everything through json.dumps keeps strings strings."""
     if isinstance(value, jinja2.Undefined):
         # Filters receive Undefined without touching it; str() makes StrictUndefined raise
         # UndefinedError naming the missing value.
         str(value)
+    recorded: list[object] | None = getattr(_RECORDING, "values", None)
+    if recorded is not None:
+        recorded.append(value)
+        return f'"{_TOKEN_MARK}{len(recorded) - 1}{_TOKEN_MARK}"'
     text = _JSON_ENCODER.encode(value)
     if _YAML_UNSAFE.search(text) is None:  # nearly always: no substitution to run
         return text
@@ -154,14 +165,29 @@ class _ParsedTexts:
         self._items: collections.OrderedDict[bytes, str] = collections.OrderedDict()
         self._lock = threading.Lock()
 
-    def load(self, text: str) -> Any:
-        key = hashlib.blake2b(text.encode(), digest_size=16).digest()
+    @staticmethod
+    def key(text: str) -> bytes:
+        return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+    def get(self, key: bytes) -> Any:
+        """The object of a remembered text (the caller's own copy), or None."""
         with self._lock:
             cached = self._items.get(key)
             if cached is not None:
                 self._items.move_to_end(key)
+        return None if cached is None else json.loads(cached)
+
+    def put(self, key: bytes, encoded: str) -> None:
+        with self._lock:
+            self._items[key] = encoded
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def load(self, text: str) -> Any:
+        key = self.key(text)
+        cached = self.get(key)
         if cached is not None:
-            return json.loads(cached)
+            return cached
         obj = yaml.load(text, Loader=_SAFE_LOADER)
         try:
             encoded = json.dumps(obj, separators=(",", ":"))
@@ -169,10 +195,7 @@ class _ParsedTexts:
             return obj  # a value JSON cannot carry (a YAML timestamp): parse it every time
         if json.loads(encoded) != obj:
             return obj  # e.g. a non-string key: the JSON copy would differ
-        with self._lock:
-            self._items[key] = encoded
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+        self.put(key, encoded)
         return obj
 
 
@@ -180,9 +203,103 @@ class _ParsedTexts:
 _PARSED = _ParsedTexts(size=3072)
 
 
+def _plain(value: object) -> bool:
+    """A value whose JSON, read as YAML, is the value itself (lists for tuples): strings (without
+    the token mark), ints, bools, None, and lists and string-keyed dicts of them. Not floats:
+    YAML 1.1 reads JSON's ``1e-05`` as a string."""
+    if isinstance(value, str):
+        return _TOKEN_MARK not in value
+    if value is None or isinstance(value, int):  # bool is an int
+        return True
+    if isinstance(value, list | tuple):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _TOKEN_MARK not in k and _plain(v) for k, v in value.items())
+    return False
+
+
+class _Shapes:
+    """A template rendered with a placeholder token for each ``q`` value -> its parse, as compact
+    JSON with the tokens in it; for the last ``size`` shapes.
+
+    Every value a template takes from the view goes through ``q`` as one whole YAML scalar or
+    flow collection; what else varies (which ``if`` branches render, the few unquoted ints such as
+    ``replicas``) stays in the shape text. GLMDeployments of the same kind of spec share a shape,
+    so a new GLMDeployment no longer needs a YAML parse (PyYAML's constructor is Python: about
+    half of a new GLMDeployment's plan): its objects are the shape's JSON with each token replaced
+    by its value's JSON, read by json.loads. Identical to parsing the rendered text: a shape is
+    used only when each token is a whole JSON string in its parse, once, and every value is
+    ``_plain``; otherwise ``render`` returns None and the caller parses the text."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: collections.OrderedDict[bytes, str | None] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def render(self, template: jinja2.Template, values: Mapping[str, Any]) -> str | None:
+        """The object as compact JSON, or None: parse the rendered text instead."""
+        recorded: list[object] = []
+        _RECORDING.values = recorded
+        try:
+            shape = template.render(values)
+        finally:
+            _RECORDING.values = None
+        if not all(_plain(v) for v in recorded):
+            return None
+        key = hashlib.blake2b(shape.encode(), digest_size=16).digest()
+        with self._lock:
+            known = key in self._items
+            parsed = self._items.get(key)
+            if known:
+                self._items.move_to_end(key)
+        if not known:
+            parsed = self._parse(shape, len(recorded))
+            with self._lock:
+                self._items[key] = parsed
+                while len(self._items) > self.size:
+                    self._items.popitem(last=False)
+        if parsed is None:
+            return None
+        texts = [json.dumps(v, separators=(",", ":")) for v in recorded]
+        # Not valid JSON when a token was a mapping key and its value is not a string: the
+        # caller's json.loads fails and it parses the text.
+        return _TOKEN.sub(lambda m: texts[int(m.group(1))], parsed)
+
+    @staticmethod
+    def _parse(shape: str, tokens: int) -> str | None:
+        try:
+            encoded = json.dumps(
+                yaml.load(shape, Loader=_SAFE_LOADER), separators=(",", ":"), ensure_ascii=False
+            )
+        except (yaml.YAMLError, TypeError, ValueError):
+            return None
+        found = [int(m.group(1)) for m in _TOKEN.finditer(encoded)]
+        if sorted(found) != list(range(tokens)) or encoded.count(_TOKEN_MARK) != 2 * tokens:
+            return None  # a token inside a longer scalar, or dropped: parse the real text
+        return encoded
+
+
+_SHAPES = _Shapes(size=256)
+
+
 def _render(template_name: str, values: Mapping[str, Any]) -> dict[str, Any]:
-    text = _template(template_name).render(values)
-    obj = _PARSED.load(text)
+    """Render the text and parse it as YAML; a text seen before is not parsed again (``_PARSED``),
+    a new one is filled into its shape when it can be (``_SHAPES``)."""
+    template = _template(template_name)
+    text = template.render(values)
+    key = _PARSED.key(text)
+    obj = _PARSED.get(key)
+    if obj is None:
+        encoded = _SHAPES.render(template, values)
+        if encoded is not None:
+            try:
+                obj = json.loads(encoded)
+            except ValueError:  # see _Shapes.render
+                encoded = None
+        if encoded is not None:
+            _PARSED.put(key, encoded)
+        else:
+            obj = _PARSED.load(text)
     if not isinstance(obj, dict):
         raise ValueError(f"{template_name} did not render to a mapping")
     return obj
