@@ -68,7 +68,7 @@ def _deliver(delivery: Delivery, event: Mapping[str, Any], plural: str) -> None:
     try:
         delivery(event.get("type"), obj if isinstance(obj, dict) else {})
     except Exception:  # one bad event never ends the watch (kopf logs a failed handler the same way)
-        meta = (obj or {}).get("metadata") or {} if isinstance(obj, dict) else {}
+        meta = (obj.get("metadata") or {}) if isinstance(obj, dict) else {}
         log.exception("handling a %s event of %s/%s failed", plural, meta.get("namespace"), meta.get("name"))
 
 

@@ -12,9 +12,7 @@ from typing import Any
 import kopf
 
 from glm_operator.clients.kube import GROUP, VERSION
-from glm_operator.gateway.objects import GATEWAY_APP_NAME
-from glm_operator.handlers.watches import _operator
-from glm_operator.render import names
+from glm_operator.handlers.watches import GATEWAY_DEPLOYMENT, _operator
 
 
 @kopf.on.event(GROUP, VERSION, "glmgateways")
@@ -22,6 +20,6 @@ async def glmgateway_event(event: Any, memo: Any, **_: Any) -> None:
     _operator(memo).gateways.on_gateway(event.get("type"), dict(event.get("object") or {}))
 
 
-@kopf.on.event("apps", "v1", "deployments", labels={names.LABEL_NAME: GATEWAY_APP_NAME})
+@kopf.on.event("apps", "v1", "deployments", labels=GATEWAY_DEPLOYMENT)
 async def gateway_deployment_event(event: Any, memo: Any, **_: Any) -> None:
     _operator(memo).gateways.on_gateway_deployment(event.get("type"), dict(event.get("object") or {}))

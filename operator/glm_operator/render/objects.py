@@ -246,7 +246,7 @@ class _Shapes:
             _RECORDING.values = None
         if not all(_plain(v) for v in recorded):
             return None
-        key = hashlib.blake2b(shape.encode(), digest_size=16).digest()
+        key = _ParsedTexts.key(shape)
         with self._lock:
             known = key in self._items
             parsed = self._items.get(key)
