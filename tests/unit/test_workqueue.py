@@ -542,3 +542,55 @@ def test_routine_events_wait_out_a_burst_of_new_specs_at_most_their_cap(monkeypa
             w.cancel()
 
     asyncio.run(scenario())
+
+
+def test_calm_waits_out_a_burst_of_new_specs_but_not_a_lone_one(monkeypatch: Any) -> None:
+    """``calm`` returns at once with no new spec or a lone one in a worker; while new specs keep
+    arriving (two within ``BURST_GAP_SECONDS``) it returns only once they stop, and every waiter
+    returns together."""
+    from glm_operator.controller import workqueue
+
+    monkeypatch.setattr(workqueue, "BURST_GAP_SECONDS", 0.2)
+
+    async def handle(key: Key) -> None:
+        return None
+
+    async def gate() -> None:
+        return None
+
+    async def scenario() -> None:
+        q = WorkQueue()
+        loop = asyncio.get_running_loop()
+        worker = asyncio.create_task(q.run_worker(handle, gate))
+        await asyncio.wait_for(q.calm(), 0.05)  # nothing at all
+        q.add(("ns", "lone"), urgent=True)
+        assert not q.many_new_specs()
+        await asyncio.wait_for(q.calm(), 0.05)  # a lone new spec is no burst
+
+        await asyncio.sleep(0.3)
+        start = loop.time()
+        waiters: list[asyncio.Future[None]] = []
+        for i in range(6):  # a new spec every 0.1 s for 0.6 s
+            q.add(("ns", f"new-{i}"), urgent=True)
+            if i == 1:  # the second within BURST_GAP_SECONDS: a burst
+                assert q.many_new_specs()
+                waiters = [asyncio.ensure_future(q.calm()) for _ in range(50)]
+            await asyncio.sleep(0.1)
+            assert not any(w.done() for w in waiters), i
+        await asyncio.wait_for(asyncio.gather(*waiters), 1.0)
+        # the burst is over BURST_GAP_SECONDS after the last add (0.5 s), seen within a look
+        # every BURST_GAP_SECONDS / 2
+        assert 0.65 <= loop.time() - start < 1.0, loop.time() - start
+        worker.cancel()
+
+        q2 = WorkQueue()
+        q2.add(("ns", "a"), urgent=True)
+        q2.add(("ns", "b"), urgent=True)  # two queued: a burst until a worker takes them
+        waiter = asyncio.ensure_future(q2.calm())
+        await asyncio.sleep(0.5)
+        assert not waiter.done() and q2.many_new_specs()  # queued, not taken: still a burst
+        worker = asyncio.create_task(q2.run_worker(handle, gate))
+        await asyncio.wait_for(waiter, 1.0)
+        worker.cancel()
+
+    asyncio.run(scenario())
