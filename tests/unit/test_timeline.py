@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ import pytest
 from glm_operator.controller import timeline
 from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.runtime import Operator
+from tests.bench_module import controller_bench
 from tests.unit.test_slow_applies import BODY, NODES, SlowServiceApi
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,16 +91,6 @@ def test_a_new_spec_is_stamped_at_each_stage_by_the_operator(timeline_file: Path
     assert stages.count("handler") == 1
 
 
-def _bench() -> Any:
-    path = ROOT / "benchmarks" / "controller_bench.py"
-    spec = importlib.util.spec_from_file_location("controller_bench", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("controller_bench", module)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_bench_lines_the_operators_stamps_up_with_its_own_marks(tmp_path: Path) -> None:
     path = tmp_path / "timeline.jsonl"
     rows = [
@@ -115,7 +104,7 @@ def test_the_bench_lines_the_operators_stamps_up_with_its_own_marks(tmp_path: Pa
     ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "not json\n")
     marks = {"b/g-1": (9.5, 10.0, 12.0), "b/g-2": (19.0, 19.5, None), "b/g-3": (1.0, None, None)}
-    stages = dict(_bench().timeline_stages(path, marks))
+    stages = dict(controller_bench().timeline_stages(path, marks))
     assert stages == {
         "bench seen -> operator handler": [0.25, 0.5],
         "handler -> worker takes it": [0.25],
