@@ -232,6 +232,13 @@ def pct(values: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
+def by_tenth(values: list[float]) -> str:
+    """The largest of each tenth of ``values`` (in the order given): where in a burst its tail is."""
+    n = len(values)
+    tenths = [values[i * n // 10 : (i + 1) * n // 10] for i in range(10)]
+    return " ".join(f"{max(t):.2f}" for t in tenths if t)
+
+
 def planned(obj: dict[str, Any]) -> bool:
     return any(
         c.get("type") == "Planned" and c.get("status") == "True"
@@ -728,7 +735,10 @@ class PairWriter:
         self.kubeconfig, self.apply = kubeconfig, apply
         self.local = threading.local()
 
-    def _clients(self) -> tuple[k8s.AppsV1Api, k8s.CoreV1Api]:
+    def clients(self) -> tuple[k8s.AppsV1Api, k8s.CoreV1Api]:
+        """This thread's clients, made on first use (``new_client_from_config`` reads the
+        kubeconfig, writes its certificates to files and builds an SSL context: tens of ms,
+        more with several threads at it). Call it before a timed request."""
         if getattr(self.local, "apps", None) is None:
             client = k8s_config.new_client_from_config(str(self.kubeconfig))
             self.local.apps, self.local.core = k8s.AppsV1Api(client), k8s.CoreV1Api(client)
@@ -739,11 +749,11 @@ class PairWriter:
         self.service(namespace, svc)
 
     def deployment(self, namespace: str, dep: dict[str, Any]) -> None:
-        apps, _ = self._clients()
+        apps, _ = self.clients()
         self._send(apps.patch_namespaced_deployment, apps.create_namespaced_deployment, namespace, dep)
 
     def service(self, namespace: str, svc: dict[str, Any]) -> None:
-        _, core = self._clients()
+        _, core = self.clients()
         self._send(core.patch_namespaced_service, core.create_namespaced_service, namespace, svc)
 
     def _send(
@@ -768,6 +778,7 @@ def create_baseline(
     def one(item: tuple[int, tuple[dict[str, Any], dict[str, Any]]]) -> None:
         i, (dep, svc) = item
         ns = namespaces[i % len(namespaces)]
+        writer.clients()  # made before the clock starts, as create_all's (up to run 91 they were not)
         sent[f"{ns}/{dep['metadata']['name']}"] = time.monotonic()
         writer.write(ns, dep, svc)
 
@@ -801,6 +812,7 @@ class IdealController:
         workloads_first: bool = False,
     ):
         self.pairs, self.writer = pairs, PairWriter(kubeconfig, apply)
+        self.threads = threads
         self.pool = ThreadPoolExecutor(max_workers=threads)
         self.workloads_first = workloads_first
         self.companions = ThreadPoolExecutor(max_workers=COMPANION_LANE_THREADS)
@@ -808,6 +820,19 @@ class IdealController:
         self.idle = threading.Condition()
         self.seen: dict[str, float] = {}  # ns/name -> GLMDeployment ADDED seen by this controller
         self.errors = 0
+
+    def warm(self) -> None:
+        """Start every thread and make its clients before the burst, as the operator's are (up to
+        run 91 each thread made them on its first create, inside the timed path)."""
+        for pool, n in ((self.pool, self.threads), (self.companions, COMPANION_LANE_THREADS)):
+            barrier = threading.Barrier(n)
+
+            def ready(barrier: threading.Barrier = barrier) -> None:
+                self.writer.clients()
+                barrier.wait(60)  # every task on a thread of its own
+
+            for future in [pool.submit(ready) for _ in range(n)]:
+                future.result()
 
     def shutdown(self) -> None:
         for pool in (self.pool, self.companions):
@@ -903,6 +928,7 @@ def run_ideal_controller(
     ns_names = [f"ideal{tag}-{i}" for i in range(namespaces)]
     create_namespaces(local, ns_names)
     ideal = IdealController(local.kubeconfig, ideal_pairs(pairs, tag), threads, apply, workloads_first)
+    ideal.warm()
     docs = [d for d in glmd_docs(glmds, ns_names) if d["metadata"]["name"] in ideal.pairs]
     for d in docs:
         d["metadata"]["labels"] = {IDEAL_LABEL: tag}
@@ -1491,6 +1517,10 @@ def main() -> int:
         out("create burst", f"{create_seconds:.2f} s for {len(docs)} objects")
         print("  latency from the create request (seconds):")
         out("apply -> first child Deployment", dist(lat_child))
+        with lock:
+            order = sorted(sent, key=sent.__getitem__)
+            in_order = [first_child[k] - sent[k] for k in order if k in first_child]
+        out("  max by tenth of the creates, in order", by_tenth(in_order))
         out("  apply -> GLMDeployment seen (bench)", dist(lat_seen))
         out("  seen -> first child Deployment", dist(seen_to_child))
         if args.timeline:
@@ -1694,6 +1724,10 @@ def main() -> int:
             lat_base = [base_seen[k] - base_sent[k] for k in base_sent if k in base_seen]
         print("  baseline: the same child Deployments + Services created directly, same apiserver, same run:")
         out("create -> Deployment (direct)", dist(lat_base))
+        with lock:
+            base_order = sorted(base_sent, key=base_sent.__getitem__)
+            base_in_order = [base_seen[k] - base_sent[k] for k in base_order if k in base_seen]
+        out("  max by tenth of the creates, in order", by_tenth(base_in_order))
         out(
             "created",
             f"{len(base_sent)} pairs in {base_seconds:.2f} s ({args.create_threads} client threads)",
