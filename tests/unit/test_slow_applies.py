@@ -17,7 +17,6 @@ from typing import Any
 import yaml
 
 from glm_operator.controller.config import OperatorConfig
-from glm_operator.controller.desired import Event
 from glm_operator.controller.reconcile import SLOW_APPLY_SECONDS, reconcile
 from glm_operator.controller.runtime import Operator
 
@@ -260,62 +259,6 @@ def test_companions_wait_while_workload_writes_are_on_the_wire() -> None:
         service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "llm"}}
         result = await asyncio.wait_for(op.submit_apply(service), 1)
         assert result["metadata"]["resourceVersion"] == "7"
-        op.planning_pool.shutdown()
-
-    asyncio.run(scenario())
-
-
-def test_companions_and_events_wait_out_a_burst_of_new_specs_with_nothing_on_the_wire(
-    monkeypatch: Any,
-) -> None:
-    """Between two new specs of a burst no workload write may be on the wire for a moment; a
-    Service sent then would be on the apiserver when the next spec's workload comes. So while new
-    specs keep arriving (``WorkQueue.many_new_specs``) the companions and the Events wait too,
-    and go once the burst is over; the status write (``Planned``) does not wait for the burst,
-    and a lone new spec holds nothing."""
-    from glm_operator.controller import workqueue
-
-    monkeypatch.setattr(workqueue, "BURST_GAP_SECONDS", 0.3)
-
-    async def scenario() -> None:
-        api = SlowServiceApi(slow_kind="none")
-        op = Operator(OperatorConfig(leader_election=False, workers=2), api=api)  # type: ignore[arg-type]
-        loop = asyncio.get_running_loop()
-        service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "llm"}}
-
-        async def taken(key: Any) -> None:  # a worker that only takes keys off the queue
-            return None
-
-        async def gate() -> None:
-            return None
-
-        worker = asyncio.create_task(op.queue.run_worker(taken, gate))
-        op.queue.add(("llm", "lone"), urgent=True)  # a lone new spec: nothing is held
-        lone = op.submit_apply(dict(service))
-        assert not op.was_held(lone)
-        await asyncio.wait_for(lone, 1)
-        await asyncio.sleep(0.35)
-
-        op.queue.add(("llm", "a"), urgent=True)
-        op.queue.add(("llm", "b"), urgent=True)
-        assert op._workload_writes_idle.is_set()  # nothing on the wire
-        assert op.hold_status_write() is None  # the status goes at once
-        held_service = op.submit_apply(dict(service))
-        assert op.was_held(held_service)
-        op.post_events(BODY, [Event("Normal", "Planned", "x")])
-        start = loop.time()
-        for i in range(3):  # the burst goes on: one more new spec every 0.2 s
-            await asyncio.sleep(0.2)
-            assert not held_service.done() and api.events == [], i
-            op.queue.add(("llm", f"more-{i}"), urgent=True)
-        await asyncio.wait_for(held_service, 2)
-        assert 0.6 + 0.3 - 0.01 <= loop.time() - start < 1.6, loop.time() - start
-        for _ in range(40):
-            if api.events:
-                break
-            await asyncio.sleep(0.05)
-        assert api.events == ["Planned"]
-        worker.cancel()
         op.planning_pool.shutdown()
 
     asyncio.run(scenario())

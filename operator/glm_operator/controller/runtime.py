@@ -454,16 +454,15 @@ class Operator:
         workloads in the shared pool, the GLMDeployment-wide companions (Service, PDB,
         PodMonitor) in their own lane (see reconcile.execute).
 
-        A companion waits while workload writes are on the wire or a burst of new specs is on
-        (``_after_new_workloads``, at most COMPANION_HOLD_SECONDS): in a burst of new
-        GLMDeployments the apiserver serves the workloads, which start the long path
-        (scheduling, image pull, model load), before the Services, whose ClusterIP allocation is
-        among its costliest writes and which nothing uses before a pod is Ready. Alone, a
-        companion is not held."""
+        A companion waits while workload writes are on the wire (at most
+        COMPANION_HOLD_SECONDS): in a burst of new GLMDeployments the apiserver serves the
+        workloads, which start the long path (scheduling, image pull, model load), before the
+        Services, whose ClusterIP allocation is among its costliest writes and which nothing uses
+        before a pod is Ready. Alone, a companion is not held."""
         loop = asyncio.get_running_loop()
         write: Callable[[Any], Any] = self.api.create_or_apply if create else self.api.apply
         if obj.get("kind") not in WORKLOAD_KIND_NAMES:
-            if not self._new_workloads_busy():
+            if self._workload_writes_idle.is_set():
                 return loop.run_in_executor(self.companion_lane, write, obj)
             held = asyncio.ensure_future(self._held_companion_apply(write, obj))
             self._held_companions.add(held)
@@ -489,43 +488,24 @@ class Operator:
         writes on the wire: a reconcile does not wait for it (it would only spend its budget)."""
         return apply in self._held_companions
 
-    def _new_workloads_busy(self) -> bool:
-        """Workload writes are on the wire, or new specs keep arriving (``WorkQueue.many_new_specs``:
-        between two of them nothing may be on the wire for a moment, and a Service sent then
-        is on the apiserver when the next spec's workload comes)."""
-        return not self._workload_writes_idle.is_set() or self.queue.many_new_specs()
-
-    async def _after_new_workloads(self, burst_too: bool = True) -> None:
-        """Return once no workload write is on the wire and (``burst_too``) no burst of new specs
-        is on, or after COMPANION_HOLD_SECONDS."""
-
-        async def settled() -> None:
-            while True:
-                await self._workload_writes_idle.wait()
-                if not burst_too:
-                    return
-                await self.queue.calm()
-                if not self._new_workloads_busy():
-                    return
-
+    async def _after_workload_writes(self) -> None:
+        """Return once no workload write is on the wire, or after COMPANION_HOLD_SECONDS."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(settled(), COMPANION_HOLD_SECONDS)
+            await asyncio.wait_for(self._workload_writes_idle.wait(), COMPANION_HOLD_SECONDS)
 
     def hold_status_write(self) -> Awaitable[None] | None:
-        """What a reconcile's status write (its work-queue tail) waits for: the workload writes on
-        the wire (COMPANION_HOLD_SECONDS at most), None when there are none. A GLMDeployment
-        status patch is among the apiserver's costliest writes in a burst (a custom resource:
-        JSON, schema, managed fields); bench run 71 held them and the Deployment POSTs took 229
-        ms on the server instead of 330-396. Held, a tail gives its slot back (``workqueue``), so
-        the workers go on; a spec change ends the hold. Unlike the companions it does not wait
-        out a burst of new specs: ``Planned`` is what a user waits for (the huge-spec e2e test's
-        canary, applied right after 87 other specs, must show it within 2 s)."""
+        """What a reconcile's status write (its work-queue tail) waits for: like the companions,
+        the workload writes on the wire (COMPANION_HOLD_SECONDS at most), None when there are
+        none. A GLMDeployment status patch is among the apiserver's costliest writes in a burst
+        (a custom resource: JSON, schema, managed fields); bench run 71 held them and the
+        Deployment POSTs took 229 ms on the server instead of 330-396. Held, a tail gives its
+        slot back (``workqueue``), so the workers go on; a spec change ends the hold."""
         if self._workload_writes_idle.is_set():
             return None
-        return self._after_new_workloads(burst_too=False)
+        return self._after_workload_writes()
 
     async def _held_companion_apply(self, write: Callable[[Any], Any], obj: dict[str, Any]) -> Any:
-        await self._after_new_workloads()
+        await self._after_workload_writes()
         return await asyncio.get_running_loop().run_in_executor(self.companion_lane, write, obj)
 
     def pending_workload_applies(self) -> int:
@@ -582,8 +562,8 @@ class Operator:
     def post_events(self, body: dict[str, Any] | Any, events: list[Any]) -> None:
         """Post ``events`` (``desired.Event``) about ``body`` in order, without waiting; best
         effort: a failure is logged at info and never fails the reconcile. Like the companion
-        applies, Events wait while workload writes are on the wire or a burst of new specs is
-        on (COMPANION_HOLD_SECONDS at most): in a burst the apiserver serves the workloads first."""
+        applies, Events wait while workload writes are on the wire (COMPANION_HOLD_SECONDS at
+        most): in a burst the apiserver serves the workloads first."""
         if not events:
             return
         task = asyncio.create_task(self._post_events(body, list(events)))
@@ -592,7 +572,7 @@ class Operator:
 
     async def _post_events(self, body: Any, events: list[Any]) -> None:
         meta = body.get("metadata") or {}
-        await self._after_new_workloads()
+        await self._after_workload_writes()
         async with self._event_slots:
             for event in events:
                 try:

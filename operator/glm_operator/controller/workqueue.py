@@ -35,11 +35,11 @@ writes. A tail handles its own failures (see ``runtime``); one that raises anywa
 and its key re-added with backoff. ``cancel_tails`` cancels them all (lost leadership).
 
 A tail may be *held* first (``hold_tails``; the operator holds status writes while workload writes
-are on the wire or new specs keep arriving, see ``runtime`` and ``calm``). A held tail gives its
-slot back while it waits and then writes in a lane of its own (``max_tails // HELD_TAILS_SHARE``
-at once), so held tails never keep the workers from new keys (a key is in flight once, so held
-tails are bounded by the keys). An urgent add of a held key (a spec change) ends its hold at
-once: the new spec is not kept waiting behind a burst.
+are on the wire, see ``runtime``). A held tail gives its slot back while it waits and then writes
+in a lane of its own (``max_tails // HELD_TAILS_SHARE`` at once), so held tails never keep the
+workers from new keys (a key is in flight once, so held tails are bounded by the keys). An
+urgent add of a held key (a spec change) ends its hold at once: the new spec is not kept waiting
+behind a burst.
 """
 
 from __future__ import annotations
@@ -99,10 +99,6 @@ class WorkQueue:
         self.taken = 0  # keys a worker has taken, ever (to tell a quiet queue from an idle one)
         self._urgent_active = 0  # urgent keys in a worker
         self._last_urgent = float("-inf")  # loop time of the last urgent add or take
-        self._urgent_adds: deque[float] = deque(maxlen=2)  # loop times of the last two urgent adds
-        self._calm = asyncio.Event()  # set while no burst of new specs is on (see ``calm``)
-        self._calm.set()
-        self._calm_check: asyncio.TimerHandle | None = None
 
     def add_rate_limited(self, key: Key, retry_after: float | None = None) -> float:
         """Re-add ``key`` after its backoff (and no earlier than ``retry_after``); the delay."""
@@ -132,7 +128,6 @@ class WorkQueue:
         self.known.add(key)
         if urgent:
             self._last_urgent = asyncio.get_running_loop().time()
-            self._urgent_adds.append(self._last_urgent)
         if key in self._waiting and (not urgent or key in self._told_to_wait):
             return  # backing off: its retry reads the caches then, this event included
         if key in self._active:
@@ -179,40 +174,6 @@ class WorkQueue:
         if self._urgent_keys or self._urgent_active:
             return True
         return asyncio.get_running_loop().time() - self._last_urgent < BURST_GAP_SECONDS
-
-    def many_new_specs(self) -> bool:
-        """A burst of new specs, not a lone one: two or more urgent keys wait for a worker, or the
-        last urgent add came within ``BURST_GAP_SECONDS`` of the one before and of now. Keys in a
-        worker do not count: one spec that takes long to plan is no burst, and holds no one
-        else's status."""
-        if len(self._urgent_keys) >= 2:
-            return True
-        adds = self._urgent_adds
-        if len(adds) < 2 or adds[1] - adds[0] >= BURST_GAP_SECONDS:
-            return False
-        return asyncio.get_running_loop().time() - adds[1] < BURST_GAP_SECONDS
-
-    async def calm(self) -> None:
-        """Return once no burst of new specs is on (``many_new_specs``), at once when none is.
-        What nothing needs before a pod is Ready (a Service, a status write, an Event) waits for
-        this in a burst, so the apiserver serves the new specs' workloads first. Every waiter
-        shares one event and one timer that looks again every ``BURST_GAP_SECONDS / 2``."""
-        if not self.many_new_specs():
-            return
-        self._calm.clear()
-        if self._calm_check is None:
-            self._look_again()
-        await self._calm.wait()
-
-    def _look_for_calm(self) -> None:
-        self._calm_check = None
-        if self.many_new_specs():
-            self._look_again()
-        else:
-            self._calm.set()
-
-    def _look_again(self) -> None:
-        self._calm_check = asyncio.get_running_loop().call_later(BURST_GAP_SECONDS / 2, self._look_for_calm)
 
     def add_all(self, keys: Iterable[Key] | None = None) -> None:
         for key in list(self.known if keys is None else keys):
