@@ -232,8 +232,10 @@ def pct(values: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
-def by_tenth(values: list[float]) -> str:
-    """The largest of each tenth of ``values`` (in the order given): where in a burst its tail is."""
+def slowest_by_tenth(sent: dict[str, float], seen: dict[str, float]) -> str:
+    """The largest ``seen - sent`` in each tenth of the keys, in the order they were sent: where in
+    a burst its tail is."""
+    values = [seen[k] - sent[k] for k in sorted(sent, key=sent.__getitem__) if k in seen]
     n = len(values)
     tenths = [values[i * n // 10 : (i + 1) * n // 10] for i in range(10)]
     return " ".join(f"{max(t):.2f}" for t in tenths if t)
@@ -1518,9 +1520,7 @@ def main() -> int:
         print("  latency from the create request (seconds):")
         out("apply -> first child Deployment", dist(lat_child))
         with lock:
-            order = sorted(sent, key=sent.__getitem__)
-            in_order = [first_child[k] - sent[k] for k in order if k in first_child]
-        out("  max by tenth of the creates, in order", by_tenth(in_order))
+            out("  max by tenth of the creates, in order", slowest_by_tenth(sent, first_child))
         out("  apply -> GLMDeployment seen (bench)", dist(lat_seen))
         out("  seen -> first child Deployment", dist(seen_to_child))
         if args.timeline:
@@ -1725,9 +1725,7 @@ def main() -> int:
         print("  baseline: the same child Deployments + Services created directly, same apiserver, same run:")
         out("create -> Deployment (direct)", dist(lat_base))
         with lock:
-            base_order = sorted(base_sent, key=base_sent.__getitem__)
-            base_in_order = [base_seen[k] - base_sent[k] for k in base_order if k in base_seen]
-        out("  max by tenth of the creates, in order", by_tenth(base_in_order))
+            out("  max by tenth of the creates, in order", slowest_by_tenth(base_sent, base_seen))
         out(
             "created",
             f"{len(base_sent)} pairs in {base_seconds:.2f} s ({args.create_threads} client threads)",

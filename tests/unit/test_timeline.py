@@ -17,8 +17,6 @@ from glm_operator.controller.runtime import Operator
 from tests.bench_module import controller_bench
 from tests.unit.test_slow_applies import BODY, NODES, SlowServiceApi
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture
 def timeline_file(tmp_path: Path) -> Iterator[Path]:
