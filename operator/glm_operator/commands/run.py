@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 from typing import Any
@@ -170,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     import glm_operator.handlers.nodepools
     import glm_operator.handlers.watches  # noqa: F401 - registers the kopf handlers
     from glm_operator.clients.kube import KubeClient
-    from glm_operator.controller import metrics
+    from glm_operator.controller import event_loop, metrics
     from glm_operator.controller.runtime import Operator
 
     logging.basicConfig(
@@ -206,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
         operator.autoscaler = Autoscaler(operator)
     if config.metrics_port is not None:
         metrics.serve(config.metrics_port, config.metrics_host)
-    asyncio.run(
+    event_loop.run(  # asyncio.run, closing kopf's nested watch generators in order at exit
         kopf.operator(
             standalone=True,  # leader election is ours (Lease), not kopf's peering
             clusterwide=not config.namespaces,
