@@ -63,6 +63,15 @@ def crd_serves(crd: dict[str, Any], api_version: str) -> bool:
     return established and any(f"{group}/{v}" == api_version for v in versions)
 
 
+def _outcome_seen(apply: asyncio.Future[Any]) -> None:
+    """Mark an apply's failure as seen. The reconcile that started it, or ``track_pending_apply``
+    for one that outlives it, reads the outcome; one whose reconcile was cancelled (the operator
+    stopping, the Lease lost) fails with ``NotLeader`` and would be logged at garbage collection
+    as an "exception never retrieved" traceback."""
+    if not apply.cancelled():
+        apply.exception()
+
+
 def owner_key(obj: dict[str, Any]) -> Key | None:
     """The GLMDeployment a child object or pod belongs to, from our labels."""
     meta = obj.get("metadata") or {}
@@ -218,9 +227,15 @@ class Operator:
                 await task
         self._tasks.clear()
         self.planning_pool.shutdown()
-        if self.elector is not None:
-            await asyncio.to_thread(self.elector.release)
-            await asyncio.to_thread(self.elector.stop)
+        try:
+            if self.elector is not None:
+                await asyncio.to_thread(self.elector.release)
+                await asyncio.to_thread(self.elector.stop)
+        finally:
+            # kopf waits on this flag in a task of its own, which it leaves running when a
+            # signal stops the operator, then waits 5 s for that "hung" task before cancelling
+            # it. Set, the task ends, and a SIGTERM ends the process once this cleanup is done.
+            self.stop_flag.set()
 
     def _started_leading(self) -> None:
         # Forget what an earlier term applied: a peer may have led in between.
@@ -461,21 +476,24 @@ class Operator:
         before a pod is Ready. Alone, a companion is not held."""
         loop = asyncio.get_running_loop()
         write: Callable[[Any], Any] = self.api.create_or_apply if create else self.api.apply
+        future: asyncio.Future[Any]
         if obj.get("kind") not in WORKLOAD_KIND_NAMES:
             if self._workload_writes_idle.is_set():
-                return loop.run_in_executor(self.companion_lane, write, obj)
-            held = asyncio.ensure_future(self._held_companion_apply(write, obj))
-            self._held_companions.add(held)
-            held.add_done_callback(self._held_companions.discard)
-            return held
-        if create and timeline.enabled():
-            owner = owner_key(obj)
-            if owner is not None:
-                write = timeline.timed_write(owner, write)
-        future = loop.run_in_executor(None, write, obj)
-        self._workload_writes += 1
-        self._workload_writes_idle.clear()
-        future.add_done_callback(self._workload_write_done)
+                future = loop.run_in_executor(self.companion_lane, write, obj)
+            else:
+                future = asyncio.ensure_future(self._held_companion_apply(write, obj))
+                self._held_companions.add(future)
+                future.add_done_callback(self._held_companions.discard)
+        else:
+            if create and timeline.enabled():
+                owner = owner_key(obj)
+                if owner is not None:
+                    write = timeline.timed_write(owner, write)
+            future = loop.run_in_executor(None, write, obj)
+            self._workload_writes += 1
+            self._workload_writes_idle.clear()
+            future.add_done_callback(self._workload_write_done)
+        future.add_done_callback(_outcome_seen)
         return future
 
     def _workload_write_done(self, _: asyncio.Future[Any]) -> None:
