@@ -51,6 +51,8 @@ REPLAN_MIN_INTERVAL = 5.0  # seconds between two node-driven re-plans of every G
 RESYNC_SHARE = 4  # a resync keeps at most workers / RESYNC_SHARE of its keys queued or in flight
 COMPANION_LANE_THREADS = 4  # Service, PDB and PodMonitor applies in flight at once (the apiserver
 # allocates a Service's ClusterIP under a lock; nothing uses these objects before a pod is Ready)
+# At shut-down, Events in flight get this long to be posted while this replica still leads.
+EVENT_FLUSH_SECONDS = 2.0
 COMPANION_HOLD_SECONDS = 30.0  # longest a companion apply waits for the workload writes in flight
 
 
@@ -217,6 +219,9 @@ class Operator:
             self._tasks.append(asyncio.create_task(self.autoscaler.run(), name="autoscaler"))
 
     async def stop(self) -> None:
+        """The cleanup on SIGTERM: cancel the workers and status tails, give the Events in flight
+        EVENT_FLUSH_SECONDS, give the Lease back, and leave no task running (kopf would wait
+        5 s for any, see below)."""
         if self._pod_monitor_check is not None:
             self._pod_monitor_check.cancel()
         for task in self._tasks:
@@ -227,6 +232,15 @@ class Operator:
                 await task
         self._tasks.clear()
         self.planning_pool.shutdown()
+        # A held companion apply is not sent: the next leader's first reconcile applies it.
+        for held in list(self._held_companions):
+            held.cancel()
+        if self._event_tasks:
+            await asyncio.wait(set(self._event_tasks), timeout=EVENT_FLUSH_SECONDS)
+        leftovers: list[asyncio.Future[Any]] = [*self._event_tasks, *self._held_companions]
+        for leftover in leftovers:
+            leftover.cancel()
+        await asyncio.gather(*leftovers, return_exceptions=True)
         try:
             if self.elector is not None:
                 await asyncio.to_thread(self.elector.release)
