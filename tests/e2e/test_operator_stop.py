@@ -4,6 +4,7 @@ out (kopf's nested watch generators are closed in order: glm_operator.controller
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -15,6 +16,13 @@ from .conftest import E2ECluster
 from .test_controller import apply, phase_is, small, wait_for
 
 pytestmark = pytest.mark.e2e
+
+ASYNCIO_COMPLAINTS = (
+    "error occurred during closing of asynchronous generator",
+    "exception was never retrieved",
+    "was destroyed but it is pending",
+    "Exception ignored in",
+)
 
 
 def test_sigterm_releases_the_lease_and_leaves_no_task_or_error_behind(
@@ -41,7 +49,15 @@ def test_sigterm_releases_the_lease_and_leaves_no_task_or_error_behind(
         # kopf waits up to 5 s for tasks left running after the cleanup, then cancels them;
         # before the fix its own stop-flag waiter was one on every signal.
         assert "Hung tasks stopping is skipped: no tasks given." in stopping, stopping[-3000:]
-        assert "Traceback" not in log and "error occurred during closing" not in log, stopping[-3000:]
+        # At debug level a failed reconcile's record carries its traceback (another test's
+        # namespace being deleted, say), and kopf logs a retried request at ERROR; what must not
+        # appear is an error record once the signal came, nor asyncio's complaints about what
+        # was left behind (they come as ERROR records or bare stderr).
+        records = re.split(r"\n(?=\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ )", stopping)
+        errors = [r for r in records if r.split(" ", 3)[2:3] in (["ERROR"], ["CRITICAL"])]
+        assert not errors, errors
+        for complaint in ASYNCIO_COMPLAINTS:
+            assert complaint not in log, stopping[-3000:]
     finally:
         op.stop()
         operator.start()
