@@ -6,8 +6,8 @@ them, in no order. kopf's watch is three generators deep (``infinite_watch`` hol
 its stream waits at a ``yield`` leaves all of them open. When ``streaming_block``'s generator is
 closed before ``infinite_watch``, closing ``infinite_watch`` throws into a finished generator and
 asyncio logs "an error occurred during closing of asynchronous generator" with a
-``RuntimeError: generator didn't stop after athrow()`` traceback on every such stop (seen on an
-operator's SIGTERM in CI; ``tests/unit/test_event_loop.py`` shows it in three of twenty chains).
+``RuntimeError: generator didn't stop after athrow()`` traceback (seen on an operator's SIGTERM in
+CI; ``tests/unit/test_event_loop.py`` provokes it with asyncio's own loop, as its control).
 
 Here the generators are closed one at a time in the order they were first iterated. An outer
 generator is always first iterated before the ones it iterates, so each is closed while the

@@ -232,7 +232,7 @@ class Operator:
                 await task
         self._tasks.clear()
         self.planning_pool.shutdown()
-        # A held companion apply is not sent: the next leader's first reconcile applies it.
+        # A companion apply still held is not sent: the next leader's first reconcile applies it.
         for held in list(self._held_companions):
             held.cancel()
         if self._event_tasks:
