@@ -74,6 +74,13 @@ def _outcome_seen(apply: asyncio.Future[Any]) -> None:
         apply.exception()
 
 
+async def _cancel_and_wait(tasks: list[asyncio.Future[Any]]) -> None:
+    """Cancel ``tasks`` and wait until each has ended, whatever it ended with."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 def owner_key(obj: dict[str, Any]) -> Key | None:
     """The GLMDeployment a child object or pod belongs to, from our labels."""
     meta = obj.get("metadata") or {}
@@ -224,12 +231,7 @@ class Operator:
         5 s for any, see below)."""
         if self._pod_monitor_check is not None:
             self._pod_monitor_check.cancel()
-        for task in self._tasks:
-            task.cancel()
-        tails = self.queue.cancel_tails()
-        for task in [*self._tasks, *tails]:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await _cancel_and_wait([*self._tasks, *self.queue.cancel_tails()])
         self._tasks.clear()
         self.planning_pool.shutdown()
         # A companion apply still held is not sent: the next leader's first reconcile applies it.
@@ -237,10 +239,7 @@ class Operator:
             held.cancel()
         if self._event_tasks:
             await asyncio.wait(set(self._event_tasks), timeout=EVENT_FLUSH_SECONDS)
-        leftovers: list[asyncio.Future[Any]] = [*self._event_tasks, *self._held_companions]
-        for leftover in leftovers:
-            leftover.cancel()
-        await asyncio.gather(*leftovers, return_exceptions=True)
+        await _cancel_and_wait([*self._event_tasks, *self._held_companions])
         try:
             if self.elector is not None:
                 await asyncio.to_thread(self.elector.release)
