@@ -58,11 +58,11 @@ test: deps lint ## everything: lint, types, unit and e2e tests
 	$(BIN)/python -m pytest tests -q --durations=25
 
 cluster: deps ## start the local cluster (kubeconfig in .cluster/kubeconfig)
-	$(BIN)/glm-operator cluster up
+	$(BIN)/python -m tests.harness.local_cluster up
 
 cluster-down: venv ## stop the local cluster (and the e2e tests' one, if GLM_KEEP_CLUSTER=1 left it up)
-	$(BIN)/glm-operator cluster down
-	@if [ -f .cluster-e2e/state.json ]; then $(BIN)/glm-operator cluster down --state-dir .cluster-e2e; fi
+	$(BIN)/python -m tests.harness.local_cluster down
+	@if [ -f .cluster-e2e/state.json ]; then $(BIN)/python -m tests.harness.local_cluster down --state-dir .cluster-e2e; fi
 
 demo: venv tools prometheus ## main job: local simulated GPU cluster, then show its GPU nodes
 	bash hack/demo.sh

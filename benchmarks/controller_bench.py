@@ -70,12 +70,12 @@ from typing import Any
 import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
+from tests.harness.cluster import LocalCluster, free_port
+from tests.harness.operator import RunningOperator
 
 from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.runtime import COMPANION_HOLD_SECONDS, COMPANION_LANE_THREADS
 from glm_operator.controller.timeline import TIMELINE_ENV
-from glm_operator.testing.cluster import LocalCluster, free_port
-from glm_operator.testing.operator import RunningOperator
 
 GROUP, VERSION, PLURAL = "inference.glm.dev", "v1alpha1", "glmdeployments"
 MANAGED = "app.kubernetes.io/managed-by=glm-operator"

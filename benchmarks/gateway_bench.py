@@ -26,16 +26,16 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from tests.harness.cluster import free_port, repo_root
+from tests.harness.gateway_objects import H100, glmdeployment, vllm_pod
+from tests.harness.haproxy import LocalGateway
+from tests.harness.load import percentile, run_load
+from tests.harness.vllm_emulator import LatencyModel, VLLMMetricsEmulator
 
 from glm_operator.gateway.routes import RoutingTable, compute_routing_table
 from glm_operator.planning.nodes import parse_gpu_pools
 from glm_operator.planning.placement import plan_placement
 from glm_operator.planning.request import placement_request_from_spec
-from glm_operator.testing.cluster import free_port, repo_root
-from glm_operator.testing.gateway_objects import H100, glmdeployment, vllm_pod
-from glm_operator.testing.haproxy import LocalGateway
-from glm_operator.testing.load import percentile, run_load
-from glm_operator.testing.vllm_emulator import LatencyModel, VLLMMetricsEmulator
 
 MODEL = "glm-4-9b"
 KEY = "sk-bench"
@@ -82,7 +82,7 @@ def table_for(port: int, variants: list[tuple[str, float]], pods: list[tuple[str
 def emulator_process(host: str, port: int, base_seconds: float) -> Iterator[str]:
     """An emulator in its own process (its threads do not share this process's interpreter lock)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "glm_operator.testing.vllm_emulator", "--model", MODEL, "--host", host,
+        [sys.executable, "-m", "tests.harness.vllm_emulator", "--model", MODEL, "--host", host,
          "--port", str(port), "--base-seconds", str(base_seconds), "--max-seconds", "600"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
     )  # fmt: skip

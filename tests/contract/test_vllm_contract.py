@@ -2,7 +2,7 @@
 
 KWOK starts no container, so no e2e test shows that a rendered pod would run. This module asks the
 real vLLM package, same release as the default image (installed from PyPI by hack/vllm.sh into its
-own virtualenv), through ``glm_operator/testing/vllm_probe.py``:
+own virtualenv), through ``tests/harness/vllm_probe.py``:
 
 - every argv the operator renders (each sample, a matrix of plans over catalog models x GPU types x
   quantization x KV dtype, multi-node leaders included, plus sources and user args) parses with

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from glm_operator.testing.cluster import LocalCluster, repo_root
-from glm_operator.testing.lws import LeaderWorkerSetController
-from glm_operator.testing.operator import RunningOperator
+from tests.harness.cluster import LocalCluster, repo_root
+from tests.harness.lws import LeaderWorkerSetController
+from tests.harness.operator import RunningOperator
 
 NODES = repo_root() / "tests" / "fixtures" / "gpu-cluster.yaml"
 # Short enough for test_node_outage to wait it out, longer than its 60 s blip.

@@ -1,6 +1,6 @@
 """The real kube-apiserver answers the operator with 429 (API Priority and Fairness) during a burst.
 
-``glm_operator.testing.apf`` routes the operator's writes in the test namespace into a priority
+``tests.harness.apf`` routes the operator's writes in the test namespace into a priority
 level with no concurrency of its own, whose only seat a test ServiceAccount keeps busy: the
 apiserver refuses them with ``429`` and ``Retry-After: 1``. Reads, watches and the Lease are not
 matched. While a burst of GLMDeployments is applied, the operator must log one line per failure
@@ -19,8 +19,8 @@ from collections import defaultdict
 
 import pytest
 
-from glm_operator.testing.apf import ApfThrottle
-from glm_operator.testing.operator import OPERATOR_NAMESPACE, OPERATOR_SA
+from tests.harness.apf import ApfThrottle
+from tests.harness.operator import OPERATOR_NAMESPACE, OPERATOR_SA
 
 from .conftest import E2ECluster, RunningOperator
 from .test_controller import apply, get, small, wait_for

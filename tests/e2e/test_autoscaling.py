@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from glm_operator.testing.operator import RunningOperator
-from glm_operator.testing.prometheus import PrometheusServer
-from glm_operator.testing.vllm_emulator import VLLMMetricsEmulator
+from tests.harness.operator import RunningOperator
+from tests.harness.prometheus import PrometheusServer
+from tests.harness.vllm_emulator import VLLMMetricsEmulator
 
 from .conftest import E2ECluster
 from .test_controller import ONE_L4, apply, children, condition, glmd, manifest, small, wait_for

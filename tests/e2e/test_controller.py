@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
-from glm_operator.testing.cluster import repo_root
-from glm_operator.testing.samples import create_prerequisites, volume_selector
+from tests.harness.cluster import repo_root
+from tests.harness.samples import create_prerequisites, volume_selector
 
 from .conftest import NODES, E2ECluster, RunningOperator, delete_namespace
 
@@ -416,7 +416,7 @@ def reconciles(metrics_port: int) -> float:
 def test_two_replicas_never_both_act_and_the_standby_takes_over(
     cluster: E2ECluster, operator: RunningOperator, ns: str, tmp_path: Path
 ) -> None:
-    from glm_operator.testing.cluster import free_port
+    from tests.harness.cluster import free_port
 
     operator.stop()
     first = RunningOperator(cluster.local, tmp_path / "a")
@@ -517,7 +517,7 @@ def test_a_vllm_crash_becomes_a_degraded_reason_with_the_fix(
 def test_health_and_metrics_endpoints(cluster: E2ECluster, operator: RunningOperator, ns: str) -> None:
     import urllib.request
 
-    from glm_operator.testing.cluster import free_port
+    from tests.harness.cluster import free_port
 
     health, metrics_port = free_port(), free_port()
     operator.stop()
@@ -569,7 +569,7 @@ def test_a_deleted_namespace_leaves_no_gpus_held_and_no_glmdeployment_behind(
     plan, and nothing of them is left in its metrics (nor reconciled at each resync)."""
     import urllib.request
 
-    from glm_operator.testing.cluster import free_port
+    from tests.harness.cluster import free_port
 
     def metrics_text() -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as resp:

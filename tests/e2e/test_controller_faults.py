@@ -18,7 +18,7 @@ from glm_operator.controller.desired import Desired, compute_desired
 from glm_operator.controller.reconcile import execute, observe
 from glm_operator.controller.runtime import Operator
 from glm_operator.planning.conditions import MetricsStatus
-from glm_operator.testing.faults import ApiserverOutage
+from tests.harness.faults import ApiserverOutage
 
 from .conftest import E2ECluster, RunningOperator, delete_namespace
 from .test_controller import apply, children, condition, get, glmd, phase_is, small, vllm_args, wait_for

@@ -23,11 +23,11 @@ import pytest
 from glm_operator.clients.haproxy import send
 from glm_operator.commands.gateway import key_metrics
 from glm_operator.gateway.routes import RoutingTable, compute_routing_table
-from glm_operator.testing.cluster import free_port
-from glm_operator.testing.gateway_objects import H100, L4, glmdeployment, vllm_pod
-from glm_operator.testing.haproxy import LocalGateway
-from glm_operator.testing.load import Result, percentile, request, run_load
-from glm_operator.testing.vllm_emulator import LatencyModel, VLLMMetricsEmulator
+from tests.harness.cluster import free_port
+from tests.harness.gateway_objects import H100, L4, glmdeployment, vllm_pod
+from tests.harness.haproxy import LocalGateway
+from tests.harness.load import Result, percentile, request, run_load
+from tests.harness.vllm_emulator import LatencyModel, VLLMMetricsEmulator
 
 AIR = "glm-4.5-air"
 FLASH_1M = "glm-5.3-flash[1m]"
@@ -298,7 +298,7 @@ def test_a_killed_upstream_is_taken_out_and_requests_elsewhere_finish(
         [
             sys.executable,
             "-m",
-            "glm_operator.testing.vllm_emulator",
+            "tests.harness.vllm_emulator",
             "--model",
             AIR,
             "--host",

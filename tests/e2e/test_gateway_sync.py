@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 import yaml
 
-from glm_operator.testing.cluster import free_port
-from glm_operator.testing.haproxy import LocalGateway
-from glm_operator.testing.load import request
-from glm_operator.testing.vllm_emulator import VLLMMetricsEmulator
+from tests.harness.cluster import free_port
+from tests.harness.haproxy import LocalGateway
+from tests.harness.load import request
+from tests.harness.vllm_emulator import VLLMMetricsEmulator
 
 from .conftest import E2ECluster, RunningOperator
 from .test_controller import apply, get, phase_is, small, wait_for

@@ -1,6 +1,6 @@
 """Hostile specs against the real apiserver: refused naming the field, or valid all the way down.
 
-Every case of ``glm_operator.testing.hostile`` is sent to the apiserver with ``dryRun=All``. A case
+Every case of ``tests.harness.hostile`` is sent to the apiserver with ``dryRun=All``. A case
 the apiserver refuses must name a ``spec`` field in its message. A case it accepts is planned by
 ``compute_desired`` exactly as the operator would, and every child object is sent with ``dryRun=All``
 too: none may be refused (a refused child is a reconcile that could only fail, forever). A sample
@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from glm_operator.api import spec_from_dict
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE
 from glm_operator.controller.desired import Observed, compute_desired
-from glm_operator.testing.hostile import HostileCase, hostile_cases
+from tests.harness.hostile import HostileCase, hostile_cases
 
 from .conftest import E2ECluster, RunningOperator
 from .test_controller import wait_for

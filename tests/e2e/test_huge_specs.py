@@ -18,8 +18,8 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
-from glm_operator.testing.hostile import hostile_cases, largest_inline_specs
-from glm_operator.testing.operator import OPERATOR_NAMESPACE
+from tests.harness.hostile import hostile_cases, largest_inline_specs
+from tests.harness.operator import OPERATOR_NAMESPACE
 
 from .conftest import E2ECluster, RunningOperator
 from .test_controller import small, wait_for

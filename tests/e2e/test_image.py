@@ -3,7 +3,7 @@
 The chart is rendered with ``helm template``; the operator container of its Deployment (command,
 args, env, ports, user 65532, read-only root filesystem, no capabilities, no privilege escalation,
 the /tmp emptyDir) runs from the image ``hack/image.sh`` built, under podman, on the host network
-with in-cluster configuration as a kubelet provides it (see ``glm_operator.testing.container``).
+with in-cluster configuration as a kubelet provides it (see ``tests.harness.container``).
 Only loopback is dialled: the apiserver, the probe paths and /metrics on 127.0.0.1.
 
 The chart's default values (cluster-wide mode), except free ports per replica, which the shared
@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 import yaml
 
-from glm_operator.testing import container
-from glm_operator.testing.cluster import LocalCluster, free_port, repo_root
+from tests.harness import container
+from tests.harness.cluster import LocalCluster, free_port, repo_root
 
 from .conftest import NODES, E2ECluster, delete_namespace, forbidden_lines
 from .test_chart import CHART, KUBE_VERSION, apply_crds

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from glm_operator.testing.cluster import LocalCluster
-from glm_operator.testing.karpenter import KarpenterProvider
-from glm_operator.testing.operator import RunningOperator
-from glm_operator.testing.prometheus import PrometheusServer
-from glm_operator.testing.vllm_emulator import VLLMMetricsEmulator
+from tests.harness.cluster import LocalCluster
+from tests.harness.karpenter import KarpenterProvider
+from tests.harness.operator import RunningOperator
+from tests.harness.prometheus import PrometheusServer
+from tests.harness.vllm_emulator import VLLMMetricsEmulator
 
 from .conftest import E2ECluster, delete_namespace
 from .test_autoscaling import MODEL, autoscaled

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from glm_operator.testing.operator import OPERATOR_NAMESPACE
+from tests.harness.operator import OPERATOR_NAMESPACE
 
 from .conftest import E2ECluster, RunningOperator
 from .test_controller import apply, children, get, glmd, phase_is, small, vllm_args, wait_for

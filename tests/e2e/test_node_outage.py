@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from glm_operator.testing.cluster import LocalCluster
+from tests.harness.cluster import LocalCluster
 
 from .conftest import NODE_GRACE_SECONDS, NODES, E2ECluster, RunningOperator, delete_namespace
 from .test_controller import apply, children, condition, get, glmd, manifest, phase_is, wait_for

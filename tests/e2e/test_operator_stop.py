@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from glm_operator.testing.operator import RunningOperator
+from tests.harness.operator import RunningOperator
 
 from .conftest import E2ECluster
 from .test_controller import apply, phase_is, small, wait_for

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from glm_operator.clients.prometheus import MetricsUnavailable, PrometheusQueueClient, QueueSample
-from glm_operator.testing.prometheus import PrometheusServer
-from glm_operator.testing.vllm_emulator import VLLMMetricsEmulator
+from tests.harness.prometheus import PrometheusServer
+from tests.harness.vllm_emulator import VLLMMetricsEmulator
 
 pytestmark = pytest.mark.prometheus
 

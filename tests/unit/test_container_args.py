@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from glm_operator.testing.cluster import repo_root
-from glm_operator.testing.container import (
+from tests.harness.cluster import repo_root
+from tests.harness.container import (
     SERVICE_ACCOUNT_DIR,
     PodIdentity,
     UnsupportedPodSpec,

@@ -20,8 +20,8 @@ from glm_operator.gateway.haproxy_config import (
 )
 from glm_operator.gateway.proxy import write_files
 from glm_operator.gateway.routes import RoutingTable, compute_routing_table
-from glm_operator.testing.gateway_objects import H100, L4, glmdeployment, vllm_pod
-from glm_operator.testing.haproxy import check_config
+from tests.harness.gateway_objects import H100, L4, glmdeployment, vllm_pod
+from tests.harness.haproxy import check_config
 
 GLMDS = [
     glmdeployment("air", "glm-4.5-air", [(H100, 13.0), (L4, 3.0)]),

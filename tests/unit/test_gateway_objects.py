@@ -16,7 +16,7 @@ from glm_operator.api.gateway import GLMGatewaySpec
 from glm_operator.api.v1alpha1 import ModelSpec
 from glm_operator.gateway.objects import KEYS_FILE, gateway_name, render_gateway, sync_args
 from glm_operator.gateway.sync import SyncOptions, map_addresses, settings_for
-from glm_operator.testing.gateway_objects import H100, vllm_pod
+from tests.harness.gateway_objects import H100, vllm_pod
 
 ROOT = Path(__file__).resolve().parents[2]
 BODY: dict[str, Any] = {

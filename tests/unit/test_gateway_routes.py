@@ -11,7 +11,7 @@ from glm_operator.gateway.routes import (
     capacity_weights,
     compute_routing_table,
 )
-from glm_operator.testing.gateway_objects import H100, L4, glmdeployment, vllm_pod
+from tests.harness.gateway_objects import H100, L4, glmdeployment, vllm_pod
 
 AIR = glmdeployment("air", "glm-4.5-air", [(H100, 13.2), (L4, 3.1)])
 FLASH_1M = glmdeployment("flash-1m", "glm-5.3-flash[1m]", [(H100, 2.0)])

@@ -34,7 +34,7 @@ from glm_operator.planning.outages import node_outage, node_outages
 from glm_operator.planning.placement import plan_placement
 from glm_operator.planning.pools import ElasticPool, parse_karpenter_nodepools
 from glm_operator.planning.request import PlanningInputError, placement_request_from_spec
-from glm_operator.testing.scenarios import observed
+from tests.harness.scenarios import observed
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu-cluster.yaml"
 TEMPLATES: list[dict[str, Any]] = yaml.safe_load(FIXTURE.read_text())["items"]

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from glm_operator.api.v1alpha1 import spec_from_dict
 from glm_operator.controller.desired import compute_desired
 from glm_operator.render import sizing
-from glm_operator.testing.scenarios import observed
+from tests.harness.scenarios import observed
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = yaml.safe_load((ROOT / "tests" / "fixtures" / "gpu-cluster.yaml").read_text())["items"]

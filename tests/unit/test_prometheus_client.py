@@ -24,7 +24,7 @@ from glm_operator.clients.prometheus import (
     QueueSample,
     render_query,
 )
-from glm_operator.testing.vllm_emulator import VLLMMetricsEmulator
+from tests.harness.vllm_emulator import VLLMMetricsEmulator
 
 Responder = Callable[[str], tuple[int, Any]]
 

@@ -12,7 +12,7 @@ import pytest
 from glm_operator.api.v1alpha1 import spec_from_dict
 from glm_operator.controller.desired import compute_desired
 from glm_operator.render import objects
-from glm_operator.testing.hostile import hostile_cases, largest_inline_specs
+from tests.harness.hostile import hostile_cases, largest_inline_specs
 
 from .test_desired import body, observe
 

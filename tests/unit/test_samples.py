@@ -7,8 +7,8 @@ from typing import Any
 import yaml
 
 from glm_operator.api.v1alpha1 import spec_from_dict
-from glm_operator.testing.demo import placement_row
-from glm_operator.testing.samples import prerequisites, sample_files, volume_selector
+from tests.harness.demo import placement_row
+from tests.harness.samples import prerequisites, sample_files, volume_selector
 
 
 def test_every_sample_is_a_valid_spec() -> None:

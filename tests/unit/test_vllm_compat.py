@@ -22,7 +22,7 @@ from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.desired import Observed, compute_desired
 from glm_operator.planning.compatibility import check_image
 from glm_operator.render.context import resolve_model_location
-from glm_operator.testing.scenarios import observed
+from tests.harness.scenarios import observed
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = yaml.safe_load((ROOT / "tests" / "fixtures" / "gpu-cluster.yaml").read_text())["items"]

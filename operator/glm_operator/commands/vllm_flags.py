@@ -22,11 +22,13 @@ from glm_operator.api.vllm_args import CEL_NAME_LIMIT, MANAGED_DESTS
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 FLAGS_MODULE = PACKAGE_DIR / "api" / "vllm_flags.py"
-PROBE_SCRIPT = PACKAGE_DIR / "testing" / "vllm_probe.py"
 
 
 def repo_root() -> Path:
     return PACKAGE_DIR.parents[1]
+
+
+PROBE_SCRIPT = repo_root() / "tests" / "harness" / "vllm_probe.py"  # runs in the vLLM virtualenv
 
 
 def vllm_python() -> str:

@@ -13,7 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from glm_operator.testing.cluster import LocalCluster, stop_process_group
+from tests.harness.cluster import LocalCluster, stop_process_group
 
 APISERVER = "kube-apiserver"
 

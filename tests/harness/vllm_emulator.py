@@ -24,7 +24,7 @@ In-process::
 
 As a process (prints the port on stdout, exits after --max-seconds)::
 
-    python -m glm_operator.testing.vllm_emulator --model glm-4.5-air --max-seconds 600 \
+    python -m tests.harness.vllm_emulator --model glm-4.5-air --max-seconds 600 \
         --host 127.0.0.2 --max-concurrency 4 --seconds-per-output-token 0.002
 """
 

@@ -22,7 +22,7 @@ from glm_operator.clients.haproxy import HAProxyRuntime
 from glm_operator.gateway.haproxy_config import CONFIG_FILE, GatewaySettings
 from glm_operator.gateway.proxy import ProxyDriver
 from glm_operator.gateway.routes import RoutingTable
-from glm_operator.testing.cluster import free_port
+from tests.harness.cluster import free_port
 
 
 def haproxy_binary() -> str:

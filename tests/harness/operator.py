@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from glm_operator.testing.cluster import LocalCluster, repo_root
+from tests.harness.cluster import LocalCluster, repo_root
 
 OPERATOR_NAMESPACE = "glm-operator-system"
 OPERATOR_SA = "glm-operator"

@@ -13,7 +13,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from glm_operator.testing.cluster import free_port, repo_root
+from tests.harness.cluster import free_port, repo_root
 
 
 def prometheus_binary() -> str:

@@ -39,7 +39,7 @@ class ClusterError(RuntimeError):
 
 
 def repo_root() -> Path:
-    return Path(__file__).resolve().parents[3]
+    return Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
@@ -319,7 +319,7 @@ class LocalCluster:
         if state:
             self._write_state(state)
 
-    # -- optional components (e.g. glm_operator.testing.lws) -----------------------------------
+    # -- optional components (e.g. tests.harness.lws) -----------------------------------
     def start_component(
         self, name: str, argv: Sequence[str], env: dict[str, str], info: dict[str, object]
     ) -> int:

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from glm_operator.testing.cluster import LocalCluster
+from tests.harness.cluster import LocalCluster
 
 FAR_FUTURE_VERSION = "999999999"
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from glm_operator.testing.cluster import ClusterError, LocalCluster, free_port
+from tests.harness.cluster import ClusterError, LocalCluster, free_port
 
 COMPONENT = "lws-controller-manager"
 NAMESPACE = "lws-system"

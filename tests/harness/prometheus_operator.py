@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from glm_operator.testing.cluster import repo_root
+from tests.harness.cluster import repo_root
 
 POD_MONITOR_CRD_NAME = "podmonitors.monitoring.coreos.com"
 

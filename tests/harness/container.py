@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from glm_operator.testing.cluster import repo_root
+from tests.harness.cluster import repo_root
 
 PODMAN = ("podman", "--runtime", "runc", "--cgroup-manager", "cgroupfs")
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"

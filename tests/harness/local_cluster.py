@@ -1,19 +1,24 @@
-"""``glm-operator cluster up|down|status``: the local simulated GPU cluster for development."""
+"""``python -m tests.harness.local_cluster up|down|status``: the local simulated GPU cluster.
+
+What ``make cluster`` and ``make cluster-down`` run. It is development tooling, not part of the
+operator: the package and its image carry no test bed.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from glm_operator.cli import UserError
+from tests.harness.cluster import ClusterError, LocalCluster, default_state_dir, repo_root
+from tests.harness.lws import LeaderWorkerSetController
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "cluster",
-        help="start/stop the local control plane with simulated GPU nodes (development)",
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.harness.local_cluster",
         description="Run etcd, kube-apiserver, controller-manager, scheduler and KWOK on loopback.",
     )
     parser.add_argument("action", choices=("up", "down", "status"))
@@ -31,12 +36,11 @@ def register(subparsers: Any) -> None:
         action="store_false",
         help="do not start the LeaderWorkerSet controller (multi-node replicas then stay unplaced)",
     )
-    parser.set_defaults(func=run)
+    return parser.parse_args(argv)
 
 
-def run(args: argparse.Namespace) -> int:
-    from glm_operator.testing.cluster import ClusterError, LocalCluster, default_state_dir, repo_root
-
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     cluster = LocalCluster(state_dir=args.state_dir or default_state_dir())
     try:
         if args.action == "down":
@@ -55,12 +59,15 @@ def run(args: argparse.Namespace) -> int:
         verb = "started" if started else "already running"
         print(f"cluster {verb} in {time.monotonic() - t0:.1f}s; export KUBECONFIG={cluster.kubeconfig}")
         if args.lws:
-            from glm_operator.testing.lws import LeaderWorkerSetController
-
             t0 = time.monotonic()
             lws_started = LeaderWorkerSetController(cluster).up()
             verb = "started" if lws_started else "already running"
             print(f"LeaderWorkerSet controller {verb} in {time.monotonic() - t0:.1f}s")
         return 0
     except ClusterError as exc:
-        raise UserError(str(exc)) from exc
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

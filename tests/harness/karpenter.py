@@ -21,7 +21,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from glm_operator.testing.cluster import ClusterError, LocalCluster, free_port, repo_root, stop_process_group
+from tests.harness.cluster import ClusterError, LocalCluster, free_port, repo_root, stop_process_group
 
 FIXTURES = repo_root() / "tests" / "fixtures" / "karpenter"
 BINARY = "karpenter-kwok"

@@ -15,10 +15,10 @@ import sys
 import time
 from typing import Any
 
-from glm_operator.testing.cluster import LocalCluster, repo_root, stop_process_group
-from glm_operator.testing.lws import LeaderWorkerSetController
-from glm_operator.testing.operator import RunningOperator
-from glm_operator.testing.samples import create_prerequisites
+from tests.harness.cluster import LocalCluster, repo_root, stop_process_group
+from tests.harness.lws import LeaderWorkerSetController
+from tests.harness.operator import RunningOperator
+from tests.harness.samples import create_prerequisites
 
 NAMESPACE = "llm"
 SETTLED = {"Ready", "Degraded", "Failed"}

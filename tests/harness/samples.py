@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from glm_operator.testing.cluster import LocalCluster, repo_root
+from tests.harness.cluster import LocalCluster, repo_root
 
 SAMPLES_DIR = repo_root() / "manifests" / "samples"
 VOLUME_LABEL = "glm-operator.testing/sample-namespace"
