@@ -74,8 +74,6 @@ from tests.harness.cluster import LocalCluster, free_port
 from tests.harness.operator import RunningOperator
 
 from glm_operator.controller.config import OperatorConfig
-from glm_operator.controller.runtime import COMPANION_HOLD_SECONDS, COMPANION_LANE_THREADS
-from glm_operator.controller.timeline import TIMELINE_ENV
 
 GROUP, VERSION, PLURAL = "inference.glm.dev", "v1alpha1", "glmdeployments"
 MANAGED = "app.kubernetes.io/managed-by=glm-operator"
@@ -190,38 +188,13 @@ def glmd_docs(n: int, namespaces: list[str], prefix: str = "g") -> list[dict[str
     return docs
 
 
+# The ideal controller in the operator's order: Services go in a lane of this many clients and wait
+# while Deployment writes are on the wire, at most this long.
+COMPANION_LANE_THREADS = 4
+COMPANION_HOLD_SECONDS = 30.0
+
+
 # -- measurement helpers -----------------------------------------------------------------------
-def timeline_stages(
-    path: Path, marks: dict[str, tuple[float, float | None, float | None]]
-) -> list[tuple[str, list[float]]]:
-    """Stage durations (seconds) of each new GLMDeployment: the operator's stamps
-    (``controller.timeline``: first of each stage per key) between the bench's own marks
-    (create sent, GLMDeployment seen, child Deployment seen; all ``time.monotonic()``)."""
-    stamps: dict[str, dict[str, float]] = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            with contextlib.suppress(ValueError, TypeError):
-                ns, name, stage, t = json.loads(line)
-                stamps.setdefault(f"{ns}/{name}", {}).setdefault(stage, float(t))
-    stages: list[tuple[str, list[float]]] = [
-        ("bench seen -> operator handler", []),
-        ("handler -> worker takes it", []),
-        ("worker -> Deployment POST sent", []),
-        ("POST round trip (operator)", []),
-        ("POST returned -> bench sees child", []),
-    ]
-    for key, (_, seen, child) in marks.items():
-        st = stamps.get(key, {})
-        handler, take, sent_at, returned = (st.get(s) for s in ("handler", "take", "sent", "returned"))
-        if take is not None and handler is not None and take < handler:
-            take = None  # a take before the spec was seen: another object of the same name
-        pairs = [(seen, handler), (handler, take), (take, sent_at), (sent_at, returned), (returned, child)]
-        for label_values, (a, b) in zip(stages, pairs, strict=True):
-            if a is not None and b is not None:
-                label_values[1].append(b - a)
-    return stages
-
-
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -315,46 +288,6 @@ def memory_breakdown(pid: int) -> str:
         f"{k} {kinds.get(k, 0) / 1024:.0f}" for k in ("heap", "arenas", "anon", "stacks", "files")
     )
     return f"{threads} threads, {sockets} sockets; RSS MiB: {parts}"
-
-
-def trace_signal(op: RunningOperator, directory: Path | None, snapshot: int | None) -> None:
-    """SIGUSR2 to the operator (see controller.memory.trace_on_signal): the first starts tracing
-    allocations, the next ones write snapshot ``snapshot`` (waited for)."""
-    if directory is None or op.proc is None:
-        return
-    op.proc.send_signal(signal.SIGUSR2)
-    if snapshot is not None:
-        wait_until(lambda: (directory / f"snapshot-{snapshot}.pickle").exists(), 120)
-        time.sleep(5.0)  # the dump finishes writing
-
-
-def print_traced(directory: Path | None, number: int, top: int = 12) -> None:
-    """What is still allocated from the traced phase, by line, and by the deepest operator frame."""
-    if directory is None:
-        return
-    import tracemalloc
-
-    try:
-        snap = tracemalloc.Snapshot.load(str(directory / f"snapshot-{number}.pickle"))
-    except OSError as exc:
-        print(f"  tracemalloc: {exc}", flush=True)
-        return
-    by_line = snap.statistics("lineno")
-    print(
-        f"  tracemalloc: {sum(s.size for s in by_line) / 2**20:.1f} MiB "
-        "still allocated from the traced phase",
-        flush=True,
-    )
-    for stat in by_line[:top]:
-        print(f"    {stat.size / 1024:8.0f} KiB {stat.count:7d}  {stat.traceback[0]}", flush=True)
-    by_ours: dict[str, int] = {}
-    for stat in snap.statistics("traceback"):
-        frames = [f for f in stat.traceback if "glm_operator" in f.filename] or list(stat.traceback)[-1:]
-        where = str(frames[-1]) if frames else "?"
-        by_ours[where] = by_ours.get(where, 0) + stat.size
-    print("  ... by the newest operator frame:", flush=True)
-    for where, size in sorted(by_ours.items(), key=lambda kv: -kv[1])[:top]:
-        print(f"    {size / 1024:8.0f} KiB  {where}", flush=True)
 
 
 class Watcher(threading.Thread):
@@ -544,7 +477,7 @@ def histogram_quantile(
     before: dict[str, float], after: dict[str, float], name: str, q: float, labels: str = ""
 ) -> float:
     """Prometheus-style quantile of a histogram over the (after - before) window; ``labels``: the
-    series' other labels, e.g. 'lane="urgent",' (prometheus_client sorts them, ``le`` included)."""
+    series' other labels, e.g. 'result="ok",' (prometheus_client sorts them, ``le`` included)."""
     wanted = dict(re.findall(r'(\w+)="([^"]*)"', labels))
     buckets = []
     for key, value in after.items():
@@ -1001,9 +934,6 @@ def free_gpus(local: LocalCluster, core: k8s.CoreV1Api, namespaces: list[str], k
     return time.monotonic() - t0
 
 
-TRIMMED = "glm_operator_memory_trimmed_bytes_total"
-
-
 def operator_requests(metrics: dict[str, float]) -> float:
     return sum(v for k, v in metrics.items() if k.startswith("glm_operator_api_requests_total{"))
 
@@ -1153,19 +1083,6 @@ def main() -> int:
         "--profile-apiserver-seconds of the burst into FILE, and print its top functions",
     )
     ap.add_argument("--profile-apiserver-seconds", type=int, default=20)
-    ap.add_argument(
-        "--tracemalloc",
-        type=Path,
-        metavar="DIR",
-        help="trace the operator's Python allocations through the idle phase (its resyncs) and "
-        "print what is still allocated from it at its end (snapshot in DIR)",
-    )
-    ap.add_argument(
-        "--timeline",
-        action="store_true",
-        help="the operator stamps each new spec's stages (controller.timeline); print where the "
-        "time from the bench's create to the child Deployment went, stage by stage",
-    )
     args = ap.parse_args()
     if args.profile_apiserver:
         args.apiserver_arg.append("--profiling=true")
@@ -1194,17 +1111,9 @@ def main() -> int:
 
         metrics_port = free_port()
         t = time.monotonic()
-        trace_env = {}
-        if args.tracemalloc:
-            args.tracemalloc.mkdir(parents=True, exist_ok=True)
-            trace_env = {"GLM_OPERATOR_TRACEMALLOC_DIR": str(args.tracemalloc)}
-        timeline_file = tmp / "timeline.jsonl"
-        if args.timeline:
-            trace_env[TIMELINE_ENV] = str(timeline_file)
         op.start(
-            "--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1",
-            "--workers", str(args.workers), env=trace_env,
-        )  # fmt: skip
+            "--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1", "--workers", str(args.workers)
+        )
         assert op.proc is not None
         sampler = Sampler(op.proc.pid)
         sampler.start()
@@ -1523,11 +1432,6 @@ def main() -> int:
             out("  max by tenth of the creates, in order", slowest_by_tenth(sent, first_child))
         out("  apply -> GLMDeployment seen (bench)", dist(lat_seen))
         out("  seen -> first child Deployment", dist(seen_to_child))
-        if args.timeline:
-            with lock:
-                bench_marks = {k: (sent[k], glmd_seen.get(k), first_child.get(k)) for k in keys if k in sent}
-            for label, values in timeline_stages(timeline_file, bench_marks):
-                out(f"    {label}", dist(values))
         out("apply -> Planned=True", dist(lat_planned))
         slowest = sorted((first_planned[k] - sent[k], k) for k in keys if k in first_planned and k in sent)[
             -3:
@@ -1566,32 +1470,13 @@ def main() -> int:
             out(
                 "reconcile time / worker time",
                 f"{dur_sum:.0f} s of reconciles in {window_s:.0f} s x {args.workers} workers = {busy:.0f}% "
-                "(an upper bound: a reconcile's time includes its status write, which runs off the worker)",
+                "(a worker is busy for its reconcile's whole time)",
             )
-        for lane in ("urgent", "routine"):
-            qname, qlabels = "glm_operator_queue_wait_seconds", f'lane="{lane}",'
-            waits = [histogram_quantile(m_before, m_after, qname, q, qlabels) * 1000 for q in (0.5, 0.99)]
-            out(
-                f"queue wait, {lane} lane",
-                f"p50~{waits[0]:.0f} ms, p99~{waits[1]:.0f} ms (from the histogram)",
-            )
-        for lane in ("urgent", "routine"):
-            steps = []
-            for step in ("plan", "apply", "status"):
-                sname, slabels = "glm_operator_reconcile_step_seconds", f'lane="{lane}",step="{step}",'
-                q50, q99 = (
-                    histogram_quantile(m_before, m_after, sname, q, slabels) * 1000 for q in (0.5, 0.99)
-                )
-                steps.append(f"{step} p50~{q50:.0f}/p99~{q99:.0f} ms")
-            out(f"reconcile steps, {lane} lane", ", ".join(steps))
-        held = {
-            lane: mdiff(f'glm_operator_apply_backpressure_total{{lane="{lane}"}}')
-            for lane in ("urgent", "routine")
-        }
-        out(
-            "reconciles held for their own workload applies (backpressure)",
-            f"urgent {held['urgent']:.0f}, routine {held['routine']:.0f}",
-        )
+        waits = [
+            histogram_quantile(m_before, m_after, "glm_operator_queue_wait_seconds", q) * 1000
+            for q in (0.5, 0.99)
+        ]
+        out("queue wait", f"p50~{waits[0]:.0f} ms, p99~{waits[1]:.0f} ms (from the histogram)")
         out("operator CPU (burst+settle)", f"{cpu_op:.1f} s ({cpu_op / window_s * 100:.0f}% of one core)")
         out("operator RSS before burst", f"{rss_before / 1024:.0f} MiB ({args.nodes} nodes cached, warm)")
         out("  where (before burst)", mem_before)
@@ -1671,7 +1556,6 @@ def main() -> int:
 
         # -- idle: nodes keep renewing their Leases, nothing else happens --------------------
         if args.idle_seconds > 0:
-            trace_signal(op, args.tracemalloc, None)  # the idle phase (its resyncs) is traced
             m0, cpu0, t0 = scrape(metrics_port), cpu_seconds(op.proc.pid), time.monotonic()
             time.sleep(args.idle_seconds)
             m1, cpu1, t1 = scrape(metrics_port), cpu_seconds(op.proc.pid), time.monotonic()
@@ -1688,11 +1572,7 @@ def main() -> int:
                 "idle: watch events received",
                 counter_by_label(m0, m1, "glm_operator_watch_events_total", "resource"),
             )
-            trimmed = m1.get(TRIMMED, 0.0) - m0.get(TRIMMED, 0.0)
-            out("idle: heap returned by malloc_trim", f"{trimmed / 2**20:.1f} MiB")
             out("idle: where", memory_breakdown(op.proc.pid))
-            trace_signal(op, args.tracemalloc, 1)
-            print_traced(args.tracemalloc, 1)
 
         # -- baseline: the same children created directly by 8 client threads ----------------
         # Its pods, and the ideal controller's, must schedule and run as the operator's did:

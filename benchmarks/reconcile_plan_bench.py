@@ -45,7 +45,7 @@ from glm_operator.catalog.models import load_models
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE
 from glm_operator.controller import desired as desired_module
 from glm_operator.controller.cache import ClusterCache, Key
-from glm_operator.controller.desired import Desired, Observed, compute_desired
+from glm_operator.desired import Desired, Observed, compute_desired
 
 NOW = "2026-11-30T00:00:00Z"
 STEPS = ("parse_gpu_pools", "node_outages", "observed_capacity", "plan_placement", "render_all")

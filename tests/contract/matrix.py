@@ -21,7 +21,7 @@ import yaml
 
 from glm_operator.catalog.gpus import GpuType, load_gpus
 from glm_operator.catalog.models import load_models
-from glm_operator.controller.desired import Desired, compute_desired
+from glm_operator.desired import Desired, compute_desired
 from tests.harness.scenarios import observed
 
 ROOT = Path(__file__).resolve().parents[2]

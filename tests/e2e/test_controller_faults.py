@@ -14,9 +14,8 @@ from kubernetes.client.exceptions import ApiException
 
 from glm_operator.clients.kube import KubeClient
 from glm_operator.controller.config import OperatorConfig
-from glm_operator.controller.desired import Desired, compute_desired
-from glm_operator.controller.reconcile import execute, observe
-from glm_operator.controller.runtime import Operator
+from glm_operator.controller.manager import Manager
+from glm_operator.desired import Desired, compute_desired
 from glm_operator.planning.conditions import MetricsStatus
 from tests.harness.faults import ApiserverOutage
 
@@ -198,21 +197,27 @@ class AutoscalerRunning:
 async def reconcile_once(
     api: KubeClient, ns: str, name: str, between: Callable[[Desired], None] | None = None
 ) -> None:
-    """One reconcile in this process (observe, compute, execute) against the real apiserver;
+    """One reconcile in this process (observe, compute, apply, status) against the real apiserver;
     ``between`` runs after the read and before the writes (a concurrent writer's window)."""
-    op = Operator(OperatorConfig(leader_election=False, namespaces=(ns,)), api)
-    op.autoscaler = AutoscalerRunning()  # as with --prometheus-url: the autoscaler owns desiredReplicas
+    manager = Manager(OperatorConfig(leader_election=False, namespaces=(ns,)), api)
+    reconciler = manager.reconciler
+    # as with --prometheus-url: the autoscaler owns desiredReplicas
+    reconciler.metrics_status = AutoscalerRunning().metrics_status
     try:
-        await op.refresh_cluster_view()
-        found = observe(op, ns, name)
+        await manager.load_caches()
+        found = reconciler.observe((ns, name))
         assert found is not None
-        observed, services = found
+        observed, companions = found
         desired = compute_desired(observed)
         if between is not None:
             between(desired)
-        await execute(op, observed, services, desired)
+        current = [*observed.children, *companions, *observed.pod_monitors]
+        result = await manager.applier.apply(
+            (ns, name), desired.objects, current, tolerate_missing_pod_monitor_api=True
+        )
+        await reconciler.write_status((ns, name), observed, desired, list(result.rejected))
     finally:
-        op.planning_pool.shutdown()
+        reconciler.stop()
 
 
 def test_a_reconcile_from_an_older_read_never_reverts_an_autoscaler_decision(cluster: E2ECluster) -> None:

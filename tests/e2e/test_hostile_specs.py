@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from glm_operator.api import spec_from_dict
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE
-from glm_operator.controller.desired import Observed, compute_desired
+from glm_operator.desired import Observed, compute_desired
 from tests.harness.hostile import HostileCase, hostile_cases
 
 from .conftest import E2ECluster, RunningOperator

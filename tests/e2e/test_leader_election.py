@@ -57,7 +57,7 @@ def test_a_leader_frozen_past_its_lease_writes_nothing_after_resuming_and_exits(
         wait_for(lambda: "became leader" in old.log_tail(), 30, "first replica leads")
         old_identity = lease(cluster)["holderIdentity"]
         new.start()
-        wait_for(lambda: "Activity 'startup' succeeded" in new.log_tail(20000), 30, "standby up")
+        wait_for(lambda: "started: " in new.log_tail(20000), 30, "standby up")
         apply(cluster, ns, small("frozen"))
         wait_for(phase_is(cluster, ns, "frozen", "Ready"), 60, "Ready under the first replica")
         (dep,) = children(cluster, ns, "frozen")

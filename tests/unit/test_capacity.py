@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from glm_operator.controller.desired import Observed, compute_desired
+from glm_operator.desired import Observed, compute_desired
 from glm_operator.planning.capacity import (
     ElasticCapacityInput,
     capacity_pools,
@@ -342,7 +342,7 @@ def test_observed_capacity_on_plain_nodes_is_the_node_pools() -> None:
 
 
 def test_pending_pod_of_a_replica_planned_on_a_new_node_is_not_degraded() -> None:
-    from glm_operator.controller.desired import variant_slug
+    from glm_operator.desired.children import variant_slug
     from glm_operator.render import names
 
     pod = pending_pod("m-l4-abc", "2026-11-30T11:59:58Z")  # Karpenter has not counted its machine yet

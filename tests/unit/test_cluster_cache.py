@@ -8,9 +8,12 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from glm_operator.clients.kube import KubeClient
 from glm_operator.controller.cache import ClusterCache, pod_gpu_requests
-from glm_operator.controller.config import OperatorConfig
-from glm_operator.controller.runtime import Operator, owner_key
+from glm_operator.controller.config import OperatorConfig, namespace_matches
+from glm_operator.controller.event_handlers import owner_key
+from glm_operator.controller.manager import Manager
+from tests.harness.controller import wired
 
 
 def node(name: str = "n1", gpus: str = "8", ready: str = "True", **labels: str) -> dict[str, Any]:
@@ -143,9 +146,7 @@ def test_pod_gpu_requests_sums_containers_and_per_type_names() -> None:
 
 def test_namespace_patterns_follow_kopf_globs() -> None:
     def watches(patterns: tuple[str, ...], ns: str) -> bool:
-        return Operator(
-            OperatorConfig(namespaces=patterns, leader_election=False), api=None
-        ).watches_namespace(ns)  # type: ignore[arg-type]
+        return namespace_matches(patterns, ns)
 
     assert watches((), "anything")
     assert watches(("ctl-*",), "ctl-a") and not watches(("ctl-*",), "llm")
@@ -184,7 +185,7 @@ def test_node_labels_placement_does_not_read_are_dropped_unless_a_node_group_nam
     }
     groups = {"nodeGroups": [{"name": "a", "nodeSelector": {"pool": "gpu-a"}}, {"name": "bad"}, "x"]}
     config = OperatorConfig(leader_election=False, node_groups=groups)
-    cache = Operator(config, api=None).cache  # type: ignore[arg-type]
+    cache = Manager(config, KubeClient()).cache
     cache.set_node(node(**labels))
     assert cache.nodes["n1"]["metadata"]["labels"]["pool"] == "gpu-a"
     assert "kubernetes.io/hostname" not in cache.nodes["n1"]["metadata"]["labels"]
@@ -274,9 +275,6 @@ def test_a_namespace_being_deleted_takes_its_glmdeployments_pods_and_gpus_out_of
     """kopf stops a namespace pattern's watches in a namespace being deleted before its objects'
     DELETED events: the operator forgets them itself, and ignores what still comes, until the
     namespace is gone or made again."""
-    import asyncio
-
-    from glm_operator.controller import metrics
 
     def glmd(name: str, ns: str = "llm", rv: str = "1") -> dict[str, Any]:
         return {
@@ -292,37 +290,35 @@ def test_a_namespace_being_deleted_takes_its_glmdeployments_pods_and_gpus_out_of
             meta["deletionTimestamp"] = "2026-12-01T00:00:00Z"
         return {"metadata": meta}
 
-    async def scenario() -> None:
-        op = Operator(OperatorConfig(namespaces=("llm*",), leader_election=False), api=None)  # type: ignore[arg-type]
-        op.on_glmdeployment("ADDED", glmd("a"))
-        op.on_glmdeployment("ADDED", glmd("b", ns="llm-other"))
-        op.on_pod("ADDED", pod("p1", "n1", 8, owner="a"))
-        op.on_pod("ADDED", pod("p2", "n1", 4))  # not the operator's, same namespace
-        metrics.PLAN_FITS.labels("llm", "a").set(1)
-        op.gateways.on_gateway("ADDED", {"metadata": {"namespace": "llm", "name": "gw", "uid": "g"}})
-        assert op.cache.gpus_used() == {"n1": {"nvidia.com/gpu": 12}}
-        assert op.cache.owned.pods_of(("llm", "a"))
+    w = wired(OperatorConfig(namespaces=("llm*",), leader_election=False))
+    h = w.handlers
+    h.on_glmdeployment("ADDED", glmd("a"))
+    h.on_glmdeployment("ADDED", glmd("b", ns="llm-other"))
+    h.on_pod("ADDED", pod("p1", "n1", 8, owner="a"))
+    h.on_pod("ADDED", pod("p2", "n1", 4))  # not the operator's, same namespace
+    h.on_gateway("ADDED", {"metadata": {"namespace": "llm", "name": "gw", "uid": "g"}})
+    assert w.cache.gpus_used() == {"n1": {"nvidia.com/gpu": 12}}
+    assert w.cache.owned.pods_of(("llm", "a"))
+    w.queued()
 
-        op.on_namespace("MODIFIED", namespace("llm", deleting=True))
-        assert ("llm", "a") not in op.cache.owned.glmdeployments
-        assert ("llm", "a") not in op.queue.known
-        assert not op.cache.owned.pods_of(("llm", "a"))
-        assert op.cache.gpus_used() == {}, "pods of a namespace being deleted hold no GPUs in a plan"
-        assert ("llm", "a") not in {labels[:2] for labels in metrics.PLAN_FITS._metrics}
-        assert ("llm", "gw") not in op.gateways.bodies and ("llm", "gw") not in op.gateways.queue.known
-        assert ("llm-other", "b") in op.cache.owned.glmdeployments, "other namespaces are untouched"
+    h.on_namespace("MODIFIED", namespace("llm", deleting=True))
+    assert ("llm", "a") not in w.cache.owned.glmdeployments
+    assert w.queued() == [("llm", "a")], "one last run, which finds it gone and forgets its metrics"
+    assert not w.cache.owned.pods_of(("llm", "a"))
+    assert w.cache.gpus_used() == {}, "pods of a namespace being deleted hold no GPUs in a plan"
+    assert ("llm", "gw") not in w.gateways.bodies
+    assert ("llm-other", "b") in w.cache.owned.glmdeployments, "other namespaces are untouched"
 
-        # Events still on their way, and a status write's answer, store nothing again.
-        op.on_glmdeployment("MODIFIED", glmd("a", rv="2"))
-        op.on_pod("MODIFIED", pod("p1", "n1", 8, owner="a"))
-        op.cache.owned.set_glmdeployment(glmd("a", rv="3"))
-        assert ("llm", "a") not in op.cache.owned.glmdeployments
-        assert op.cache.gpus_used() == {}
+    # Events still on their way, and a status write's answer, store nothing again.
+    h.on_glmdeployment("MODIFIED", glmd("a", rv="2"))
+    h.on_pod("MODIFIED", pod("p1", "n1", 8, owner="a"))
+    w.cache.owned.set_glmdeployment(glmd("a", rv="3"))
+    assert ("llm", "a") not in w.cache.owned.glmdeployments
+    assert w.cache.gpus_used() == {}
+    assert w.queued() == []
 
-        # Gone, then made again under the same name: served as any namespace.
-        op.on_namespace("DELETED", namespace("llm", deleting=True))
-        op.on_namespace("ADDED", namespace("llm", deleting=False))
-        op.on_glmdeployment("ADDED", glmd("a", rv="9"))
-        assert ("llm", "a") in op.cache.owned.glmdeployments and ("llm", "a") in op.queue.known
-
-    asyncio.run(scenario())
+    # Gone, then made again under the same name: served as any namespace.
+    h.on_namespace("DELETED", namespace("llm", deleting=True))
+    h.on_namespace("ADDED", namespace("llm", deleting=False))
+    h.on_glmdeployment("ADDED", glmd("a", rv="9"))
+    assert ("llm", "a") in w.cache.owned.glmdeployments and w.queued() == [("llm", "a")]

@@ -15,10 +15,9 @@ from glm_operator.clients.managed_fields import (
     upgraded_managed_fields,
 )
 from glm_operator.controller.config import OperatorConfig
-from glm_operator.controller.reconcile import reconcile
-from glm_operator.controller.runtime import Operator
-
-from .test_slow_applies import BODY, NODES, SlowServiceApi
+from tests.harness.controller import reconciling
+from tests.harness.fake_api import FakeApi
+from tests.harness.scenarios import BODY, NODES
 
 
 def entry(manager: str, operation: str, fields: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -151,26 +150,13 @@ def test_an_apply_that_finds_update_owned_fields_hands_them_over_and_applies_aga
 
 
 def test_a_workload_not_in_the_cache_is_created_and_one_in_it_is_applied() -> None:
-    class Api(SlowServiceApi):
-        def __init__(self) -> None:
-            super().__init__(slow_kind="none")
-            self.created: list[str] = []
-
-        def create_or_apply(self, obj: dict[str, Any]) -> dict[str, Any]:
-            self.created.append(obj["kind"])
-            return super().create_or_apply(obj)
-
-    async def scenario() -> None:
-        api = Api()
-        op = Operator(OperatorConfig(leader_election=False, workers=2), api=api)  # type: ignore[arg-type]
-        op.cache.replace_nodes(NODES)
-        op.cache.owned.set_glmdeployment(copy.deepcopy(BODY))
-        await asyncio.wait_for(reconcile(op, "llm", "g"), 5)
-        assert api.created == ["Deployment"]  # the Service, PDB: server-side apply
-        assert "Service" in api.applied and "Deployment" in api.applied
-        op.applied.clear()  # forget the digests (a resync): the Deployment is in the cache now
-        await asyncio.wait_for(reconcile(op, "llm", "g"), 5)
-        assert api.created == ["Deployment"]
-        assert api.applied.count("Deployment") == 2
-
-    asyncio.run(scenario())
+    api = FakeApi()
+    r = reconciling(api, OperatorConfig(leader_election=False, workers=2), NODES)
+    r.wired.handlers.on_glmdeployment("ADDED", api.put(copy.deepcopy(BODY)))
+    asyncio.run(r.reconciler.reconcile(("llm", "g")))
+    assert [kind for verb, kind, _ in api.writes("create")] == ["Deployment"]  # Service, PDB: applied
+    assert {kind for verb, kind, _ in api.writes("apply")} == {"Service", "PodDisruptionBudget"}
+    r.applier.forget()  # a resync: the Deployment is in the cache now
+    asyncio.run(r.reconciler.reconcile(("llm", "g")))
+    assert [kind for verb, kind, _ in api.writes("create")] == ["Deployment"]
+    assert [kind for verb, kind, _ in api.writes("apply")].count("Deployment") == 1

@@ -10,8 +10,10 @@ import pytest
 import yaml
 
 from glm_operator.api.v1alpha1 import spec_from_dict
-from glm_operator.controller.desired import Observed, compute_desired, total_replicas, variant_slug
-from glm_operator.controller.reconcile import own_status_fields
+from glm_operator.desired import Observed, compute_desired
+from glm_operator.desired.children import variant_slug
+from glm_operator.desired.plan import total_replicas
+from glm_operator.desired.status import own_fields as own_status_fields
 from glm_operator.planning.conditions import MetricsStatus
 
 ROOT = Path(__file__).resolve().parents[2]

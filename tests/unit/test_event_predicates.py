@@ -8,12 +8,12 @@ import copy
 from typing import Any
 
 from glm_operator.controller.config import OperatorConfig
-from glm_operator.controller.desired import Observed, compute_desired
 from glm_operator.controller.predicates import WORKLOAD_STATUS_FIELDS, child_view
-from glm_operator.controller.reconcile import reconcile
-from glm_operator.controller.runtime import Operator
+from glm_operator.desired import Observed, compute_desired
 from glm_operator.render import names
-from tests.unit.test_slow_applies import BODY, NODES, SlowServiceApi
+from tests.harness.controller import Reconciling, reconciling
+from tests.harness.fake_api import FakeApi
+from tests.harness.scenarios import BODY, NODES
 
 KEY = ("llm", "g")
 
@@ -25,103 +25,99 @@ def _bump(obj: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def _reconciled_operator() -> tuple[Operator, list[tuple[str, str]], dict[str, dict[str, Any]]]:
-    """An operator that reconciled ``g`` once (children applied), recording the keys child events
-    enqueue; the children as the apiserver answered, by kind."""
-    api = SlowServiceApi(slow_kind="-")
-    op = Operator(OperatorConfig(leader_election=False, workers=2), api=api)  # type: ignore[arg-type]
-    op.cache.replace_nodes(NODES)
-    op.cache.owned.set_glmdeployment(copy.deepcopy(BODY))
-    await asyncio.wait_for(reconcile(op, *KEY), 5)
-    enqueued: list[tuple[str, str]] = []
-    op.queue.add_soon = lambda key, delay=0.0: enqueued.append(key)  # type: ignore[method-assign]
-    children = {c["kind"]: copy.deepcopy(c) for c in op.cache.owned.children.get(KEY, {}).values()}
-    return op, enqueued, children
+class Setup:
+    """A reconciler that reconciled ``g`` once (children applied); ``enqueued()`` drains the keys
+    child events put on the queue since."""
 
+    def __init__(self) -> None:
+        api = FakeApi()
+        self.r: Reconciling = reconciling(api, OperatorConfig(leader_election=False, workers=2), NODES)
+        self.r.wired.handlers.on_glmdeployment("ADDED", api.put(copy.deepcopy(BODY)))
+        self.reconcile()
+        self.children = {
+            c["kind"]: copy.deepcopy(c) for c in self.r.wired.cache.owned.children.get(KEY, {}).values()
+        }
+        self.enqueued()
 
-def _event(op: Operator, obj: dict[str, Any], event_type: str = "MODIFIED") -> None:
-    api_version, kind = obj["apiVersion"], obj["kind"]
-    op.on_child(event_type, obj, api_version, kind)
+    def reconcile(self) -> None:
+        asyncio.run(self.r.reconciler.reconcile(KEY))
+
+    def enqueued(self) -> list[tuple[str, str]]:
+        return self.r.wired.queued()
+
+    def event(self, obj: dict[str, Any], event_type: str = "MODIFIED") -> None:
+        self.r.wired.handlers.on_child(obj["apiVersion"], obj["kind"], event_type, obj)
 
 
 def test_a_workload_event_enqueues_only_when_what_a_reconcile_reads_changed() -> None:
-    async def scenario() -> None:
-        op, enqueued, children = await _reconciled_operator()
-        dep = children["Deployment"]
-        # The deployment controller's first status: the reconcile read no such child yet.
-        dep = _bump(dep)
-        dep["status"] = {
-            "observedGeneration": 1,
-            "replicas": 1,
-            "updatedReplicas": 1,
-            "unavailableReplicas": 1,
-        }
-        _event(op, dep)
-        assert enqueued == [KEY]
-        await reconcile(op, *KEY)  # reads it
-        enqueued.clear()
+    t = Setup()
+    dep = t.children["Deployment"]
+    # The deployment controller's first status: the reconcile read no such child yet.
+    dep = _bump(dep)
+    dep["status"] = {
+        "observedGeneration": 1,
+        "replicas": 1,
+        "updatedReplicas": 1,
+        "unavailableReplicas": 1,
+    }
+    t.event(dep)
+    assert t.enqueued() == [KEY]
+    t.reconcile()  # reads it
+    t.enqueued()
 
-        # Fields no reconcile reads: stored, nothing enqueued.
-        quiet = _bump(dep)
-        quiet["status"]["availableReplicas"] = 0
-        quiet["status"]["conditions"] = [
-            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetCreated"}
-        ]
-        quiet["metadata"].setdefault("annotations", {})["deployment.kubernetes.io/revision"] = "1"
-        _event(op, quiet)
-        assert enqueued == []
-        assert op.cache.owned.child(KEY, "apps/v1", "Deployment", dep["metadata"]["name"]) == quiet
+    # Fields no reconcile reads: stored, nothing enqueued.
+    quiet = _bump(dep)
+    quiet["status"]["availableReplicas"] = 0
+    quiet["status"]["conditions"] = [
+        {"type": "Progressing", "status": "True", "reason": "NewReplicaSetCreated"}
+    ]
+    quiet["metadata"].setdefault("annotations", {})["deployment.kubernetes.io/revision"] = "1"
+    t.event(quiet)
+    assert t.enqueued() == []
+    assert t.r.wired.cache.owned.child(KEY, "apps/v1", "Deployment", dep["metadata"]["name"]) == quiet
 
-        # Each field a reconcile reads enqueues (each time from a version a reconcile read).
-        current = quiet
-        for field in WORKLOAD_STATUS_FIELDS:
-            changed = _bump(current)
-            changed["status"][field] = int(changed["status"].get(field) or 0) + 1
-            _event(op, changed)
-            assert enqueued == [KEY], field
-            enqueued.clear()
-            await reconcile(op, *KEY)
-            current = changed
-        for edit in ("generation", "spec-hash", "owner", "deleting"):
-            changed = _bump(current)
-            meta = changed["metadata"]
-            if edit == "generation":
-                meta["generation"] = int(meta["generation"]) + 1
-            elif edit == "spec-hash":
-                changed["spec"]["template"]["metadata"]["labels"][names.LABEL_SPEC_HASH] = "other"
-            elif edit == "owner":
-                meta["ownerReferences"] = []
-            else:
-                meta["deletionTimestamp"] = "2026-12-01T00:00:00Z"
-            _event(op, changed)
-            assert enqueued == [KEY], edit
-            enqueued.clear()
-            _event(op, _bump(_bump(current)))  # back to the version read: nothing to do
-            assert enqueued == [], edit
-            current = _bump(_bump(current))
-        _event(op, _bump(current), "DELETED")
-        assert enqueued == [KEY]
-
-    asyncio.run(scenario())
+    # Each field a reconcile reads enqueues (each time from a version a reconcile read).
+    current = quiet
+    for field in WORKLOAD_STATUS_FIELDS:
+        changed = _bump(current)
+        changed["status"][field] = int(changed["status"].get(field) or 0) + 1
+        t.event(changed)
+        assert t.enqueued() == [KEY], field
+        t.reconcile()
+        current = changed
+    for edit in ("generation", "spec-hash", "owner", "deleting"):
+        changed = _bump(current)
+        meta = changed["metadata"]
+        if edit == "generation":
+            meta["generation"] = int(meta["generation"]) + 1
+        elif edit == "spec-hash":
+            changed["spec"]["template"]["metadata"]["labels"][names.LABEL_SPEC_HASH] = "other"
+        elif edit == "owner":
+            meta["ownerReferences"] = []
+        else:
+            meta["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+        t.event(changed)
+        assert t.enqueued() == [KEY], edit
+        t.event(_bump(_bump(current)))  # back to the version read: nothing to do
+        assert t.enqueued() == [], edit
+        current = _bump(_bump(current))
+    t.event(_bump(current), "DELETED")
+    assert t.enqueued() == [KEY]
 
 
 def test_a_pdb_status_is_filtered_a_service_change_is_not() -> None:
-    async def scenario() -> None:
-        op, enqueued, children = await _reconciled_operator()
-        await reconcile(op, *KEY)  # this one read the PDB and the Service
-        pdb = _bump(children["PodDisruptionBudget"])
-        pdb["status"] = {"currentHealthy": 1, "desiredHealthy": 1, "disruptionsAllowed": 0, "expectedPods": 2}
-        _event(op, pdb)
-        assert enqueued == []
-        pdb = _bump(pdb)
-        pdb["metadata"]["generation"] = 2  # edited by hand: re-applied
-        _event(op, pdb)
-        assert enqueued == [KEY]
-        enqueued.clear()
-        _event(op, _bump(children["Service"]))  # a Service's version is what the apply memo reads
-        assert enqueued == [KEY]
-
-    asyncio.run(scenario())
+    t = Setup()
+    t.reconcile()  # this one read the PDB and the Service
+    pdb = _bump(t.children["PodDisruptionBudget"])
+    pdb["status"] = {"currentHealthy": 1, "desiredHealthy": 1, "disruptionsAllowed": 0, "expectedPods": 2}
+    t.event(pdb)
+    assert t.enqueued() == []
+    pdb = _bump(pdb)
+    pdb["metadata"]["generation"] = 2  # edited by hand: re-applied
+    t.event(pdb)
+    assert t.enqueued() == [KEY]
+    t.event(_bump(t.children["Service"]))  # a Service's version is what the apply memo reads
+    assert t.enqueued() == [KEY]
 
 
 def test_compute_desired_reads_nothing_of_a_workload_outside_its_view() -> None:

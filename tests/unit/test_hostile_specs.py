@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from glm_operator.api.v1alpha1 import spec_from_dict
-from glm_operator.controller.desired import compute_desired
+from glm_operator.desired import compute_desired
 from tests.harness.hostile import HostileCase, hostile_cases, largest_inline_specs
 
 from .test_desired import body, observe

@@ -24,8 +24,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from glm_operator.controller import desired as desired_module
-from glm_operator.controller.desired import compute_desired
+from glm_operator.desired import compute_desired
+from glm_operator.desired import plan as desired_module
 from glm_operator.planning import nodes as nodes_module
 from glm_operator.planning import placement as placement_module
 from glm_operator.planning.capacity import ElasticCapacityInput, capacity_pools

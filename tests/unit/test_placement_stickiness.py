@@ -6,7 +6,8 @@ import copy
 import datetime as dt
 from typing import Any
 
-from glm_operator.controller.desired import Desired, compute_desired, variant_slug
+from glm_operator.desired import Desired, compute_desired
+from glm_operator.desired.children import variant_slug
 
 from .test_desired import NODES, NOW, body, observe
 

@@ -12,8 +12,8 @@ import pytest
 from glm_operator.clients import prometheus as prometheus_client
 from glm_operator.commands.run import config_from_args
 from glm_operator.controller import config as operator_config
-from glm_operator.controller.desired import compute_desired
 from glm_operator.controller.pod_monitors import PodMonitorMode, pod_monitor_wanted
+from glm_operator.desired import compute_desired
 from glm_operator.render import names
 from glm_operator.render.monitoring import (
     METRICS_PATH,
@@ -193,20 +193,23 @@ def test_a_refused_pod_monitor_says_how_to_fix_it() -> None:
     """--pod-monitor=on where the API is missing: the apiserver's 404 becomes ChildRejected with a
     fix about the CRD or the flag, not about spec.serving."""
     from glm_operator.clients.kube import ApiErrorSummary
-    from glm_operator.controller.reconcile import Rejection, _pod_monitor_api_missing, with_rejections
+    from glm_operator.controller.applier import _pod_monitor_api_missing
+    from glm_operator.desired.status import with_rejections
 
     not_found = ApiErrorSummary(404, "NotFound", "the server could not find the requested resource")
     assert _pod_monitor_api_missing({"kind": "PodMonitor"}, not_found)
     assert not _pod_monitor_api_missing({"kind": "Deployment"}, not_found)
     observed = observe(body(**L4_SPEC))
-    status = with_rejections(observed, {"conditions": []}, [Rejection("PodMonitor", "g", not_found)])
+    status = with_rejections(
+        observed, {"conditions": []}, [("PodMonitor", "g", not_found.line())], "PodMonitor"
+    )
     (degraded,) = [c for c in status["conditions"] if c["type"] == "Degraded"]
     assert degraded["reason"] == "ChildRejected"
     assert "--pod-monitor=auto or off" in degraded["message"] and "spec.serving" not in degraded["message"]
 
 
 def test_crd_serves_reads_established_and_served_versions() -> None:
-    from glm_operator.controller.runtime import crd_serves
+    from glm_operator.controller.discovery import crd_serves
 
     crd: dict[str, Any] = {
         "spec": {"group": "monitoring.coreos.com", "versions": [{"name": "v1", "served": True}]},

@@ -10,7 +10,7 @@ import yaml
 from pydantic import ValidationError
 
 from glm_operator.api.v1alpha1 import spec_from_dict
-from glm_operator.controller.desired import compute_desired
+from glm_operator.desired import compute_desired
 from glm_operator.render import sizing
 from tests.harness.scenarios import observed
 

@@ -10,7 +10,7 @@ import jinja2
 import pytest
 
 from glm_operator.api.v1alpha1 import spec_from_dict
-from glm_operator.controller.desired import compute_desired
+from glm_operator.desired import compute_desired
 from glm_operator.render import objects
 from tests.harness.hostile import hostile_cases, largest_inline_specs
 

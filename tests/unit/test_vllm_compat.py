@@ -19,7 +19,7 @@ from glm_operator.catalog.vllm import (
     parse_version,
 )
 from glm_operator.controller.config import OperatorConfig
-from glm_operator.controller.desired import Observed, compute_desired
+from glm_operator.desired import Observed, compute_desired
 from glm_operator.planning.compatibility import check_image
 from glm_operator.render.context import resolve_model_location
 from tests.harness.scenarios import observed

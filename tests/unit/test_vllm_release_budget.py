@@ -18,7 +18,7 @@ from glm_operator.catalog.gpus import find_gpu
 from glm_operator.catalog.models import resolve_model
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE, VLLM_VERSION
 from glm_operator.cli import main
-from glm_operator.controller.desired import Observed, compute_desired
+from glm_operator.desired import Observed, compute_desired
 from glm_operator.planning.engine import (
     DEFAULT_ENGINE,
     DEFAULT_VERSION,

@@ -7,12 +7,8 @@ import logging
 import os
 from typing import Any
 
-from glm_operator.controller.config import (
-    DEFAULT_RUNNING_QUERY,
-    DEFAULT_VLLM_IMAGE,
-    DEFAULT_WAITING_QUERY,
-    OperatorConfig,
-)
+from glm_operator.clients.prometheus import DEFAULT_RUNNING_QUERY, DEFAULT_WAITING_QUERY
+from glm_operator.controller.config import DEFAULT_VLLM_IMAGE, OperatorConfig
 from glm_operator.controller.pod_monitors import PodMonitorMode
 from glm_operator.planning.outages import DEFAULT_NODE_GRACE_SECONDS
 
@@ -148,6 +144,12 @@ def load_node_groups(path: str | None) -> dict[str, Any] | None:
     return doc
 
 
+def _expected_kopf_warning(record: logging.LogRecord) -> bool:
+    """kopf warns that it ignores OS signals when it runs outside the main thread: expected here
+    (``controller.watches`` runs it in a thread; the manager handles SIGTERM and stops it)."""
+    return not record.getMessage().startswith("OS signals are ignored")
+
+
 def load_kube_config() -> None:
     from kubernetes import config as kube_config
 
@@ -158,19 +160,13 @@ def load_kube_config() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from glm_operator.controller import memory
+    import asyncio
 
-    if os.environ.get(memory.TRACE_DIR_ENV):
-        memory.trace_on_signal(os.environ[memory.TRACE_DIR_ENV])
-    memory.shrink_tls_read_buffers()  # before kopf opens its watch streams
-    import kopf
+    from kubernetes import client as kube_client
 
-    import glm_operator.handlers.gateway
-    import glm_operator.handlers.nodepools
-    import glm_operator.handlers.watches  # noqa: F401 - registers the kopf handlers
     from glm_operator.clients.kube import KubeClient
-    from glm_operator.controller import event_loop, metrics
-    from glm_operator.controller.runtime import Operator
+    from glm_operator.controller import metrics
+    from glm_operator.controller.manager import Manager
 
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()),
@@ -179,40 +175,25 @@ def run(args: argparse.Namespace) -> int:
     for noisy in ("kubernetes.client.rest", "kopf.objects"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     logging.getLogger("urllib3").setLevel(logging.ERROR)  # a failure is logged once, by the caller
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_expected_kopf_warning)
     config = config_from_args(args)
     load_kube_config()
-    from kubernetes import client as kube_client
-
-    # One HTTP connection per reconcile thread (see Operator.start); the default pool of
-    # cores x 5 made concurrent reconciles discard connections and redo TLS handshakes.
+    # One HTTP connection per API thread (Manager.start sizes the pool to the workers); no hidden
+    # retries: failures go back to the work queue's backoff.
     api_config = kube_client.Configuration.get_default_copy()
-    api_config.connection_pool_maxsize = (
-        max(8, 3 * config.workers) + config.workers + 8
-    )  # + background applies
-    api_config.retries = 0  # no hidden retries: failures go back to the work queue's backoff
-    # The Lease gets its own connection pool and timeouts below the renew deadline.
+    api_config.connection_pool_maxsize = config.workers + 8
+    api_config.retries = 0
+    # The Lease gets its own connection pool, with timeouts below the renew deadline.
     election_config = kube_client.Configuration.get_default_copy()
     election_config.connection_pool_maxsize = 2
-    election_config.retries = 0  # one attempt per round, within the request timeout
-    operator = Operator(
+    election_config.retries = 0
+    manager = Manager(
         config,
         KubeClient(kube_client.ApiClient(api_config)),
         KubeClient(kube_client.ApiClient(election_config), timeout=4.0),
+        liveness_endpoint=args.liveness,
     )
-    if config.prometheus_url:
-        from glm_operator.controller.autoscaling import Autoscaler
-
-        operator.autoscaler = Autoscaler(operator)
     if config.metrics_port is not None:
         metrics.serve(config.metrics_port, config.metrics_host)
-    event_loop.run(  # asyncio.run, closing kopf's nested watch generators in order at exit
-        kopf.operator(
-            standalone=True,  # leader election is ours (Lease), not kopf's peering
-            clusterwide=not config.namespaces,
-            namespaces=config.namespaces,
-            liveness_endpoint=args.liveness,
-            memo=kopf.Memo(operator=operator),
-            stop_flag=operator.stop_flag,
-        )
-    )
-    return operator.exit_code
+    return asyncio.run(manager.run())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import socket
 from collections.abc import Mapping
@@ -9,12 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE as DEFAULT_VLLM_IMAGE
+from glm_operator.clients.prometheus import DEFAULT_RUNNING_QUERY, DEFAULT_WAITING_QUERY
 from glm_operator.controller.pod_monitors import PodMonitorMode
 from glm_operator.planning.outages import DEFAULT_NODE_GRACE_SECONDS
-
-# PromQL templates with {namespace} and {model} placeholders (see clients.prometheus.render_query).
-DEFAULT_WAITING_QUERY = 'sum(vllm:num_requests_waiting{namespace="{namespace}",model_name="{model}"})'
-DEFAULT_RUNNING_QUERY = 'sum(vllm:num_requests_running{namespace="{namespace}",model_name="{model}"})'
 
 
 def default_identity() -> str:
@@ -44,3 +42,27 @@ class OperatorConfig:
     # long a pod waiting for a new node keeps its place in the plan (planning.capacity).
     node_groups: Mapping[str, Any] | None = None
     node_provisioning_grace_seconds: float = 600.0
+
+
+def namespace_matches(patterns: tuple[str, ...], namespace: str) -> bool:
+    """kopf-style namespace patterns (``--namespace``): globs, ``!`` negations, comma-separated
+    lists, the rightmost match wins; no patterns: every namespace."""
+    if not patterns:
+        return True
+    matched = patterns[0].startswith("!")
+    for pattern in patterns:
+        for glob in pattern.split(","):
+            negated = glob.startswith("!")
+            if fnmatch.fnmatchcase(namespace, glob.lstrip("!")):
+                matched = not negated
+    return matched
+
+
+def plain_namespaces(patterns: tuple[str, ...]) -> list[str] | None:
+    """The watched namespaces when all are plain names (a namespaced install), else None."""
+    if not patterns:
+        return None
+    found = [n for pattern in patterns for n in pattern.split(",")]
+    if any(c in n for n in found for c in "*?[!"):
+        return None
+    return found

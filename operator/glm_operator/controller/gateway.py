@@ -1,5 +1,5 @@
 """Apply the objects of one GLMGateway (a separate, small step next to the GLMDeployment reconcile),
-from a work queue of its own (``GatewayController``).
+from a work queue of its own (``GatewayReconciler``).
 
 Rendering is pure (``glm_operator.gateway.objects``); this applies the result with server-side
 apply and records ``status.observedGeneration`` and the Service name. An invalid spec (which the
@@ -8,6 +8,7 @@ CRD schema normally rejects first) becomes a Warning Event naming the field, nev
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 
 from glm_operator.api.gateway import GATEWAY_KIND, GLMGatewaySpec
 from glm_operator.clients.kube import API_VERSION, KubeClient, object_path
+from glm_operator.controller.retry import retry_failed
 from glm_operator.controller.workqueue import Key, WorkQueue
 from glm_operator.gateway.objects import gateway_name, render_gateway
 
@@ -50,18 +52,20 @@ def apply_gateway(api: KubeClient, body: Mapping[str, Any], image: str) -> bool:
     return True
 
 
-class GatewayController:
+class GatewayReconciler:
     """GLMGateways on a work queue of their own, with the GLMDeployment reconciler's backoff.
 
-    Watch events only update the cache of GLMGateway bodies and enqueue keys; the operator's
-    workers (on the leader only) apply one key at a time. A failed apply is retried after the
-    per-key exponential backoff (honouring a 429's ``Retry-After``), logged in one line; a new
-    leader re-applies every cached GLMGateway. A hand edit of a gateway's Deployment (a new
-    ``metadata.generation``) or its deletion re-queues the GLMGateway it belongs to.
+    Watch events only update the cache of GLMGateway bodies and enqueue keys; the workers (on the
+    leader only) apply one key at a time. A failed apply is retried after the per-key exponential
+    backoff (honouring a 429's ``Retry-After``), logged in one line; a new leader re-applies every
+    cached GLMGateway. A hand edit of a gateway's Deployment (a new ``metadata.generation``) or its
+    deletion re-queues the GLMGateway it belongs to.
     """
 
-    def __init__(self) -> None:
-        self.queue = WorkQueue()
+    def __init__(self, api: KubeClient, queue: WorkQueue[Key], image: str | None = None) -> None:
+        self.api = api
+        self.queue = queue
+        self.image = image or sync_image()
         self.bodies: dict[Key, dict[str, Any]] = {}  # last seen GLMGateway bodies
         self._deployment_generations: dict[Key, int] = {}
 
@@ -71,7 +75,7 @@ class GatewayController:
         if event_type == "DELETED":  # owner references: the garbage collector removes the children
             self.bodies.pop(key, None)
             self._deployment_generations.pop(key, None)
-            self.queue.forget(key)
+            self.queue.remove(key)
             return
         if not meta.get("uid"):
             return
@@ -79,7 +83,7 @@ class GatewayController:
         self.queue.add(key)
 
     def forget_namespace(self, namespace: str) -> None:
-        """A namespace being deleted (``Operator.on_namespace``): its GLMGateways are gone."""
+        """A namespace being deleted: its GLMGateways are gone."""
         for key in [k for k in self.bodies if k[0] == namespace]:
             self.on_gateway("DELETED", {"metadata": {"namespace": key[0], "name": key[1]}})
 
@@ -96,9 +100,15 @@ class GatewayController:
         if key in self.bodies:
             self.queue.add(key)
 
-    def apply(self, api: KubeClient, key: Key) -> bool | None:
-        """Apply one GLMGateway from the cache (blocking: run it in a thread); None when gone."""
+    async def reconcile(self, key: Key) -> None:
+        """Apply one GLMGateway from the cache; a failure is retried with backoff (one log line)."""
         body = self.bodies.get(key)
         if body is None:
-            return None
-        return apply_gateway(api, body, sync_image())
+            self.queue.remove(key)
+            return
+        try:
+            await asyncio.to_thread(apply_gateway, self.api, body, self.image)
+        except Exception as exc:
+            retry_failed(self.queue, key, "GLMGateway", exc)
+            return
+        self.queue.forget(key)

@@ -19,43 +19,10 @@ RECONCILE_SECONDS = Histogram(
 )
 QUEUE_WAIT_SECONDS = Histogram(
     "glm_operator_queue_wait_seconds",
-    "Time a GLMDeployment key waited on the work queue before a worker took it, by lane (urgent: "
-    "a spec not planned yet; routine: pod, child, node, resync events).",
-    ["lane"],
+    "Time a GLMDeployment key waited on the work queue before a worker took it.",
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
     registry=REGISTRY,
 )
-
-
-RECONCILE_STEP_SECONDS = Histogram(
-    "glm_operator_reconcile_step_seconds",
-    "Time of one step of a reconcile, by lane (urgent: a spec not planned yet; routine: the rest) "
-    "and step (plan: including the wait for a planning thread; apply: what the reconcile waits "
-    "for, at most the apply budget unless too many applies are already in the background; "
-    "status: the status write).",
-    ["lane", "step"],
-    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-    registry=REGISTRY,
-)
-
-
-APPLY_BACKPRESSURE = Counter(
-    "glm_operator_apply_backpressure_total",
-    "Reconciles that waited for their own workload applies because too many applies were already "
-    "in the background, by lane (urgent keys may use a share routine ones may not).",
-    ["lane"],
-    registry=REGISTRY,
-)
-
-
-def observe_queue_wait(urgent: bool, seconds: float) -> None:
-    QUEUE_WAIT_SECONDS.labels(lane="urgent" if urgent else "routine").observe(seconds)
-
-
-def observe_step(urgent: bool, step: str, seconds: float) -> None:
-    RECONCILE_STEP_SECONDS.labels(lane="urgent" if urgent else "routine", step=step).observe(seconds)
-
-
 PLANNED_REPLICAS = Gauge(
     "glm_operator_planned_replicas",
     "Replicas planned per GLMDeployment and GPU type.",
@@ -76,8 +43,7 @@ API_REQUESTS = Counter(
 )
 ENQUEUED = Counter(
     "glm_operator_enqueued_total",
-    "GLMDeployment keys put on the work queue, by what caused it (spec, glmdeployment, pod, "
-    "child, node, resync, apply).",
+    "GLMDeployment keys put on the work queue, by what caused it (glmdeployment, pod, child, node, resync).",
     ["cause"],
     registry=REGISTRY,
 )
@@ -88,25 +54,16 @@ FILTERED = Counter(
     ["kind"],
     registry=REGISTRY,
 )
-WATCH_FAILURES = Counter(
-    "glm_operator_watch_failures_total",
-    "Watches that failed and were listed again after a backoff instead of stopping the operator "
-    "(not_found: the API is no longer served, e.g. its CRD was deleted; watch_error: an ERROR "
-    "event other than 410), by resource (controller.watch_guard).",
-    ["resource", "reason"],
-    registry=REGISTRY,
-)
 WATCH_EVENTS = Counter(
     "glm_operator_watch_events_total",
-    "Events received from the apiserver's watch streams (listed objects included), by resource: "
-    "what the operator decodes and handles (controller.watch_guard).",
+    "Events received from the apiserver's watch streams (listed objects included), by resource.",
     ["resource"],
     registry=REGISTRY,
 )
-MEMORY_TRIMMED = Counter(
-    "glm_operator_memory_trimmed_bytes_total",
-    "Resident memory returned to the OS by malloc_trim once the work queue went quiet after a "
-    "burst (controller.memory).",
+WATCH_RESTARTS = Counter(
+    "glm_operator_watch_restarts_total",
+    "Times the watches stopped on their own (e.g. an optional API went away) and were started again "
+    "(controller.watches).",
     registry=REGISTRY,
 )
 AUTOSCALER_DECISIONS = Counter(

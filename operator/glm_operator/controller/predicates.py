@@ -26,7 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from glm_operator.controller.desired import WORKLOAD_KIND_NAMES, template_labels
+from glm_operator.desired.children import template_labels
+from glm_operator.desired.model import WORKLOAD_KIND_NAMES
 from glm_operator.render import names
 
 ChildView = tuple[Any, ...]

@@ -1,12 +1,11 @@
-"""The planner's input: :class:`PlacementRequest`, and its construction from a GLMDeployment spec.
+"""The planner's input: :class:`PlacementRequest`, built from a validated GLMDeployment spec.
 
-``placement_request_from_spec(spec, pools)`` maps the ``spec`` dict (field names as in DESIGN.md:
-``model.id``, ``model.config``, ``quantization``, ``kvCacheDtype``, ``contextLength``,
-``minConcurrency``, ``gpu.products``, ``gpu.memoryUtilization``, ``gpu.tensorParallelSize``,
-``gpu.pipelineParallelSize``, ``gpu.allowMultiNode``, ``replicas``, ``serving.maxNumSeqs``,
-``serving.image``: the vLLM release, see :mod:`glm_operator.planning.engine`) to a frozen request,
-applying DESIGN's defaults. Bad values raise :class:`PlanningInputError` with one
-line naming the field and the fix. Pure: no Kubernetes imports.
+``placement_request(spec, pools)`` maps the API model (``glm_operator.api.v1alpha1``, which has
+checked every value) to a frozen request: the spec is validated once, by the API models, and the
+planner reads the result. ``serving.image`` picks the vLLM release whose memory-budget rules apply
+(:mod:`glm_operator.planning.engine`). What only the planner can find wrong (a context above the
+model's limit, a GPU type nobody has) raises :class:`PlanningInputError` with one line naming the
+field and the fix. Pure: no Kubernetes imports.
 """
 
 from __future__ import annotations
@@ -15,12 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from glm_operator.api.v1alpha1 import GLMDeploymentSpec, spec_from_dict
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE
 from glm_operator.planning.engine import DEFAULT_ENGINE, VllmEngine, engine_for_image
 from glm_operator.planning.nodes import GpuPool
 
-QUANTIZATIONS = ("auto", "bf16", "fp16", "fp8", "int8", "int4")
-KV_CACHE_DTYPES = ("auto", "fp8")
 DEFAULT_CONTEXT_LENGTH = 32768
 DEFAULT_MEMORY_UTILIZATION = 0.9
 
@@ -57,96 +55,41 @@ class PlacementRequest:
     engine: VllmEngine = DEFAULT_ENGINE
 
 
-def _section(spec: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    value = spec.get(name)
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise PlanningInputError(f"spec.{name} must be a mapping")
-    return value
+def placement_request(
+    spec: GLMDeploymentSpec,
+    pools: Sequence[GpuPool] = (),
+    default_image: str = DEFAULT_VLLM_IMAGE,
+    replicas: int | None = None,
+) -> PlacementRequest:
+    """The planner's request for a validated spec (the API models have checked every value).
 
-
-def _number(value: Any, name: str, kind: type[int] | type[float], lo: float | None, hi: float | None) -> Any:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        if isinstance(value, str):
-            try:
-                value = kind(value)
-            except ValueError:
-                raise PlanningInputError(f"{name} must be a number, got {value!r}") from None
-        else:
-            raise PlanningInputError(f"{name} must be a number, got {value!r}")
-    if kind is int and value != int(value):
-        raise PlanningInputError(f"{name} must be a whole number, got {value!r}")
-    value = kind(value)
-    if lo is not None and value < lo:
-        raise PlanningInputError(f"{name} must be >= {lo:g}, got {value}")
-    if hi is not None and value > hi:
-        raise PlanningInputError(f"{name} must be <= {hi:g}, got {value}")
-    return value
+    ``replicas`` overrides ``spec.replicas`` (the autoscaler's total); ``default_image`` is the
+    operator's vLLM image, used when ``spec.serving.image`` is not set (its release picks the
+    memory-budget rules)."""
+    config = spec.model.config
+    return PlacementRequest(
+        model=spec.model.id or "",
+        model_config=config.model_dump(exclude_none=True) if config is not None else None,
+        quantization=spec.quantization,
+        kv_cache_dtype=spec.kv_cache_dtype,
+        context_length=spec.context_length,
+        min_concurrency=float(spec.min_concurrency),
+        guarantee_min_concurrency=spec.guarantee_min_concurrency,
+        gpu_products=tuple(spec.gpu.products),
+        memory_utilization=spec.gpu.memory_utilization,
+        tensor_parallel_size=spec.gpu.tensor_parallel_size,
+        pipeline_parallel_size=spec.gpu.pipeline_parallel_size,
+        allow_multi_node=spec.gpu.allow_multi_node,
+        replicas=spec.replicas if replicas is None else replicas,
+        max_num_seqs=spec.serving.max_num_seqs,
+        pools=tuple(pools),
+        engine=engine_for_image(spec.serving.image, default_image),
+    )
 
 
 def placement_request_from_spec(
     spec: Mapping[str, Any], pools: Sequence[GpuPool] = (), default_image: str = DEFAULT_VLLM_IMAGE
 ) -> PlacementRequest:
-    """Map a GLMDeployment ``spec`` dict (validated, dumped with camelCase aliases) to a request;
-    ``default_image`` is the operator's vLLM image, used when ``spec.serving.image`` is not set."""
-    if not isinstance(spec, Mapping):
-        raise PlanningInputError("spec must be a mapping")
-    model = _section(spec, "model")
-    gpu = _section(spec, "gpu")
-    serving = _section(spec, "serving")
-    model_id = str(model.get("id") or "")
-    config = model.get("config") or None
-    if config is not None and not isinstance(config, Mapping):
-        raise PlanningInputError("spec.model.config must be the model's config.json as a mapping")
-    if not model_id and not config:
-        raise PlanningInputError(
-            "spec.model.id is required (a catalog id such as zai-org/GLM-4.5-Air) or give spec.model.config"
-        )
-    quantization = str(spec.get("quantization", "auto")).lower()
-    if quantization not in QUANTIZATIONS:
-        raise PlanningInputError(f"spec.quantization {quantization!r}: use one of {', '.join(QUANTIZATIONS)}")
-    kv = str(spec.get("kvCacheDtype", "auto")).lower()
-    if kv not in KV_CACHE_DTYPES:
-        raise PlanningInputError(f"spec.kvCacheDtype {kv!r}: use one of {', '.join(KV_CACHE_DTYPES)}")
-    context = spec.get("contextLength")
-    products = gpu.get("products") or []
-    if isinstance(products, str) or not isinstance(products, Sequence):
-        raise PlanningInputError("spec.gpu.products must be a list of GPU type names")
-    max_num_seqs = serving.get("maxNumSeqs")
-    image = serving.get("image")
-    if image is not None and not isinstance(image, str):
-        raise PlanningInputError(f"spec.serving.image {image!r}: give an image reference as a string")
-    guarantee = spec.get("guaranteeMinConcurrency", False)
-    if not isinstance(guarantee, bool):
-        raise PlanningInputError(f"spec.guaranteeMinConcurrency {guarantee!r}: use true or false")
-    return PlacementRequest(
-        model=model_id,
-        model_config=dict(config) if config else None,
-        quantization=quantization,
-        kv_cache_dtype=kv,
-        context_length=None if context is None else _number(context, "spec.contextLength", int, 1, None),
-        min_concurrency=_number(spec.get("minConcurrency", 1), "spec.minConcurrency", float, 0, None),
-        guarantee_min_concurrency=guarantee,
-        gpu_products=tuple(str(p) for p in products),
-        memory_utilization=_number(
-            gpu.get("memoryUtilization", DEFAULT_MEMORY_UTILIZATION),
-            "spec.gpu.memoryUtilization",
-            float,
-            0.05,
-            1.0,
-        ),
-        tensor_parallel_size=_number(
-            gpu.get("tensorParallelSize", 0), "spec.gpu.tensorParallelSize", int, 0, None
-        ),
-        pipeline_parallel_size=_number(
-            gpu.get("pipelineParallelSize", 0), "spec.gpu.pipelineParallelSize", int, 0, None
-        ),
-        allow_multi_node=bool(gpu.get("allowMultiNode", False)),
-        replicas=_number(spec.get("replicas", 1), "spec.replicas", int, 0, None),
-        max_num_seqs=None
-        if max_num_seqs is None
-        else _number(max_num_seqs, "spec.serving.maxNumSeqs", int, 1, None),
-        pools=tuple(pools),
-        engine=engine_for_image(image, default_image),
-    )
+    """``placement_request`` for a spec mapping (a manifest's ``spec``, camelCase), validated by the
+    API models first: raises ``pydantic.ValidationError`` naming the field."""
+    return placement_request(spec_from_dict(spec), pools, default_image)

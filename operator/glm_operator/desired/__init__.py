@@ -1,0 +1,125 @@
+"""From what was observed to what should be: the desired-state pipeline (pure).
+
+``compute_desired(observed) -> Desired`` is a purely computational function with no side effects.
+The GLMDeployment reconciler gathers ``Observed`` from its caches, calls this in a thread, and only
+then does I/O (apply, prune, status, Events). Tests call it on whole scenarios without a cluster.
+
+The steps, one module each:
+
+1. ``plan``: the spec (validated once, by the API models) and the GPU supply -> a plan, or a
+   failure naming the field and the fix. A plan that does not fit creates nothing; children of an
+   earlier, fitting generation keep running (a bad edit must not take down a serving model).
+2. ``children``: the plan's variants -> Deployments / LeaderWorkerSets, Service, PDB, PodMonitor.
+   Replicas the free GPUs cannot host (the plan's shortfall) still go to the preferred GPU type:
+   their pods stay Pending and Degraded says how many and why.
+3. ``prune``: children the plan no longer wants, make before break.
+4. ``findings``: why replicas do not serve (with ``planning.diagnosis`` for the pods).
+5. ``status`` and ``events``: the typed status, and Events for what changed since the last one.
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+from glm_operator.api.v1alpha1 import spec_from_dict
+from glm_operator.desired import events as events_step
+from glm_operator.desired import status as status_step
+from glm_operator.desired.children import (
+    render_children,
+    replica_sum,
+    served_model_name,
+    updated_replicas,
+    workload_context,
+)
+from glm_operator.desired.findings import (
+    LWS_MISSING,
+    outage_findings,
+    pods_waiting_for_nodes,
+    shortfall_finding,
+)
+from glm_operator.desired.model import WORKLOAD_KIND_NAMES, WORKLOAD_KINDS, Desired, Event, Observed
+from glm_operator.desired.plan import PlanStep, placed_variants, plan_step, plan_summary
+from glm_operator.desired.prune import children_to_prune, kept_children
+from glm_operator.planning.capacity import pool_limits_note
+from glm_operator.planning.compatibility import request_model
+from glm_operator.planning.diagnosis import diagnose_pods
+from glm_operator.planning.outages import next_expiry
+
+__all__ = ["WORKLOAD_KINDS", "WORKLOAD_KIND_NAMES", "Desired", "Event", "Observed", "compute_desired"]
+
+
+def _failed(observed: Observed, reason: str, message: str, step: PlanStep | None = None) -> Desired:
+    plan = step.plan if step is not None else None
+    replicas = step.replicas if step is not None else None
+    status = status_step.failed_status(observed, reason, message, plan, replicas)
+    return Desired(
+        plan=plan,
+        objects=(),
+        prune=(),
+        status=status_step.wire(status),
+        events=events_step.failure_events(observed.previous_status, reason, message),
+    )
+
+
+def compute_desired(observed: Observed) -> Desired:
+    try:
+        spec = spec_from_dict(observed.body.get("spec") or {})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "spec" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first.get("loc", ()))
+        return _failed(observed, "InvalidSpec", f"{where}: {first.get('msg')}")
+
+    step = plan_step(observed, spec)
+    if step.failure is not None:
+        return _failed(observed, step.failure.reason, step.failure.message, step)
+    assert step.plan is not None and step.request is not None and step.capacity is not None
+    plan, capacity = step.plan, step.capacity
+
+    placed = placed_variants(plan)
+    findings = outage_findings([step.outages[n] for n in sorted(step.held)], observed.node_grace_seconds)
+    if not observed.lws_available and any(v.nodes_per_replica > 1 for v in placed):
+        findings.append(LWS_MISSING)
+        placed = [v for v in placed if v.nodes_per_replica == 1]
+    limits = pool_limits_note(capacity.elastic, [v.gpu_product for v in plan.variants])
+    findings += shortfall_finding(plan.shortfall_replicas, step.replicas, limits)
+
+    model = request_model(step.request)
+    defaults = model.serving_defaults if model is not None else None
+    summary = plan_summary(plan)
+    contexts = [
+        workload_context(observed.body, spec, v, observed.default_image, summary, defaults) for v in placed
+    ]
+    objects = render_children(contexts, spec, observed.pod_monitor)
+
+    kept = kept_children(observed.children, objects)
+    planned = sum(v.replicas for v in placed)
+    prune = children_to_prune(
+        observed.children,
+        observed.pod_monitors,
+        objects,
+        spec_unchanged=observed.previous_status.get("observedGeneration") == observed.generation,
+        replacements_ready=replica_sum(kept, "readyReplicas") >= planned,
+    )
+    waiting = pods_waiting_for_nodes(observed, placed, {w.name for w in capacity.waiting})
+    degraded = findings + diagnose_pods(
+        [p for p in observed.pods if str((p.get("metadata") or {}).get("name", "")) not in waiting]
+    )
+    status = status_step.planned_status(
+        observed,
+        plan=plan,
+        placed=placed,
+        kept=kept,
+        updated=updated_replicas(kept, objects),
+        degraded=degraded,
+        replicas=step.replicas,
+        served_model_name=served_model_name(spec),
+    )
+    expiry = next_expiry((step.outages[n] for n in step.held), step.now, step.held)
+    return Desired(
+        plan=plan,
+        objects=objects,
+        prune=prune,
+        status=status_step.wire(status),
+        events=events_step.plan_events(observed.previous_status, step, placed, degraded, limits),
+        requeue_after=None if expiry is None else expiry + 1.0,
+    )

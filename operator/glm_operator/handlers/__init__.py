@@ -1,1 +1,0 @@
-"""Thin kopf handlers; all of them call one level-based reconcile()."""

@@ -1,0 +1,104 @@
+"""The operator's components wired for unit tests: real caches, queues and handlers, a manual
+clock, and no apiserver (components that would call one get ``api=None`` and are not asked to)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from glm_operator.controller.cache import ClusterCache
+from glm_operator.controller.config import OperatorConfig
+from glm_operator.controller.discovery import ApiDiscovery
+from glm_operator.controller.event_handlers import EventHandlers
+from glm_operator.controller.gateway import GatewayReconciler
+from glm_operator.controller.nodepools import NodePoolCache
+from glm_operator.controller.replan import Replanner
+from glm_operator.controller.workqueue import Key, WorkQueue
+from tests.harness.clock import ManualClock
+
+
+@dataclass
+class Wired:
+    handlers: EventHandlers
+    cache: ClusterCache
+    queue: WorkQueue[Key]
+    gateway_queue: WorkQueue[Key]
+    gateways: GatewayReconciler
+    replanned: list[str]
+    clock: ManualClock
+
+    def queued(self) -> list[Key]:
+        """The keys a worker would take now, in order, each marked done."""
+        return drain(self.queue)
+
+
+def drain(queue: WorkQueue[Key]) -> list[Key]:
+    """The keys a worker would take from ``queue`` now, in order, each marked done."""
+
+    async def take() -> list[Key]:
+        keys = []
+        while len(queue):
+            key = await queue.get()
+            keys.append(key)
+            queue.done(key)
+        return keys
+
+    return asyncio.run(take())
+
+
+def wired(config: OperatorConfig | None = None, api: Any = None) -> Wired:
+    config = config or OperatorConfig(leader_election=False)
+    clock = ManualClock()
+    cache = ClusterCache()
+    queue: WorkQueue[Key] = WorkQueue(clock)
+    gateway_queue: WorkQueue[Key] = WorkQueue(clock)
+    gateways = GatewayReconciler(api, gateway_queue, image="glm-operator:test")
+    replanned: list[str] = []
+    handlers = EventHandlers(
+        cache=cache,
+        nodepools=NodePoolCache(),
+        queue=queue,
+        gateways=gateways,
+        replanner=Replanner(clock, replanned.append),
+        discovery=ApiDiscovery(api, config.pod_monitor),
+        namespaces=config.namespaces,
+    )
+    return Wired(handlers, cache, queue, gateway_queue, gateways, replanned, clock)
+
+
+@dataclass
+class Reconciling:
+    """A GLMDeployment reconciler with real components around a ``FakeApi``."""
+
+    reconciler: Any  # GLMDeploymentReconciler
+    wired: Wired
+    api: Any  # FakeApi
+    applier: Any  # Applier
+
+
+def reconciling(
+    api: Any, config: OperatorConfig | None = None, nodes: list[dict[str, Any]] | None = None
+) -> Reconciling:
+    from glm_operator.controller.applier import Applier
+    from glm_operator.controller.glmdeployment import GLMDeploymentReconciler
+    from glm_operator.controller.recorder import EventRecorder
+
+    config = config or OperatorConfig(leader_election=False)
+    w = wired(config, api)
+    w.handlers.discovery.lws_served = True
+    if nodes is not None:
+        w.cache.replace_nodes(nodes)
+    applier = Applier(api, w.cache)
+    reconciler = GLMDeploymentReconciler(
+        api=api,
+        cache=w.cache,
+        nodepools=w.handlers.nodepools,
+        discovery=w.handlers.discovery,
+        applier=applier,
+        recorder=EventRecorder(api),
+        queue=w.queue,
+        config=config,
+        clock=w.clock,
+    )
+    return Reconciling(reconciler, w, api, applier)
