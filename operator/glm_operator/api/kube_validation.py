@@ -40,8 +40,21 @@ ENV_FIELD_PATH_PATTERN = (
     r"|spec\.(nodeName|serviceAccountName)|status\.(hostIP|hostIPs|podIP|podIPs))$"
 )
 ENV_RESOURCE_PATTERN = r"^(limits|requests)\.(cpu|memory|ephemeral-storage)$"
-# A container image reference: printable ASCII, no whitespace or control characters.
-IMAGE_PATTERN = r"^[!-~]+$"
+# A container image reference, distribution/reference's grammar: [host[:port]/]path[:tag][@digest].
+# The kubelet refuses anything else (InvalidImageName), so the pods could never start.
+_IMAGE_HOST_LABEL = r"[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?"
+_IMAGE_HOST = rf"({_IMAGE_HOST_LABEL}(\.{_IMAGE_HOST_LABEL})*|\[[0-9A-Fa-f:]+\])(:[0-9]+)?"
+_IMAGE_PATH = r"[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*"
+IMAGE_PATTERN = (
+    rf"^({_IMAGE_HOST}/)?{_IMAGE_PATH}(/{_IMAGE_PATH})*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$"
+)
+IMAGE_MESSAGE = (
+    "must be a container image reference [registry[:port]/]repository[:tag][@sha256:digest]: the "
+    "repository in lowercase letters and digits ('.', '_' or '-' between them), a tag of at most 128 "
+    "letters, digits, '_', '.' or '-', a digest of 'sha256:' and 64 lowercase hex digits, no whitespace; "
+    "for example docker.io/vllm/vllm-openai:v0.11.0"
+)
 # A relative path without "..": what a volume mount's subPath may be.
 SUB_PATH_PATTERN = r"^[^/]"
 SUB_PATH_NO_PARENT_CEL = r"!self.matches('(^|/)\\.\\.(/|$)')"
@@ -85,6 +98,13 @@ def quantity_value(value: int | str) -> Decimal:
         return Decimal(number) * Decimal(_SUFFIXES[suffix])
     except (InvalidOperation, KeyError):
         raise ValueError(f"{value!r} is not a Kubernetes quantity") from None
+
+
+def check_image(value: str) -> str:
+    """``value`` if it is an image reference the kubelet can pull, else ValueError saying the format."""
+    if not re.fullmatch(IMAGE_PATTERN, value):
+        raise ValueError(f"image {value[:80]!r} {IMAGE_MESSAGE}")
+    return value
 
 
 def check_qualified_name(key: str, what: str) -> str:

@@ -95,6 +95,22 @@ def _cel(rule: str, message: str, field_path: str | None = None, reason: str | N
     return entry
 
 
+ImageReference = Annotated[
+    str,
+    AfterValidator(kv.check_image),
+    Field(
+        min_length=1,
+        max_length=512,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(f"self.matches({kv.cel_string(kv.IMAGE_PATTERN)})", "image " + kv.IMAGE_MESSAGE)
+            ]
+        },
+    ),
+]
+"""A container image reference the kubelet can pull (``docker.io/vllm/vllm-openai:v0.11.0``)."""
+
+
 class _APIModel(BaseModel):
     """Common configuration: camelCase on the wire, snake_case in Python, no unknown fields."""
 
@@ -633,11 +649,8 @@ class HFTokenSecretRef(SecretKeyRef):
 class ServingSpec(_APIModel):
     """How the vLLM pods are run: image, port, API key, extra arguments and pod settings."""
 
-    image: str | None = Field(
+    image: ImageReference | None = Field(
         None,
-        min_length=1,
-        max_length=512,
-        pattern=kv.IMAGE_PATTERN,
         description=(
             "vLLM OpenAI-server image. Default: the operator's configured image (Helm value vllm.image)."
         ),

@@ -1,0 +1,69 @@
+"""The validators added after the hostile-input review: exact messages.
+
+Image references that cannot work are refused naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from glm_operator.api import spec_from_dict
+from glm_operator.api.gateway import GLMGatewaySpec
+
+IMAGE_FIX = (
+    "must be a container image reference [registry[:port]/]repository[:tag][@sha256:digest]: the "
+    "repository in lowercase letters and digits ('.', '_' or '-' between them), a tag of at most 128 "
+    "letters, digits, '_', '.' or '-', a digest of 'sha256:' and 64 lowercase hex digits, no whitespace; "
+    "for example docker.io/vllm/vllm-openai:v0.11.0"
+)
+
+
+def error_of(spec: dict[str, Any]) -> tuple[str, str]:
+    """(location, message) of the first error of ``spec``, as compute_desired reports it."""
+    with pytest.raises(ValidationError) as info:
+        spec_from_dict(spec)
+    first = info.value.errors()[0]
+    return ".".join(str(p) for p in first["loc"]), first["msg"]
+
+
+def serving(**fields: Any) -> dict[str, Any]:
+    return {"model": {"id": "zai-org/glm-4-9b-chat"}, "serving": fields}
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "vllm/vllm-openai:v0.11.0",
+        "docker.io/library/haproxy:2.6",
+        "registry.example.com:5000/vllm/vllm-openai@sha256:" + "a" * 64,
+        "localhost:5000/team/vllm__x:tag_1.0-rc",
+        "Registry.Example.com/vllm/vllm-openai:Latest",  # a host may have capitals, a tag too
+        "[::1]:5000/vllm",
+    ],
+)
+def test_image_references_the_kubelet_pulls_are_accepted(image: str) -> None:
+    spec_from_dict(serving(image=image))
+    GLMGatewaySpec.model_validate({"apiKeys": {"secretName": "keys"}, "image": image})
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "UPPER/Case:tag",  # repository names are lowercase
+        "name@sha256:zzz",  # a digest is sha256: and 64 lowercase hex digits
+        "name@sha256:" + "A" * 64,
+        "name@md5:" + "a" * 32,
+        "vllm/vllm-openai:v0.11.0\n",
+        "vllm//openai",
+        "vllm/vllm-openai:" + "t" * 129,
+        "-vllm/openai",
+    ],
+)
+def test_image_references_the_kubelet_refuses_are_refused(image: str) -> None:
+    quoted = repr(image[:80])  # long values are cut in the message
+    assert error_of(serving(image=image)) == ("serving.image", f"Value error, image {quoted} {IMAGE_FIX}")
+    with pytest.raises(ValidationError, match="must be a container image reference"):
+        GLMGatewaySpec.model_validate({"apiKeys": {"secretName": "keys"}, "image": image})
