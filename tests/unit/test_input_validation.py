@@ -1,6 +1,6 @@
 """The validators added after the hostile-input review: exact messages.
 
-Image references that cannot work are refused naming the field and the fix.
+Image references and model sources that cannot work are refused naming the field and the fix.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from glm_operator.api import spec_from_dict
+from glm_operator.api import spec_from_dict, v1alpha1
 from glm_operator.api.gateway import GLMGatewaySpec
 
 IMAGE_FIX = (
@@ -19,6 +19,13 @@ IMAGE_FIX = (
     "letters, digits, '_', '.' or '-', a digest of 'sha256:' and 64 lowercase hex digits, no whitespace; "
     "for example docker.io/vllm/vllm-openai:v0.11.0"
 )
+SOURCE_FIX = (
+    "source must be hf://<org>/<repo>[@<revision>], pvc://<claim>[/<path>] or s3://<bucket>[/<prefix>]: "
+    "repo names of letters, digits and '_' with single '.' or '-' between them, a revision (branch, tag "
+    "or commit) of such names separated by '/', paths without whitespace, control characters or empty "
+    "segments ('//')"
+)
+MODEL_PARENT = v1alpha1.MODEL_SOURCE_PARENT_MESSAGE
 
 
 def error_of(spec: dict[str, Any]) -> tuple[str, str]:
@@ -67,3 +74,42 @@ def test_image_references_the_kubelet_refuses_are_refused(image: str) -> None:
     assert error_of(serving(image=image)) == ("serving.image", f"Value error, image {quoted} {IMAGE_FIX}")
     with pytest.raises(ValidationError, match="must be a container image reference"):
         GLMGatewaySpec.model_validate({"apiKeys": {"secretName": "keys"}, "image": image})
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "hf://zai-org/GLM-4.5-Air@main",
+        "hf://zai-org/GLM-4.5-Air@refs/pr/12",
+        "hf://zai-org/GLM-4.5-Air@0123456789abcdef0123456789abcdef01234567",
+        "hf://glm_4-9b",
+        "pvc://models",
+        "pvc://models/glm/4.5/",
+        "s3://my-bucket/a..b/glm",
+    ],
+)
+def test_model_sources_are_accepted(source: str) -> None:
+    spec_from_dict({"model": {"id": "zai-org/GLM-4.5-Air", "source": source}})
+
+
+@pytest.mark.parametrize(
+    "source,message",
+    [
+        ("hf://zai-org/glm@../../x", MODEL_PARENT),
+        ("pvc://models/../../etc", MODEL_PARENT),
+        ("s3://bucket/a/..", MODEL_PARENT),
+        ("hf://zai-org/glm@main//x", SOURCE_FIX),
+        ("hf://zai-org/glm@-x", SOURCE_FIX),  # would read as a vLLM flag
+        ("hf://zai-org/glm..4", SOURCE_FIX),
+        ("hf://zai-org/glm--4", SOURCE_FIX),
+        ("hf://zai-org/glm@v1 ", SOURCE_FIX),
+        ("pvc://models/a//b", SOURCE_FIX),
+        ("pvc://models/a\x00b", SOURCE_FIX),
+    ],
+)
+def test_model_sources_that_traverse_or_a_hub_cannot_have_are_refused(source: str, message: str) -> None:
+    assert MODEL_PARENT == (
+        "source must not contain a '..' segment (path traversal): give the path inside the claim or bucket"
+    )
+    spec = {"model": {"id": "zai-org/GLM-4.5-Air", "source": source}}
+    assert error_of(spec) == ("model.source", f"Value error, {source!r}: {message}")

@@ -16,6 +16,12 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
+
+def cel_string(text: str) -> str:
+    """``text`` as a single-quoted CEL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 # resource.Quantity's syntax, non-negative (requests and limits must be >= 0).
 _DECIMAL = r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
 QUANTITY_PATTERN = rf"^\+?{_DECIMAL}(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?{_DECIMAL}))?$"
@@ -57,7 +63,9 @@ IMAGE_MESSAGE = (
 )
 # A relative path without "..": what a volume mount's subPath may be.
 SUB_PATH_PATTERN = r"^[^/]"
-SUB_PATH_NO_PARENT_CEL = r"!self.matches('(^|/)\\.\\.(/|$)')"
+# A ".." segment of a path (path traversal): refused in subPath and in model sources.
+PARENT_SEGMENT_PATTERN = r"(^|/)\.\.(/|$)"
+SUB_PATH_NO_PARENT_CEL = f"!self.matches({cel_string(PARENT_SEGMENT_PATTERN)})"
 
 _SUFFIXES: dict[str, Decimal | int] = {
     "": 1,
@@ -126,8 +134,3 @@ def check_label_value(value: str, what: str) -> str:
             "digits, '-', '_' or '.', starting and ending alphanumeric"
         )
     return value
-
-
-def cel_string(text: str) -> str:
-    """``text`` as a single-quoted CEL string literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

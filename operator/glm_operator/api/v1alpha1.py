@@ -60,10 +60,27 @@ OPERATOR_MANAGED_VLLM_FLAGS: tuple[str, ...] = tuple(sorted(set(vllm_flags.MANAG
 
 # Regular expressions shared by pydantic and the CRD (Go RE2 and Python re both accept them).
 HF_REPO_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$"
+# A Hub repo name: letters, digits and '_', with single '.' or '-' between them (the Hub refuses
+# '..', '--' and a leading or trailing '.' or '-'); a revision: such segments (a leading '-' would
+# read as a vLLM flag) separated by '/' (main, v1.0, refs/pr/1, a commit hash); a path inside a
+# claim or bucket: segments without whitespace or control characters, no empty segment ('//'), a
+# trailing '/' allowed. A '..' segment (path traversal) is refused by a second rule.
+_HF_NAME = r"[A-Za-z0-9_]+([.-][A-Za-z0-9_]+)*"
+_REVISION_SEGMENT = r"[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*"
+_PATH = r"(/[^\x00-\x20\x7f-\x9f/]+)*/?"
 MODEL_SOURCE_PATTERN = (
-    r"^(hf://[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?(@[A-Za-z0-9._/-]+)?"
-    r"|pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?(/[^\s]*)?"
-    r"|s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?)$"
+    rf"^(hf://{_HF_NAME}(/{_HF_NAME})?(@{_REVISION_SEGMENT}(/{_REVISION_SEGMENT})*)?"
+    rf"|pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?{_PATH}"
+    rf"|s3://[a-z0-9][a-z0-9.-]{{1,61}}[a-z0-9]{_PATH})$"
+)
+MODEL_SOURCE_MESSAGE = (
+    "source must be hf://<org>/<repo>[@<revision>], pvc://<claim>[/<path>] or s3://<bucket>[/<prefix>]: "
+    "repo names of letters, digits and '_' with single '.' or '-' between them, a revision (branch, tag "
+    "or commit) of such names separated by '/', paths without whitespace, control characters or empty "
+    "segments ('//')"
+)
+MODEL_SOURCE_PARENT_MESSAGE = (
+    "source must not contain a '..' segment (path traversal): give the path inside the claim or bucket"
 )
 # Brackets allow a long-context copy's name such as glm-5.3-flash[1m]; no spaces (the gateway's
 # name -> backend map is whitespace separated).
@@ -159,7 +176,12 @@ class ModelSpec(_APIModel):
     source: str | None = Field(
         None,
         max_length=1024,
-        pattern=MODEL_SOURCE_PATTERN,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(f"self.matches({kv.cel_string(MODEL_SOURCE_PATTERN)})", MODEL_SOURCE_MESSAGE),
+                _cel(kv.SUB_PATH_NO_PARENT_CEL, MODEL_SOURCE_PARENT_MESSAGE),
+            ]
+        },
         description=(
             "Where the weights come from: hf://<org>/<repo>[@<revision>], pvc://<claim>[/<path>] or "
             "s3://<bucket>[/<prefix>]. Default: hf://<id>."
@@ -183,6 +205,15 @@ class ModelSpec(_APIModel):
             f"Stored as given; the keys the planner reads are bounded (at most {MAX_LAYERS} layers)."
         ),
     )
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, value: str | None) -> str | None:
+        if value is not None and re.search(kv.PARENT_SEGMENT_PATTERN, value):
+            raise ValueError(f"{value[:80]!r}: {MODEL_SOURCE_PARENT_MESSAGE}")
+        if value is not None and not re.fullmatch(MODEL_SOURCE_PATTERN, value):
+            raise ValueError(f"{value[:80]!r}: {MODEL_SOURCE_MESSAGE}")
+        return value
 
     @model_validator(mode="after")
     def _id_or_config(self) -> ModelSpec:
@@ -629,7 +660,7 @@ class ModelCacheSpec(_APIModel):
     @field_validator("sub_path")
     @classmethod
     def _relative(cls, value: str | None) -> str | None:
-        if value is not None and re.search(r"(^|/)\.\.(/|$)", value):
+        if value is not None and re.search(kv.PARENT_SEGMENT_PATTERN, value):
             raise ValueError("subPath must be a relative path without '..'")
         return value
 
