@@ -1,16 +1,19 @@
 """The validators added after the hostile-input review: exact messages.
 
-Image references and model sources that cannot work are refused naming the field and the fix.
+Image references, model sources and env values that cannot work are refused naming the field and
+the fix.
 """
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from glm_operator.api import spec_from_dict, v1alpha1
+from glm_operator.api import kube_validation, spec_from_dict, v1alpha1
 from glm_operator.api.gateway import GLMGatewaySpec
 
 IMAGE_FIX = (
@@ -113,3 +116,24 @@ def test_model_sources_that_traverse_or_a_hub_cannot_have_are_refused(source: st
     )
     spec = {"model": {"id": "zai-org/GLM-4.5-Air", "source": source}}
     assert error_of(spec) == ("model.source", f"Value error, {source!r}: {message}")
+
+
+@pytest.mark.parametrize("value", ["plain", "two\nlines\twith a tab\r\n", "ünïcode"])
+def test_env_values_with_tabs_and_newlines_are_accepted(value: str) -> None:
+    spec_from_dict(serving(env=[{"name": "A", "value": value}]))
+
+
+@pytest.mark.parametrize("value", ["a\x00b", "\x1b[2J", "bell\x07", "del\x7f"])
+def test_env_values_with_control_characters_are_refused(value: str) -> None:
+    assert error_of(serving(env=[{"name": "A", "value": value}])) == (
+        "serving.env.0.value",
+        f"Value error, {value!r}: value must not contain control characters (NUL, ESC, DEL, ...; tabs and "
+        "newlines are allowed); remove them, or put binary data in a Secret and mount it",
+    )
+
+
+def test_the_refused_control_characters_are_unicode_cc_but_tab_newline_and_return() -> None:
+    """The CEL rule spells the set as RE2's category class (cheaper); Python lists it."""
+    refused = {c for c in range(0x800) if re.search(kube_validation.CONTROL_CHARACTER_PATTERN, chr(c))}
+    assert refused == {c for c in range(0x800) if unicodedata.category(chr(c)) == "Cc"} - {9, 10, 13}
+    assert kube_validation.CONTROL_CHARACTER_RE2 == r"[^\P{Cc}\t\n\r]"

@@ -46,6 +46,15 @@ ENV_FIELD_PATH_PATTERN = (
     r"|spec\.(nodeName|serviceAccountName)|status\.(hostIP|hostIPs|podIP|podIPs))$"
 )
 ENV_RESOURCE_PATTERN = r"^(limits|requests)\.(cpu|memory|ephemeral-storage)$"
+# Control characters refused in env values and vLLM arguments: every control character (Unicode
+# category Cc: C0, DEL, C1) except TAB, LF and CR, so a multi-line value such as a chat template or
+# a JSON config is fine. NUL cannot be passed at all (it ends a C string: the container would not
+# start); the others are never meant as text and garble logs. The CEL rule spells the same set
+# with RE2's category class: a shorter regular expression keeps the rule within the apiserver's
+# cost budget for 128 env values of 32 KiB (the estimate grows with the regex's length).
+CONTROL_CHARACTER_PATTERN = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+CONTROL_CHARACTER_RE2 = r"[^\P{Cc}\t\n\r]"
+NO_CONTROL_CHARACTER_CEL = f"!self.matches({cel_string(CONTROL_CHARACTER_RE2)})"
 # A container image reference, distribution/reference's grammar: [host[:port]/]path[:tag][@digest].
 # The kubelet refuses anything else (InvalidImageName), so the pods could never start.
 _IMAGE_HOST_LABEL = r"[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?"

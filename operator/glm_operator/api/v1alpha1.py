@@ -480,6 +480,12 @@ class EnvVarSource(_APIModel):
         return self
 
 
+ENV_VALUE_MESSAGE = (
+    "value must not contain control characters (NUL, ESC, DEL, ...; tabs and newlines are allowed); "
+    "remove them, or put binary data in a Secret and mount it"
+)
+
+
 class EnvVar(_APIModel):
     """An environment variable of the vLLM container (a subset of the Pod's EnvVar)."""
 
@@ -496,10 +502,27 @@ class EnvVar(_APIModel):
     name: str = Field(
         ..., min_length=1, max_length=256, pattern=ENV_NAME_PATTERN, description="Variable name."
     )
-    value: str | None = Field(None, max_length=32768, description="Literal value.")
+    value: str | None = Field(
+        None,
+        max_length=32768,
+        json_schema_extra={
+            "x-kubernetes-validations": [_cel(kv.NO_CONTROL_CHARACTER_CEL, ENV_VALUE_MESSAGE)]
+        },
+        description=(
+            "Literal value. Tabs, newlines and carriage returns are allowed; other control characters "
+            "(NUL, ESC, DEL, ...) are not: a NUL cannot be passed to a process at all."
+        ),
+    )
     value_from: EnvVarSource | None = Field(
         None, description="Take the value from a Secret, ConfigMap or field."
     )
+
+    @field_validator("value")
+    @classmethod
+    def _printable(cls, value: str | None) -> str | None:
+        if value is not None and re.search(kv.CONTROL_CHARACTER_PATTERN, value):
+            raise ValueError(f"{value[:80]!r}: {ENV_VALUE_MESSAGE}")
+        return value
 
     @model_validator(mode="after")
     def _value_xor_value_from(self) -> EnvVar:
