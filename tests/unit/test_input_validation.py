@@ -1,7 +1,7 @@
 """The validators added after the hostile-input review: exact messages.
 
-Image references, model sources and env values that cannot work are refused naming the field and
-the fix.
+Image references, model sources, vLLM arguments and env values that cannot work are refused naming
+the field and the fix.
 """
 
 from __future__ import annotations
@@ -13,8 +13,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from glm_operator.api import kube_validation, spec_from_dict, v1alpha1
+from glm_operator.api import kube_validation, spec_from_dict, v1alpha1, vllm_args
 from glm_operator.api.gateway import GLMGatewaySpec
+from glm_operator.controller.desired import compute_desired
+
+from .test_desired import body, observe
 
 IMAGE_FIX = (
     "must be a container image reference [registry[:port]/]repository[:tag][@sha256:digest]: the "
@@ -29,6 +32,12 @@ SOURCE_FIX = (
     "segments ('//')"
 )
 MODEL_PARENT = v1alpha1.MODEL_SOURCE_PARENT_MESSAGE
+FLAG_FIX = (
+    "a flag must be spelled as vLLM spells it: --<name> or --<name>=<value>, the name in lower-case "
+    "letters, digits, '-' or '_' (-O<level> for the optimization level), no whitespace; give a flag and "
+    'its value as two entries ("--max-num-batched-tokens", "8192") or as one with "=" '
+    '("--max-num-batched-tokens=8192")'
+)
 
 
 def error_of(spec: dict[str, Any]) -> tuple[str, str]:
@@ -116,6 +125,60 @@ def test_model_sources_that_traverse_or_a_hub_cannot_have_are_refused(source: st
     )
     spec = {"model": {"id": "zai-org/GLM-4.5-Air", "source": source}}
     assert error_of(spec) == ("model.source", f"Value error, {source!r}: {message}")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--enable-prefix-caching", "--max-num-batched-tokens", "8192"],
+        ["--tool_call_parser=hermes"],
+        ["-O3"],
+        ["--compilation-config.cudagraph_capture_sizes+=1,2"],
+        ["--seed", "-1"],
+        ["--chat-template", "{% for m in messages %}\n\t{{ m.content }}\n{% endfor %}"],
+        ["--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}'],
+        ["--"],
+    ],
+)
+def test_extra_args_vllm_parses_are_accepted(args: list[str]) -> None:
+    spec_from_dict(serving(extraArgs=args))
+
+
+@pytest.mark.parametrize(
+    "args,index,message",
+    [
+        (["--max-model-len 99999"], 0, f"'--max-model-len 99999': {FLAG_FIX}"),
+        (["--MAX-MODEL-LEN=1"], 0, f"'--MAX-MODEL-LEN=1': {FLAG_FIX}"),
+        (["--max-model-len\t=1"], 0, f"'--max-model-len\\t=1': {FLAG_FIX}"),
+        (["--seed", "1", "-TP=8"], 2, f"'-TP=8': {FLAG_FIX}"),
+        (
+            ["--enable-prefix-caching", ""],
+            1,
+            "an empty argument reaches vLLM as a stray positional argument and stops it; remove the entry",
+        ),
+        (
+            ["a\x00b"],
+            0,
+            "'a\\x00b': an argument must not contain control characters (NUL, ESC, ...; tabs and newlines "
+            "are allowed); remove them",
+        ),
+    ],
+)
+def test_extra_args_vllm_cannot_parse_are_refused_naming_the_entry(
+    args: list[str], index: int, message: str
+) -> None:
+    assert error_of(serving(extraArgs=args)) == (f"serving.extraArgs.{index}", f"Value error, {message}")
+    desired = compute_desired(observe(body(generation=1, **serving(extraArgs=args))))
+    planned = next(c for c in desired.status["conditions"] if c["type"] == "Planned")
+    assert planned["message"] == f"spec.serving.extraArgs[{index}]: Value error, {message}"
+
+
+def test_a_managed_flag_with_a_json_field_is_the_managed_flag() -> None:
+    """vLLM reads --opt.field=value as the JSON option --opt: the guard does too."""
+    assert vllm_args.managed_flag("--max-model-len.x=1") == "--max-model-len"
+    assert vllm_args.managed_flag("-tp.x=1") == "--tensor-parallel-size"
+    assert vllm_args.managed_flag("--compilation-config.mode=3") is None
+    assert "split('=')[0].split('.')[0]" in vllm_args.extra_args_cel_rule()
 
 
 @pytest.mark.parametrize("value", ["plain", "two\nlines\twith a tab\r\n", "ünïcode"])

@@ -27,7 +27,7 @@ from pydantic.config import JsonDict, JsonValue
 from glm_operator.api import kube_validation as kv
 from glm_operator.api import vllm_flags
 from glm_operator.api.inline_config import MAX_LAYERS, InlineModelConfig
-from glm_operator.api.vllm_args import extra_args_cel_rule, managed_flag
+from glm_operator.api.vllm_args import EXTRA_ARG_CEL_RULES, check_extra_arg, extra_args_cel_rule, managed_flag
 
 GROUP = "inference.glm.dev"
 VERSION = "v1alpha1"
@@ -126,6 +126,18 @@ ImageReference = Annotated[
     ),
 ]
 """A container image reference the kubelet can pull (``docker.io/vllm/vllm-openai:v0.11.0``)."""
+
+ExtraArg = Annotated[
+    str,
+    AfterValidator(check_extra_arg),
+    Field(
+        max_length=1024,
+        json_schema_extra={
+            "x-kubernetes-validations": [_cel(rule, message) for rule, message in EXTRA_ARG_CEL_RULES]
+        },
+    ),
+]
+"""One vLLM command-line argument: a flag spelled as vLLM spells it, or a value."""
 
 
 class _APIModel(BaseModel):
@@ -726,7 +738,7 @@ class ServingSpec(_APIModel):
             "Must be at least minConcurrency."
         ),
     )
-    extra_args: list[Annotated[str, Field(max_length=1024)]] = Field(
+    extra_args: list[ExtraArg] = Field(
         default_factory=list,
         max_length=64,
         json_schema_extra={

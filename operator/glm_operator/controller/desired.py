@@ -315,7 +315,7 @@ def compute_desired(observed: Observed) -> Desired:
         spec = spec_from_dict(body.get("spec") or {})
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = "spec." + ".".join(str(p) for p in first.get("loc", ()))
+        where = "spec" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first.get("loc", ()))
         return _failed(observed, "InvalidSpec", f"{where}: {first.get('msg')}", generation)
 
     replicas = total_replicas(spec, prev_status)
