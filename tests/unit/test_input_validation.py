@@ -1,7 +1,7 @@
-"""The validators added after the hostile-input review: exact messages.
+"""The validators added after the hostile-input review: exact messages, and the CRD carries the same rules.
 
-Image references, model sources, vLLM arguments and env values that cannot work are refused naming
-the field and the fix.
+Image references, model sources, vLLM arguments, env values and inline configs that cannot work are
+refused naming the field and the fix.
 """
 
 from __future__ import annotations
@@ -11,11 +11,15 @@ import unicodedata
 from typing import Any
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
-from glm_operator.api import kube_validation, spec_from_dict, v1alpha1, vllm_args
+from glm_operator.api import crd, kube_validation, spec_from_dict, v1alpha1, vllm_args
 from glm_operator.api.gateway import GLMGatewaySpec
+from glm_operator.api.inline_config import InlineModelConfig
+from glm_operator.catalog.models import _data_text
 from glm_operator.controller.desired import compute_desired
+from tests.harness.hostile import INLINE_CONFIG
 
 from .test_desired import body, observe
 
@@ -200,3 +204,87 @@ def test_the_refused_control_characters_are_unicode_cc_but_tab_newline_and_retur
     refused = {c for c in range(0x800) if re.search(kube_validation.CONTROL_CHARACTER_PATTERN, chr(c))}
     assert refused == {c for c in range(0x800) if unicodedata.category(chr(c)) == "Cc"} - {9, 10, 13}
     assert kube_validation.CONTROL_CHARACTER_RE2 == r"[^\P{Cc}\t\n\r]"
+
+
+MLA = {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128}
+
+
+@pytest.mark.parametrize(
+    "changes,location,message",
+    [
+        (
+            {"quantization_config": {"quant_method": "awq", "bits": None}},
+            "model.config.quantization_config",
+            "Value error, quantization_config.bits is required with quant_method awq or gptq (AWQ's own key "
+            "w_bit also counts): give the checkpoint's bits per weight (4 or 8) from its config.json",
+        ),
+        (
+            {"kv_lora_rank": 512},
+            "model.config",
+            "Value error, kv_lora_rank (MLA attention) needs qk_rope_head_dim, qk_nope_head_dim and "
+            "v_head_dim: give all four from the model's config.json",
+        ),
+        (
+            {**MLA, "index_n_heads": 32},
+            "model.config",
+            "Value error, index_n_heads and index_head_dim (the sparse-attention indexer) go together and "
+            "need MLA (kv_lora_rank): give both, with the MLA keys, from the model's config.json",
+        ),
+        (
+            {"n_routed_experts": 8, "num_experts_per_tok": 9},
+            "model.config",
+            "Value error, num_experts_per_tok is required with n_routed_experts (num_experts, "
+            "num_local_experts) > 0, at least 1 and at most the number of experts: give it from the "
+            "model's config.json",
+        ),
+        (
+            {"n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 0},
+            "model.config.moe_intermediate_size",
+            "Input should be greater than or equal to 1",
+        ),
+        ({**MLA, "index_n_heads": 32, "index_head_dim": 0}, "model.config.index_head_dim", None),
+        ({**MLA, "v_head_dim": 0}, "model.config.v_head_dim", None),
+    ],
+)
+def test_inline_configs_that_are_nonsense_are_refused_naming_the_key(
+    changes: dict[str, Any], location: str, message: str | None
+) -> None:
+    spec = {"model": {"id": "example/inline", "config": {**INLINE_CONFIG, **changes}}}
+    found = error_of(spec)
+    assert found[0] == location
+    assert found[1] == (message or "Input should be greater than or equal to 1")
+
+
+def test_inline_configs_of_real_models_pass_the_rules() -> None:
+    """Every catalog config (GLM-5.3-Flash's NoPE MLA has qk_rope_head_dim 0), with the
+    quantization_config of each published checkpoint, is a valid inline config."""
+    checked = 0
+    for item in yaml.safe_load(_data_text("models.yaml"))["models"]:
+        InlineModelConfig.model_validate(item["config"])
+        checked += 1
+        for ckpt in (item.get("checkpoints") or {}).values():
+            if isinstance(ckpt, dict) and ckpt.get("quantization_config"):
+                qc = ckpt["quantization_config"]
+                InlineModelConfig.model_validate({**item["config"], "quantization_config": qc})
+                checked += 1
+    assert checked >= 15
+
+
+def validations(node: dict[str, Any]) -> list[str]:
+    return [rule["rule"] for rule in node.get("x-kubernetes-validations", [])]
+
+
+def test_the_crd_carries_the_same_rules() -> None:
+    spec = crd.build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    serving_props = spec["properties"]["serving"]["properties"]
+    image_rule = f"self.matches({kube_validation.cel_string(kube_validation.IMAGE_PATTERN)})"
+    assert validations(serving_props["image"]) == [image_rule]
+    assert validations(serving_props["extraArgs"]["items"]) == [r for r, _ in vllm_args.EXTRA_ARG_CEL_RULES]
+    env_value = serving_props["env"]["items"]["properties"]["value"]
+    assert validations(env_value) == [kube_validation.NO_CONTROL_CHARACTER_CEL]
+    config = spec["properties"]["model"]["properties"]["config"]
+    assert len(validations(config)) == 5 and len(validations(config["properties"]["text_config"])) == 5
+    assert "has(self.bits) || has(self.w_bit)" in validations(config["properties"]["quantization_config"])[0]
+    assert config["properties"]["moe_intermediate_size"]["minimum"] == 1
+    gateway = crd.build_gateway_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    assert validations(gateway["properties"]["spec"]["properties"]["image"]) == [image_rule]
