@@ -1,7 +1,8 @@
 """The validators added after the hostile-input review: exact messages, and the CRD carries the same rules.
 
 Image references, model sources, vLLM arguments, env values and inline configs that cannot work are
-refused naming the field and the fix.
+refused naming the field and the fix; the planner's "does not fit" rejections name the field to
+change and the fix.
 """
 
 from __future__ import annotations
@@ -288,3 +289,52 @@ def test_the_crd_carries_the_same_rules() -> None:
     assert config["properties"]["moe_intermediate_size"]["minimum"] == 1
     gateway = crd.build_gateway_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     assert validations(gateway["properties"]["spec"]["properties"]["image"]) == [image_rule]
+
+
+NOT_FIT = {"model": {"id": "zai-org/glm-4-9b-chat"}, "contextLength": 8192}
+
+
+@pytest.mark.parametrize(
+    "changes,fix",
+    [
+        (
+            {"model": {"id": "zai-org/GLM-5"}, "gpu": {"products": ["L4"]}},
+            "GLM-5 needs vLLM's sparse-MLA (DSA) kernels, available from compute capability 9.0; NVIDIA-L4 "
+            "is 8.9. fix: gpu.products with GPU types of compute capability 9.0 or newer (NVIDIA-H200, "
+            "NVIDIA-H100-80GB-HBM3, NVIDIA-H100-PCIe, NVIDIA-H20)",
+        ),
+        (
+            {"gpu": {"products": ["L4"], "tensorParallelSize": 8}},
+            "no valid shape on NVIDIA-L4: gpu.tensorParallelSize 8 exceeds the 4 NVIDIA-L4 GPUs on one "
+            "node. fix: gpu.tensorParallelSize 4 or less (0 lets the planner choose), or gpu.products with "
+            "nodes of 8 or more GPUs",
+        ),
+        (
+            {"model": {"id": "zai-org/GLM-4.5"}, "quantization": "bf16", "gpu": {"products": ["L4"]}},
+            "nothing fits on NVIDIA-L4; best is TP=4 bf16: weights 164.4 GiB per GPU leave no KV cache "
+            "(short by 146.4 GiB). fix: gpu.products with more GPU memory per node than 4 x 22.03 GiB of "
+            "NVIDIA-L4, quantization auto (a lower precision), or gpu.allowMultiNode: true with more nodes",
+        ),
+        (
+            {"gpu": {"products": ["L40S"]}},
+            "no schedulable node has NVIDIA-L40S GPUs. fix: add NVIDIA-L40S nodes (or a node pool that "
+            "provides them), or list the GPU types the cluster has in gpu.products",
+        ),
+    ],
+)
+def test_does_not_fit_rejections_name_the_field_and_the_fix(changes: dict[str, Any], fix: str) -> None:
+    desired = compute_desired(observe(body(generation=1, **{**NOT_FIT, **changes})))
+    planned = next(c for c in desired.status["conditions"] if c["type"] == "Planned")
+    assert planned["status"] == "False" and planned["reason"] == "NoGPUFits"
+    assert fix in planned["message"], planned["message"]
+
+
+def test_no_gpu_nodes_at_all_names_the_fix() -> None:
+    desired = compute_desired(observe(body(generation=1, **NOT_FIT), nodes=[]))
+    planned = next(c for c in desired.status["conditions"] if c["type"] == "Planned")
+    assert planned["reason"] == "NoGPUNodes"
+    assert planned["message"] == (
+        "does not fit: no GPU type to plan on. no schedulable GPU nodes of a known type. fix: add GPU "
+        "nodes labelled by GPU Feature Discovery (nvidia.com/gpu.product) of a type gpu.products allows "
+        "(any catalog type when it is empty), or a node pool that provides them"
+    )

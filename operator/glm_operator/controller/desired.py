@@ -246,7 +246,8 @@ def _variant_status(v: Variant) -> dict[str, Any]:
 
 def plan_summary(plan: Plan) -> str:
     if not plan.fits:
-        return "does not fit: " + "; ".join(f"{r.gpu_product}: {r.reason}" for r in plan.rejected)[:900]
+        rejected = "; ".join(f"{r.gpu_product}: {r.reason}" for r in plan.rejected)
+        return "does not fit: " + (rejected[:900] or "no GPU type to plan on")
     parts = [
         f"{v.replicas}x {v.gpu_product} TP={v.tensor_parallel_size}"
         + (f" PP={v.pipeline_parallel_size}" if v.pipeline_parallel_size > 1 else "")
@@ -342,15 +343,15 @@ def compute_desired(observed: Observed) -> Desired:
     if not plan.fits:
         reason = "NoGPUFits" if pools else "NoGPUNodes"
         message = plan_summary(plan)
-        if plan.details:
-            message += ". " + " ".join(plan.details[-2:])
+        if plan.details:  # the last rejection's details, or why there was nothing to reject
+            message += ". " + " ".join(plan.details[-2:] if plan.rejected else plan.details[-1:])
         machines = [largest_machines_note(capacity.elastic, r.gpu_product) for r in plan.rejected]
         if any(machines):
             message += (
                 " Node pools: " + "; ".join(m for m in machines if m) + ". fix: one replica must fit on one "
                 "machine: allow a GPU type with more memory per machine (gpu.products), a lower quantization "
-                "or a shorter contextLength, allowMultiNode, or give the NodePool larger instance types or "
-                "higher limits."
+                "or a shorter contextLength, gpu.allowMultiNode: true, or give the NodePool larger instance "
+                "types or higher limits."
             )
         desired = _failed(observed, reason, message, generation)
         status = {**desired.status, "plan": _plan_status(plan), "desiredReplicas": replicas}
