@@ -1,7 +1,9 @@
 """Hostile specs against the real apiserver: refused naming the field, or valid all the way down.
 
 Every case of ``tests.harness.hostile`` is sent to the apiserver with ``dryRun=All``. A case
-the apiserver refuses must name a ``spec`` field in its message. A case it accepts is planned by
+the apiserver refuses must name a ``spec`` field in its message; a case that cannot work must be
+refused naming its field (``expect == REFUSED``: the CRD's CEL rules must hold within the
+apiserver's cost budget) or planned to no children (``NOT_PLANNED``). A case it accepts is planned by
 ``compute_desired`` exactly as the operator would, and every child object is sent with ``dryRun=All``
 too: none may be refused (a refused child is a reconcile that could only fail, forever). A sample
 is then applied for real to a namespace the operator serves, and each must end with a status
@@ -23,7 +25,7 @@ from pydantic import ValidationError
 from glm_operator.api import spec_from_dict
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE
 from glm_operator.desired import Observed, compute_desired
-from tests.harness.hostile import HostileCase, hostile_cases
+from tests.harness.hostile import NOT_PLANNED, REFUSED, HostileCase, hostile_cases
 
 from .conftest import E2ECluster, RunningOperator
 from .test_controller import wait_for
@@ -88,8 +90,10 @@ def test_every_hostile_spec_is_refused_naming_the_field_or_has_children_the_apis
             assert exc.status in (400, 422), (case.id, exc.status, exc.body)  # 400: strict decoding
             message = json.loads(exc.body).get("message", "")
             assert "spec." in message or "spec:" in message, (case.id, message)
+            assert case.expect != REFUSED or f"spec.{case.field}" in message, (case.id, message)
             refused += 1
             continue
+        assert case.expect != REFUSED, f"{case.id} was accepted by the apiserver"
         try:
             spec_from_dict(stored["spec"])
         except ValidationError:
@@ -110,6 +114,7 @@ def test_every_hostile_spec_is_refused_naming_the_field_or_has_children_the_apis
         if not desired.objects:
             not_planned += 1
             continue
+        assert case.expect != NOT_PLANNED, f"{case.id} was planned: {desired.status}"
         planned += 1
         for child in desired.objects:
             try:

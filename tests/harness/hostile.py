@@ -6,6 +6,11 @@ CEL rules, and by the pydantic models, naming the field), or accepted and then p
 condition, with child objects the apiserver accepts. Nothing may crash the planner, loop on a 422
 or freeze the operator (inline configs are bounded).
 
+Some cases cannot work at all and say what must happen to them (``expect``): ``refused`` at apply
+time naming the field, or ``not-planned``: accepted, then ``Planned=False`` with a message naming
+the field and the fix. None of them may be planned to running pods (the hostile-input review found
+15 such specs accepted and planned).
+
 Used by ``tests/unit/test_hostile_specs.py`` (pydantic + planner, every case) and
 ``tests/e2e/test_hostile_specs.py`` (the real apiserver).
 """
@@ -41,11 +46,16 @@ INLINE_CONFIG: dict[str, Any] = {
 }
 
 
+REFUSED = "refused"
+NOT_PLANNED = "not-planned"
+
+
 @dataclass(frozen=True)
 class HostileCase:
     id: str
     spec: dict[str, Any]
     field: str  # the spec field the case attacks, dotted (for messages: the refusal must name it)
+    expect: str = ""  # REFUSED, NOT_PLANNED, or "" (either outcome, or a plan, is fine)
 
 
 def _set(spec: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
@@ -283,9 +293,87 @@ _CONFIG_KEYS: dict[str, list[Any]] = {
 }
 
 
+_GQA_MLA = {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128}
+
+# Specs that cannot work (the kubelet cannot pull the image, vLLM cannot parse its arguments, the
+# process cannot get its environment, the config is nonsense) and must be refused at apply time.
+_REFUSED: dict[str, list[Any]] = {
+    "serving.image": ["UPPER/Case:tag", "name@sha256:zzz", "vllm/vllm-openai@sha256:" + "A" * 64],
+    "model.source": [
+        "hf://zai-org/glm-4-9b-chat@../../x",
+        "hf://zai-org/glm-4-9b-chat@main//x",
+        "hf://zai-org/glm..4",
+        "hf://zai-org/glm-4-9b-chat@-x",
+        "pvc://models/../../etc",
+        "pvc://models/a//b",
+        "s3://bucket/a/../../b",
+        "pvc://models/a\x00b",
+    ],
+    "serving.extraArgs": [
+        ["--max-model-len 99999"],
+        ["--MAX-MODEL-LEN=1"],
+        ["--max-model-len\t=1"],
+        [""],
+        ["--enable-prefix-caching", "\x00"],
+        ["--seed=\x1b[31m"],
+        ["--max-model-len.x=1"],
+        ["-TP=8"],
+    ],
+    "serving.env": [{"name": "A", "value": "a\x00b"}, {"name": "A", "value": "\x1b[2J"}],
+    "model.config.quantization_config.bits": [
+        {"quant_method": "awq", "bits": None},
+        {"quant_method": "gptq"},
+    ],
+    "model.config.kv_lora_rank": [
+        {"kv_lora_rank": 512},
+        {**_GQA_MLA, "qk_nope_head_dim": None},
+        {**_GQA_MLA, "kv_lora_rank": 0},
+    ],
+    "model.config.moe_intermediate_size": [
+        {"n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 0}
+    ],
+    "model.config.num_experts_per_tok": [
+        {"n_routed_experts": 8},
+        {"n_routed_experts": 8, "num_experts_per_tok": 9},
+        {"num_local_experts": 8, "num_experts_per_tok": 0},
+    ],
+    "model.config.index_head_dim": [{**_GQA_MLA, "index_n_heads": 32, "index_head_dim": 0}],
+    "model.config.index_n_heads": [
+        {**_GQA_MLA, "index_n_heads": 32},
+        {"index_n_heads": 32, "index_head_dim": 128},
+    ],
+}
+
+# Specs the schema cannot judge (they depend on the model and the GPUs): Planned=False naming the
+# field to change and the fix.
+_NOT_PLANNED: dict[str, dict[str, Any]] = {
+    "gpu.products": {"model": {"id": "zai-org/GLM-5"}},  # sparse MLA needs compute capability 9.0
+    "gpu.tensorParallelSize": {"gpu": {"products": ["L4"], "tensorParallelSize": 8}},  # 4 per node
+    "quantization": {"model": {"id": "zai-org/GLM-4.5"}, "quantization": "bf16"},  # 710 GB on L4s
+}
+
+
 def hostile_cases() -> list[HostileCase]:
     """Every case, in a stable order with unique ids (at least 200)."""
     return list(_cases())
+
+
+def _must_fail() -> Iterator[HostileCase]:
+    for field_name, values in _REFUSED.items():
+        for i, value in enumerate(values):
+            case_id = f"refused-{field_name}-{i}"
+            if field_name.startswith("model.config."):
+                changes = {"quantization_config": value} if field_name.endswith(".bits") else value
+                config = {**INLINE_CONFIG, **changes}
+                spec = _set(BASE_SPEC, "model", {"id": "example/inline-glm", "config": config})
+            elif field_name == "serving.env":
+                spec = _set(BASE_SPEC, "serving.env", [value])
+            else:
+                spec = _set(BASE_SPEC, field_name, value)
+            yield HostileCase(case_id, spec, field_name, REFUSED)
+    for field_name, changes in _NOT_PLANNED.items():
+        spec = {**copy.deepcopy(BASE_SPEC), **changes}
+        yield HostileCase(f"not-planned-{field_name}", spec, field_name, NOT_PLANNED)
 
 
 def _cases() -> Iterator[HostileCase]:
@@ -311,6 +399,7 @@ def _cases() -> Iterator[HostileCase]:
             config = {**INLINE_CONFIG, key: value}
             spec = _set(BASE_SPEC, "model", {"id": "example/inline-glm", "config": config})
             yield HostileCase(f"model.config.{key}-{i}", spec, f"model.config.{key}")
+    yield from _must_fail()
 
 
 def largest_inline_specs() -> list[HostileCase]:

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from glm_operator.api import crd, v1alpha1
+from glm_operator.api.kube_validation import cel_string
 from glm_operator.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,7 +89,10 @@ def test_bounds_enums_patterns_defaults() -> None:
     assert nodes[".status.phase"]["enum"] == list(v1alpha1.PHASES)
     assert nodes[".spec.gpu"]["default"] == {}
     assert nodes[".spec.serving"]["default"] == {}
-    source = re.compile(nodes[".spec.model.source"]["pattern"])
+    # Formats with a message saying the fix are CEL rules (a failed OpenAPI pattern shows only the regex).
+    source_rules = [r["rule"] for r in nodes[".spec.model.source"]["x-kubernetes-validations"]]
+    assert f"self.matches({cel_string(v1alpha1.MODEL_SOURCE_PATTERN)})" in source_rules
+    source = re.compile(v1alpha1.MODEL_SOURCE_PATTERN)
     assert source.match("hf://zai-org/GLM-4.5-Air")
     assert source.match("pvc://models/glm")
     assert source.match("s3://bucket/prefix")

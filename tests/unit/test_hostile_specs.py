@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from glm_operator.api.v1alpha1 import spec_from_dict
 from glm_operator.desired import compute_desired
-from tests.harness.hostile import HostileCase, hostile_cases, largest_inline_specs
+from tests.harness.hostile import NOT_PLANNED, REFUSED, HostileCase, hostile_cases, largest_inline_specs
 
 from .test_desired import body, observe
 
@@ -30,23 +30,50 @@ def refusal(case: HostileCase) -> ValidationError | None:
     return None
 
 
+def names_the_field(error: ValidationError, field: str) -> bool:
+    """An error is at the field (or inside it), or at its parent with the field's key in the message."""
+    for e in error.errors():
+        loc = ".".join(str(p) for p in e["loc"])
+        if loc.startswith(field) or (field.startswith(loc) and field.rsplit(".", 1)[-1] in e["msg"]):
+            return True
+    return False
+
+
+def planned_condition(case: HostileCase) -> tuple[dict[str, Any], Any]:
+    desired = compute_desired(observe(body(generation=1, **case.spec)))
+    conditions: dict[str, Any] = {c["type"]: c for c in desired.status["conditions"]}
+    return conditions["Planned"], desired
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_hostile_spec_is_refused_naming_the_field_or_ends_with_a_condition(case: HostileCase) -> None:
     error = refusal(case)
+    if case.expect == REFUSED:
+        assert error is not None, f"{case.id} was accepted"
+        assert names_the_field(error, case.field), (case.field, error.errors())
     if error is not None:
         locations = [".".join(str(p) for p in e["loc"]) for e in error.errors()]
         top = case.field.split(".")[0]
         assert any(loc.split(".")[0] == top for loc in locations), (case.field, locations)
         return
-    desired = compute_desired(observe(body(generation=1, **case.spec)))
-    conditions: dict[str, Any] = {c["type"]: c for c in desired.status["conditions"]}
-    planned = conditions["Planned"]
+    planned, desired = planned_condition(case)
     assert planned["reason"] in PLAN_REASONS, planned
     assert desired.status["observedGeneration"] == 1
     if planned["status"] == "False":
         assert planned["message"] and desired.objects == ()
         if planned["reason"] == "InvalidSpec":
             assert planned["message"].startswith("spec"), planned["message"]  # names the field
+    if case.expect == NOT_PLANNED:
+        assert planned["status"] == "False", planned
+        assert case.field in planned["message"] and "fix: " in planned["message"], planned["message"]
+
+
+def test_no_spec_that_cannot_work_is_planned() -> None:
+    """The hostile-input review's finding (15 such specs accepted and planned) stays at 0."""
+    must_fail = [c for c in CASES if c.expect]
+    assert len(must_fail) >= 30
+    planned = [c.id for c in must_fail if refusal(c) is None and planned_condition(c)[0]["status"] != "False"]
+    assert planned == []
 
 
 def test_planner_crashes_on_odd_quantization_configs_become_invalid_spec_naming_the_field() -> None:

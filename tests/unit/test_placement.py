@@ -167,7 +167,7 @@ def test_context_no_type_can_hold_is_rejected_with_the_number() -> None:
     (rej,) = p.rejected
     assert rej.max_context_length is not None and 0 < rej.max_context_length < 131072
     assert str(rej.max_context_length) in rej.reason
-    assert any(f"the largest that fits is {rej.max_context_length}" in d for d in p.details)
+    assert any(f"fix: contextLength <= {rej.max_context_length}" in d for d in p.details)
     # and that number really fits once
     assert fits_at("glm-4-9b-chat", "RTX-4090", 1, "bf16", rej.max_context_length)
 

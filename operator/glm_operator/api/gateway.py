@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from glm_operator.api.v1alpha1 import DNS_SUBDOMAIN_PATTERN, _APIModel
+from glm_operator.api.v1alpha1 import DNS_SUBDOMAIN_PATTERN, ImageReference, _APIModel
 
 GATEWAY_KIND = "GLMGateway"
 GATEWAY_LIST_KIND = "GLMGatewayList"
@@ -127,9 +127,7 @@ class GLMGatewaySpec(_APIModel):
         description="Pods of one served model the proxy can route to at once (server slots per backend).",
     )
     replicas: int = Field(2, ge=1, le=100, description="Gateway pods.")
-    image: str = Field(
-        DEFAULT_PROXY_IMAGE, min_length=1, max_length=512, description="HAProxy image (2.6 or newer)."
-    )
+    image: ImageReference = Field(DEFAULT_PROXY_IMAGE, description="HAProxy image (2.6 or newer).")
     service: GatewayServiceSpec = Field(
         default_factory=GatewayServiceSpec,
         json_schema_extra={"default": {}},

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 MAX_LAYERS = 256
 MAX_HEADS = 1024
@@ -48,8 +48,46 @@ class _Free(BaseModel):
     model_config = ConfigDict(extra="allow", protected_namespaces=(), populate_by_name=True)
 
 
+#: quant_method values whose checkpoints store ``bits`` (or AWQ's ``w_bit``) per weight.
+BITS_METHODS = ("awq", "awq_marlin", "gptq", "gptq_marlin")
+BITS_MESSAGE = (
+    "bits is required with quant_method awq or gptq (AWQ's own key w_bit also counts): give the "
+    "checkpoint's bits per weight (4 or 8) from its config.json"
+)
+MLA_MESSAGE = (
+    "kv_lora_rank (MLA attention) needs qk_rope_head_dim, qk_nope_head_dim and v_head_dim: give all "
+    "four from the model's config.json"
+)
+INDEXER_MESSAGE = (
+    "index_n_heads and index_head_dim (the sparse-attention indexer) go together and need MLA "
+    "(kv_lora_rank): give both, with the MLA keys, from the model's config.json"
+)
+EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
+EXPERTS_MESSAGE = (
+    "num_experts_per_tok is required with n_routed_experts (num_experts, num_local_experts) > 0, "
+    "at least 1 and at most the number of experts: give it from the model's config.json"
+)
+
+
+def _cel(rule: str, message: str, field_path: str) -> dict[str, Any]:
+    return {"rule": rule, "message": message, "fieldPath": field_path}
+
+
 class QuantizationConfig(_Free):
     """The checkpoint's ``quantization_config``: the keys the planner reads are typed."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    f"!has(self.quant_method) || !(self.quant_method.lowerAscii() in {list(BITS_METHODS)}) "
+                    "|| has(self.bits) || has(self.w_bit)",
+                    BITS_MESSAGE,
+                    ".bits",
+                )
+            ]
+        }
+    )
 
     quant_method: str | None = Field(
         None, max_length=64, description="fp8, awq, gptq, compressed-tensors, modelopt, ..."
@@ -67,9 +105,49 @@ class QuantizationConfig(_Free):
         None, description="compressed-tensors groups (free-form; the first group's weights are read)."
     )
 
+    @model_validator(mode="after")
+    def _bits_given(self) -> QuantizationConfig:
+        method = (self.quant_method or "").lower()
+        if method in BITS_METHODS and self.bits is None and self.w_bit is None:
+            raise ValueError(f"quantization_config.{BITS_MESSAGE}")
+        return self
+
 
 class _Architecture(_Free):
-    """Keys of a decoder config.json the planner reads, with their bounds."""
+    """Keys of a decoder config.json the planner reads, with their bounds.
+
+    Sizes are positive when given (``qk_rope_head_dim`` may be 0: NoPE MLA layers, GLM-5.3-Flash),
+    and the keys that only make sense together must come together: the MLA ranks and head
+    dimensions, the indexer's heads and dimension (with MLA), the experts and experts per token.
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "!has(self.kv_lora_rank) || (has(self.qk_rope_head_dim) && has(self.qk_nope_head_dim) "
+                    "&& has(self.v_head_dim))",
+                    MLA_MESSAGE,
+                    ".kv_lora_rank",
+                ),
+                _cel(
+                    "has(self.index_n_heads) == has(self.index_head_dim) && "
+                    "(!has(self.index_n_heads) || has(self.kv_lora_rank))",
+                    INDEXER_MESSAGE,
+                    ".index_n_heads",
+                ),
+                *(
+                    _cel(
+                        f"!has(self.{key}) || self.{key} == 0 || (has(self.num_experts_per_tok) && "
+                        f"self.num_experts_per_tok >= 1 && self.num_experts_per_tok <= self.{key})",
+                        EXPERTS_MESSAGE,
+                        ".num_experts_per_tok",
+                    )
+                    for key in EXPERT_KEYS
+                ),
+            ]
+        }
+    )
 
     architectures: list[Annotated[str, Field(max_length=256)]] | None = Field(
         None, max_length=16, description="Model class names, for example Glm4MoeForCausalLM."
@@ -98,20 +176,20 @@ class _Architecture(_Free):
     num_local_experts: int | None = _int(0, MAX_EXPERTS, "Routed MoE experts (Mixtral's key)")
     n_shared_experts: int | None = _int(0, 64, "Shared MoE experts")
     num_experts_per_tok: int | None = _int(0, MAX_EXPERTS, "Experts active per token")
-    moe_intermediate_size: int | None = _int(0, MAX_INTERMEDIATE_SIZE, "Intermediate size of one expert")
+    moe_intermediate_size: int | None = _int(1, MAX_INTERMEDIATE_SIZE, "Intermediate size of one expert")
     shared_expert_intermediate_size: int | None = _int(
         0, MAX_INTERMEDIATE_SIZE, "Intermediate size of the shared experts"
     )
     first_k_dense_replace: int | None = _int(0, MAX_LAYERS, "Leading dense (non-MoE) layers")
-    q_lora_rank: int | None = _int(0, MAX_LORA_RANK, "MLA query LoRA rank")
-    kv_lora_rank: int | None = _int(0, MAX_LORA_RANK, "MLA key/value LoRA rank")
-    qk_nope_head_dim: int | None = _int(0, MAX_HEAD_DIM, "MLA non-rotary query/key head dimension")
-    qk_rope_head_dim: int | None = _int(0, MAX_HEAD_DIM, "MLA rotary query/key head dimension")
-    v_head_dim: int | None = _int(0, MAX_HEAD_DIM, "MLA value head dimension")
-    index_n_heads: int | None = _int(0, MAX_HEADS, "Sparse-attention indexer heads")
-    index_head_dim: int | None = _int(0, MAX_HEAD_DIM, "Sparse-attention indexer head dimension")
-    linear_num_heads: int | None = _int(0, MAX_HEADS, "Linear-attention heads")
-    linear_head_dim: int | None = _int(0, MAX_HEAD_DIM, "Linear-attention head dimension")
+    q_lora_rank: int | None = _int(1, MAX_LORA_RANK, "MLA query LoRA rank")
+    kv_lora_rank: int | None = _int(1, MAX_LORA_RANK, "MLA key/value LoRA rank")
+    qk_nope_head_dim: int | None = _int(1, MAX_HEAD_DIM, "MLA non-rotary query/key head dimension")
+    qk_rope_head_dim: int | None = _int(0, MAX_HEAD_DIM, "MLA rotary query/key head dimension (0: NoPE)")
+    v_head_dim: int | None = _int(1, MAX_HEAD_DIM, "MLA value head dimension")
+    index_n_heads: int | None = _int(1, MAX_HEADS, "Sparse-attention indexer heads")
+    index_head_dim: int | None = _int(1, MAX_HEAD_DIM, "Sparse-attention indexer head dimension")
+    linear_num_heads: int | None = _int(1, MAX_HEADS, "Linear-attention heads")
+    linear_head_dim: int | None = _int(1, MAX_HEAD_DIM, "Linear-attention head dimension")
     linear_conv_kernel_dim: int | None = _int(0, 64, "Linear-attention convolution kernel")
     num_nextn_predict_layers: int | None = _int(0, 16, "Multi-token-prediction layers")
     x_linear_attention_layers: int | None = _int(0, MAX_LAYERS, "Linear-attention layers")
@@ -122,6 +200,20 @@ class _Architecture(_Free):
     quantization_config: QuantizationConfig | None = Field(
         None, description="How the checkpoint's weights are quantized (absent: not quantized)."
     )
+
+    @model_validator(mode="after")
+    def _companions(self) -> _Architecture:
+        mla = (self.qk_rope_head_dim, self.qk_nope_head_dim, self.v_head_dim)
+        if self.kv_lora_rank is not None and None in mla:
+            raise ValueError(MLA_MESSAGE)
+        indexer = (self.index_n_heads is None, self.index_head_dim is None)
+        if indexer[0] != indexer[1] or (not indexer[0] and self.kv_lora_rank is None):
+            raise ValueError(INDEXER_MESSAGE)
+        per_token = self.num_experts_per_tok
+        for experts in (getattr(self, key) for key in EXPERT_KEYS):
+            if experts and (per_token is None or not 1 <= per_token <= experts):
+                raise ValueError(EXPERTS_MESSAGE)
+        return self
 
 
 class InlineTextConfig(_Architecture):

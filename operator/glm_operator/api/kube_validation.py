@@ -16,6 +16,12 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
+
+def cel_string(text: str) -> str:
+    """``text`` as a single-quoted CEL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 # resource.Quantity's syntax, non-negative (requests and limits must be >= 0).
 _DECIMAL = r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
 QUANTITY_PATTERN = rf"^\+?{_DECIMAL}(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?{_DECIMAL}))?$"
@@ -40,11 +46,35 @@ ENV_FIELD_PATH_PATTERN = (
     r"|spec\.(nodeName|serviceAccountName)|status\.(hostIP|hostIPs|podIP|podIPs))$"
 )
 ENV_RESOURCE_PATTERN = r"^(limits|requests)\.(cpu|memory|ephemeral-storage)$"
-# A container image reference: printable ASCII, no whitespace or control characters.
-IMAGE_PATTERN = r"^[!-~]+$"
+# Control characters refused in env values and vLLM arguments: every control character (Unicode
+# category Cc: C0, DEL, C1) except TAB, LF and CR, so a multi-line value such as a chat template or
+# a JSON config is fine. NUL cannot be passed at all (it ends a C string: the container would not
+# start); the others are never meant as text and garble logs. The CEL rule spells the same set
+# with RE2's category class: a shorter regular expression keeps the rule within the apiserver's
+# cost budget for 128 env values of 32 KiB (the estimate grows with the regex's length).
+CONTROL_CHARACTER_PATTERN = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+CONTROL_CHARACTER_RE2 = r"[^\P{Cc}\t\n\r]"
+NO_CONTROL_CHARACTER_CEL = f"!self.matches({cel_string(CONTROL_CHARACTER_RE2)})"
+# A container image reference, distribution/reference's grammar: [host[:port]/]path[:tag][@digest].
+# The kubelet refuses anything else (InvalidImageName), so the pods could never start.
+_IMAGE_HOST_LABEL = r"[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?"
+_IMAGE_HOST = rf"({_IMAGE_HOST_LABEL}(\.{_IMAGE_HOST_LABEL})*|\[[0-9A-Fa-f:]+\])(:[0-9]+)?"
+_IMAGE_PATH = r"[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*"
+IMAGE_PATTERN = (
+    rf"^({_IMAGE_HOST}/)?{_IMAGE_PATH}(/{_IMAGE_PATH})*"
+    r"(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$"
+)
+IMAGE_MESSAGE = (
+    "must be a container image reference [registry[:port]/]repository[:tag][@sha256:digest]: the "
+    "repository in lowercase letters and digits ('.', '_' or '-' between them), a tag of at most 128 "
+    "letters, digits, '_', '.' or '-', a digest of 'sha256:' and 64 lowercase hex digits, no whitespace; "
+    "for example docker.io/vllm/vllm-openai:v0.11.0"
+)
 # A relative path without "..": what a volume mount's subPath may be.
 SUB_PATH_PATTERN = r"^[^/]"
-SUB_PATH_NO_PARENT_CEL = r"!self.matches('(^|/)\\.\\.(/|$)')"
+# A ".." segment of a path (path traversal): refused in subPath and in model sources.
+PARENT_SEGMENT_PATTERN = r"(^|/)\.\.(/|$)"
+SUB_PATH_NO_PARENT_CEL = f"!self.matches({cel_string(PARENT_SEGMENT_PATTERN)})"
 
 _SUFFIXES: dict[str, Decimal | int] = {
     "": 1,
@@ -87,6 +117,13 @@ def quantity_value(value: int | str) -> Decimal:
         raise ValueError(f"{value!r} is not a Kubernetes quantity") from None
 
 
+def check_image(value: str) -> str:
+    """``value`` if it is an image reference the kubelet can pull, else ValueError saying the format."""
+    if not re.fullmatch(IMAGE_PATTERN, value):
+        raise ValueError(f"image {value[:80]!r} {IMAGE_MESSAGE}")
+    return value
+
+
 def check_qualified_name(key: str, what: str) -> str:
     if len(key) > MAX_QUALIFIED_NAME_LENGTH or not re.match(QUALIFIED_NAME_PATTERN, key):
         raise ValueError(
@@ -106,8 +143,3 @@ def check_label_value(value: str, what: str) -> str:
             "digits, '-', '_' or '.', starting and ending alphanumeric"
         )
     return value
-
-
-def cel_string(text: str) -> str:
-    """``text`` as a single-quoted CEL string literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

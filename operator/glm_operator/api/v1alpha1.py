@@ -27,7 +27,7 @@ from pydantic.config import JsonDict, JsonValue
 from glm_operator.api import kube_validation as kv
 from glm_operator.api import vllm_flags
 from glm_operator.api.inline_config import MAX_LAYERS, InlineModelConfig
-from glm_operator.api.vllm_args import extra_args_cel_rule, managed_flag
+from glm_operator.api.vllm_args import EXTRA_ARG_CEL_RULES, check_extra_arg, extra_args_cel_rule, managed_flag
 
 GROUP = "inference.glm.dev"
 VERSION = "v1alpha1"
@@ -60,10 +60,27 @@ OPERATOR_MANAGED_VLLM_FLAGS: tuple[str, ...] = tuple(sorted(set(vllm_flags.MANAG
 
 # Regular expressions shared by pydantic and the CRD (Go RE2 and Python re both accept them).
 HF_REPO_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$"
+# A Hub repo name: letters, digits and '_', with single '.' or '-' between them (the Hub refuses
+# '..', '--' and a leading or trailing '.' or '-'); a revision: such segments (a leading '-' would
+# read as a vLLM flag) separated by '/' (main, v1.0, refs/pr/1, a commit hash); a path inside a
+# claim or bucket: segments without whitespace or control characters, no empty segment ('//'), a
+# trailing '/' allowed. A '..' segment (path traversal) is refused by a second rule.
+_HF_NAME = r"[A-Za-z0-9_]+([.-][A-Za-z0-9_]+)*"
+_REVISION_SEGMENT = r"[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*"
+_PATH = r"(/[^\x00-\x20\x7f-\x9f/]+)*/?"
 MODEL_SOURCE_PATTERN = (
-    r"^(hf://[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?(@[A-Za-z0-9._/-]+)?"
-    r"|pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?(/[^\s]*)?"
-    r"|s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?)$"
+    rf"^(hf://{_HF_NAME}(/{_HF_NAME})?(@{_REVISION_SEGMENT}(/{_REVISION_SEGMENT})*)?"
+    rf"|pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?{_PATH}"
+    rf"|s3://[a-z0-9][a-z0-9.-]{{1,61}}[a-z0-9]{_PATH})$"
+)
+MODEL_SOURCE_MESSAGE = (
+    "source must be hf://<org>/<repo>[@<revision>], pvc://<claim>[/<path>] or s3://<bucket>[/<prefix>]: "
+    "repo names of letters, digits and '_' with single '.' or '-' between them, a revision (branch, tag "
+    "or commit) of such names separated by '/', paths without whitespace, control characters or empty "
+    "segments ('//')"
+)
+MODEL_SOURCE_PARENT_MESSAGE = (
+    "source must not contain a '..' segment (path traversal): give the path inside the claim or bucket"
 )
 # Brackets allow a long-context copy's name such as glm-5.3-flash[1m]; no spaces (the gateway's
 # name -> backend map is whitespace separated).
@@ -93,6 +110,34 @@ def _cel(rule: str, message: str, field_path: str | None = None, reason: str | N
     if reason is not None:
         entry["reason"] = reason
     return entry
+
+
+ImageReference = Annotated[
+    str,
+    AfterValidator(kv.check_image),
+    Field(
+        min_length=1,
+        max_length=512,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(f"self.matches({kv.cel_string(kv.IMAGE_PATTERN)})", "image " + kv.IMAGE_MESSAGE)
+            ]
+        },
+    ),
+]
+"""A container image reference the kubelet can pull (``docker.io/vllm/vllm-openai:v0.11.0``)."""
+
+ExtraArg = Annotated[
+    str,
+    AfterValidator(check_extra_arg),
+    Field(
+        max_length=1024,
+        json_schema_extra={
+            "x-kubernetes-validations": [_cel(rule, message) for rule, message in EXTRA_ARG_CEL_RULES]
+        },
+    ),
+]
+"""One vLLM command-line argument: a flag spelled as vLLM spells it, or a value."""
 
 
 class _APIModel(BaseModel):
@@ -143,7 +188,12 @@ class ModelSpec(_APIModel):
     source: str | None = Field(
         None,
         max_length=1024,
-        pattern=MODEL_SOURCE_PATTERN,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(f"self.matches({kv.cel_string(MODEL_SOURCE_PATTERN)})", MODEL_SOURCE_MESSAGE),
+                _cel(kv.SUB_PATH_NO_PARENT_CEL, MODEL_SOURCE_PARENT_MESSAGE),
+            ]
+        },
         description=(
             "Where the weights come from: hf://<org>/<repo>[@<revision>], pvc://<claim>[/<path>] or "
             "s3://<bucket>[/<prefix>]. Default: hf://<id>."
@@ -167,6 +217,15 @@ class ModelSpec(_APIModel):
             f"Stored as given; the keys the planner reads are bounded (at most {MAX_LAYERS} layers)."
         ),
     )
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, value: str | None) -> str | None:
+        if value is not None and re.search(kv.PARENT_SEGMENT_PATTERN, value):
+            raise ValueError(f"{value[:80]!r}: {MODEL_SOURCE_PARENT_MESSAGE}")
+        if value is not None and not re.fullmatch(MODEL_SOURCE_PATTERN, value):
+            raise ValueError(f"{value[:80]!r}: {MODEL_SOURCE_MESSAGE}")
+        return value
 
     @model_validator(mode="after")
     def _id_or_config(self) -> ModelSpec:
@@ -433,6 +492,12 @@ class EnvVarSource(_APIModel):
         return self
 
 
+ENV_VALUE_MESSAGE = (
+    "value must not contain control characters (NUL, ESC, DEL, ...; tabs and newlines are allowed); "
+    "remove them, or put binary data in a Secret and mount it"
+)
+
+
 class EnvVar(_APIModel):
     """An environment variable of the vLLM container (a subset of the Pod's EnvVar)."""
 
@@ -449,10 +514,27 @@ class EnvVar(_APIModel):
     name: str = Field(
         ..., min_length=1, max_length=256, pattern=ENV_NAME_PATTERN, description="Variable name."
     )
-    value: str | None = Field(None, max_length=32768, description="Literal value.")
+    value: str | None = Field(
+        None,
+        max_length=32768,
+        json_schema_extra={
+            "x-kubernetes-validations": [_cel(kv.NO_CONTROL_CHARACTER_CEL, ENV_VALUE_MESSAGE)]
+        },
+        description=(
+            "Literal value. Tabs, newlines and carriage returns are allowed; other control characters "
+            "(NUL, ESC, DEL, ...) are not: a NUL cannot be passed to a process at all."
+        ),
+    )
     value_from: EnvVarSource | None = Field(
         None, description="Take the value from a Secret, ConfigMap or field."
     )
+
+    @field_validator("value")
+    @classmethod
+    def _printable(cls, value: str | None) -> str | None:
+        if value is not None and re.search(kv.CONTROL_CHARACTER_PATTERN, value):
+            raise ValueError(f"{value[:80]!r}: {ENV_VALUE_MESSAGE}")
+        return value
 
     @model_validator(mode="after")
     def _value_xor_value_from(self) -> EnvVar:
@@ -613,7 +695,7 @@ class ModelCacheSpec(_APIModel):
     @field_validator("sub_path")
     @classmethod
     def _relative(cls, value: str | None) -> str | None:
-        if value is not None and re.search(r"(^|/)\.\.(/|$)", value):
+        if value is not None and re.search(kv.PARENT_SEGMENT_PATTERN, value):
             raise ValueError("subPath must be a relative path without '..'")
         return value
 
@@ -633,11 +715,8 @@ class HFTokenSecretRef(SecretKeyRef):
 class ServingSpec(_APIModel):
     """How the vLLM pods are run: image, port, API key, extra arguments and pod settings."""
 
-    image: str | None = Field(
+    image: ImageReference | None = Field(
         None,
-        min_length=1,
-        max_length=512,
-        pattern=kv.IMAGE_PATTERN,
         description=(
             "vLLM OpenAI-server image. Default: the operator's configured image (Helm value vllm.image)."
         ),
@@ -659,7 +738,7 @@ class ServingSpec(_APIModel):
             "Must be at least minConcurrency."
         ),
     )
-    extra_args: list[Annotated[str, Field(max_length=1024)]] = Field(
+    extra_args: list[ExtraArg] = Field(
         default_factory=list,
         max_length=64,
         json_schema_extra={

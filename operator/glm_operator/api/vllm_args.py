@@ -15,8 +15,10 @@ the pydantic validator uses; ``extra_args_cel_rule()`` the same check as a CEL r
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
+from glm_operator.api import kube_validation as kv
 from glm_operator.api import vllm_flags
 
 #: argparse destinations of ``vllm serve`` that the operator sets from the spec (or that would
@@ -65,8 +67,9 @@ MANAGED_DESTS: tuple[str, ...] = (
 
 
 def _canonical(arg: str) -> str:
-    """The option name as vLLM's parser sees it: before ``=``, ``_`` -> ``-`` in long options."""
-    name = arg.split("=", 1)[0]
+    """The option name as vLLM's parser sees it: before ``=`` and before ``.`` (``--opt.field=v`` sets
+    a field of the JSON option ``--opt``), ``_`` -> ``-`` in long options."""
+    name = arg.split("=", 1)[0].split(".", 1)[0]
     if name.startswith("--"):
         return "--" + name[2:].replace("_", "-")
     return name
@@ -130,7 +133,7 @@ CEL_NAME_LIMIT = 64
 def extra_args_cel_rule() -> str:
     """The CEL form of :func:`managed_flag` over the list ``self`` (``serving.extraArgs``)."""
     head = f"(a.size() > {CEL_NAME_LIMIT} ? a.substring(0, {CEL_NAME_LIMIT}) : a)"
-    key = f"{head}.split('=')[0]"
+    key = f"{head}.split('=')[0].split('.')[0]"
     name = f"(a.startsWith('--') ? '--' + {key}.substring(2).replace('_', '-') : {key})"
     managed = _cel_list(sorted(vllm_flags.MANAGED_OPTIONS))
     others = _cel_list(sorted(vllm_flags.OTHER_OPTIONS_WITH_MANAGED_PREFIX))
@@ -143,6 +146,54 @@ def extra_args_cel_rule() -> str:
         f"({one_letter}.exists(s, a.startsWith(s)) || {abbreviation}))"
     )
     return f"self.all(a, !a.startsWith('-') || a == '-' || a == '--' || !({refused}))"
+
+
+#: How a flag is spelled, the part of an argument before ``=``: vLLM's option names are lower case
+#: (argparse is case-sensitive), digits and ``-`` (``_`` too: vLLM rewrites it); ``.`` starts a field
+#: of a JSON option (``--compilation-config.mode=3``), a final ``+`` appends to a list field;
+#: ``-O<level>`` is the optimization level. A space inside (``"--max-model-len 8192"`` as one
+#: argument) makes argparse read it as a positional argument, and vLLM stops.
+FLAG_NAME_PATTERN = r"-O[A-Za-z0-9._-]*|--?[a-z0-9][a-z0-9_-]*((\.[A-Za-z0-9_-]+)+\+?)?"
+EMPTY_ARG_MESSAGE = (
+    "an empty argument reaches vLLM as a stray positional argument and stops it; remove the entry"
+)
+CONTROL_ARG_MESSAGE = (
+    "an argument must not contain control characters (NUL, ESC, ...; tabs and newlines are allowed); "
+    "remove them"
+)
+FLAG_SYNTAX_MESSAGE = (
+    "a flag must be spelled as vLLM spells it: --<name> or --<name>=<value>, the name in lower-case "
+    "letters, digits, '-' or '_' (-O<level> for the optimization level), no whitespace; give a flag and "
+    'its value as two entries ("--max-num-batched-tokens", "8192") or as one with "=" '
+    '("--max-num-batched-tokens=8192")'
+)
+#: The per-argument rules as CEL (rule, message) pairs, the same as :func:`check_extra_arg`.
+EXTRA_ARG_CEL_RULES: tuple[tuple[str, str], ...] = (
+    ("self != ''", EMPTY_ARG_MESSAGE),
+    (kv.NO_CONTROL_CHARACTER_CEL, CONTROL_ARG_MESSAGE),
+    (
+        "!self.startsWith('-') || self == '-' || self == '--' || "
+        f"self.matches({kv.cel_string(f'^({FLAG_NAME_PATTERN})(=|$)')})",
+        FLAG_SYNTAX_MESSAGE,
+    ),
+)
+
+
+def check_extra_arg(arg: str) -> str:
+    """``arg`` (one element of ``serving.extraArgs``) if vLLM can parse it, else ValueError saying why.
+
+    A value (not starting with ``-``) may be any text without control characters; a flag must be
+    spelled as vLLM spells it (:data:`FLAG_NAME_PATTERN`). Managed flags are refused apart
+    (:func:`managed_flag`).
+    """
+    if arg == "":
+        raise ValueError(EMPTY_ARG_MESSAGE)
+    if re.search(kv.CONTROL_CHARACTER_PATTERN, arg):
+        raise ValueError(f"{arg[:80]!r}: {CONTROL_ARG_MESSAGE}")
+    flag = arg.startswith("-") and arg not in ("-", "--")
+    if flag and not re.fullmatch(FLAG_NAME_PATTERN, arg.split("=", 1)[0]):
+        raise ValueError(f"{arg[:80]!r}: {FLAG_SYNTAX_MESSAGE}")
+    return arg
 
 
 def managed_options_summary() -> str:

@@ -149,7 +149,11 @@ def _pools_of(node: Mapping[str, Any]) -> tuple[GpuPool, ...]:
             if gpu is None and value:
                 estimated, why = estimate_gpu(value, labels)
             elif gpu is None:
-                why = "the node has nvidia.com/gpu but no GPU product label"
+                why = (
+                    "the node has nvidia.com/gpu but no GPU product label; label it with GPU Feature "
+                    "Discovery (nvidia.com/gpu.product), or list the catalog types of other nodes in "
+                    "gpu.products"
+                )
             known = gpu or estimated
             pools.append(
                 GpuPool(

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from glm_operator.catalog.estimated_gpus import NOT_IN_CATALOG
-from glm_operator.catalog.gpus import GFD_PRODUCT_LABEL, GpuType, find_gpu
+from glm_operator.catalog.gpus import GFD_PRODUCT_LABEL, GpuType, find_gpu, load_gpus
 from glm_operator.catalog.models import CatalogError, ResolvedModel, parse_quantization_config, resolve_model
 from glm_operator.planning.fit import (
     FitInput,
@@ -472,8 +472,9 @@ def _candidates(
     else:
         if request.tensor_parallel_size > per_node:
             notes.append(
-                f"tensorParallelSize {request.tensor_parallel_size} exceeds the {per_node} {gpu.name} "
-                "GPUs on one node"
+                f"gpu.tensorParallelSize {request.tensor_parallel_size} exceeds the {per_node} {gpu.name} "
+                f"GPUs on one node. fix: gpu.tensorParallelSize {per_node} or less (0 lets the planner "
+                f"choose), or gpu.products with nodes of {request.tensor_parallel_size} or more GPUs"
             )
             return [], notes
         tps = _tp_options(request, model, per_node)
@@ -572,18 +573,25 @@ def _rejection(
         base.architecture.attention in ("mla+dsa", "hybrid")
         and gpu.compute_capability < base.min_compute_capability
     ):
+        newer = [g.name for g in load_gpus() if g.compute_capability >= base.min_compute_capability]
         return Rejection(
             gpu.name,
             f"{base.name} needs vLLM's sparse-MLA (DSA) kernels, available from compute capability "
-            f"{base.min_compute_capability:g}; {gpu.name} is {gpu.compute_capability:g}",
+            f"{base.min_compute_capability:.1f}; {gpu.name} is {gpu.compute_capability:.1f}. fix: "
+            f"gpu.products with GPU types of compute capability {base.min_compute_capability:.1f} or newer "
+            f"({', '.join(newer[:4])})",
         )
     if not tried:
-        why = "; ".join(notes) or "no tensor-parallel size divides the model's heads within one node"
+        why = "; ".join(notes) or _no_shape(request, gpu)
         return Rejection(gpu.name, f"no valid shape on {gpu.name}: {why}")
     best = _best_failure(tried)
     if best is None or best.fit is None:
         errors = sorted({t.error or "" for t in tried})
-        return Rejection(gpu.name, f"no valid shape on {gpu.name}: {'; '.join(errors)}")
+        fix = (
+            "fix: quantization auto and gpu.tensorParallelSize 0 (the planner chooses), or gpu.products "
+            f"with more memory per GPU than {gpu.name}'s {gpu.memory_gib:g} GiB"
+        )
+        return Rejection(gpu.name, f"no valid shape on {gpu.name}: {'; '.join(errors)}. {fix}")
     fit = best.fit
     parts = [f"nothing fits on {gpu.name}; best is {_describe_failure(best, context)}"]
     fixes: list[str] = []
@@ -593,7 +601,7 @@ def _rejection(
         at_min = min(max_context_for(fit, max(request.min_concurrency, 1e-9)), base.max_context)
         max_ctx = once
         if once < context:
-            fixes.append(f"the largest context it holds even once is {once} tokens")
+            fixes.append(f"contextLength <= {once} (the longest sequence it holds even once)")
         if request.min_concurrency > 1 and at_min >= 1:
             fixes.append(f"contextLength <= {at_min} for minConcurrency {request.min_concurrency:g}")
         if fit.max_concurrency >= 1 and request.min_concurrency > fit.max_concurrency:
@@ -603,16 +611,37 @@ def _rejection(
         if multi is not None:
             c = multi.candidate
             fixes.append(
-                f"allowMultiNode: true would fit with {_shape(c)} {c.quantization} over {c.pp} nodes"
+                f"gpu.allowMultiNode: true would fit with {_shape(c)} {c.quantization} over {c.pp} nodes"
             )
     if request.quantization != "auto":
         auto_req = _replace_quantization(request, "auto")
         alt, _, _ = _choose(auto_req, base, group, context, multi_node=False)
         if alt is not None and alt.candidate.quantization != request.quantization:
             fixes.append(f"quantization {alt.candidate.quantization} would fit at {_shape(alt.candidate)}")
-    if fixes:
-        parts.append("fix: " + "; ".join(fixes))
+    if not fixes:  # the weights alone do not fit, at every precision and split tried
+        fixes.append(
+            f"gpu.products with more GPU memory per node than {group.max_gpus_per_node} x "
+            f"{gpu.memory_gib:g} GiB of {gpu.name}"
+            + ("" if request.quantization == "auto" else ", quantization auto (a lower precision)")
+            + ("" if request.allow_multi_node else ", or gpu.allowMultiNode: true with more nodes")
+        )
+    parts.append("fix: " + "; ".join(fixes))
     return Rejection(gpu.name, ". ".join(parts), max_ctx)
+
+
+def _no_shape(request: PlacementRequest, gpu: GpuType) -> str:
+    """Why no candidate shape was tried on ``gpu`` (no notes), and the fix."""
+    if request.pipeline_parallel_size > 1:
+        return (
+            f"gpu.pipelineParallelSize {request.pipeline_parallel_size} needs as many {gpu.name} nodes with "
+            f"room for a stage. fix: a smaller gpu.pipelineParallelSize (0 lets the planner choose), or "
+            f"more {gpu.name} nodes"
+        )
+    return (
+        f"no tensor-parallel size or quantization {request.quantization} runs on {gpu.name} within one node. "
+        "fix: quantization auto and gpu.tensorParallelSize 0 (the planner chooses), or gpu.products with "
+        "another GPU type"
+    )
 
 
 def _replace_quantization(request: PlacementRequest, quantization: str) -> PlacementRequest:
@@ -685,7 +714,13 @@ def plan_placement(request: PlacementRequest) -> Plan:
         present = {g.gpu.name for g in groups}
         for name in allowed:
             if name not in present:
-                rejected.append(Rejection(name, f"no schedulable node has {name} GPUs"))
+                rejected.append(
+                    Rejection(
+                        name,
+                        f"no schedulable node has {name} GPUs. fix: add {name} nodes (or a node pool that "
+                        "provides them), or list the GPU types the cluster has in gpu.products",
+                    )
+                )
         skipped = sorted({g.gpu.name for g in groups if g.gpu.name not in order})
         if skipped:
             details.append(f"not in gpu.products, not used: {', '.join(skipped)}")
@@ -797,14 +832,19 @@ def plan_placement(request: PlacementRequest) -> Plan:
         )
     if not variants:
         if not groups and not rejected:
-            details.append("no schedulable GPU nodes of a known type")
+            details.append(
+                "no schedulable GPU nodes of a known type. fix: add GPU nodes labelled by GPU Feature "
+                "Discovery (nvidia.com/gpu.product) of a type gpu.products allows (any catalog type when "
+                "it is empty), or a node pool that provides them"
+            )
         holds = [r.max_context_length for r in rejected if r.max_context_length is not None]
         if holds and max(holds) < context:
             details.append(
-                f"contextLength {context} cannot be held even once by any allowed GPU type; "
-                f"the largest that fits is {max(holds)} tokens"
+                f"contextLength {context} cannot be held even once by any allowed GPU type. fix: "
+                f"contextLength <= {max(holds)}"
             )
-        details.append("not planned: " + "; ".join(f"{r.gpu_product}: {r.reason}" for r in rejected))
+        if rejected:
+            details.append("not planned: " + "; ".join(f"{r.gpu_product}: {r.reason}" for r in rejected))
     return Plan(
         fits=bool(variants),
         model_id=base.model_id,
