@@ -6,9 +6,11 @@ and must give the rows of tests/fixtures/vllm-startups.csv that carry their name
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
+from benchmarks.gpu_truth.__main__ import CSV_PATH, ROW_PREFIX, committed_rows
 from benchmarks.gpu_truth.cases import BY_NAME, CASES, CONFIGS, HARNESS_FLAGS, LOGS, PARSER_FLAGS
 from benchmarks.gpu_truth.logparse import parse, read_log
 
@@ -102,3 +104,11 @@ def test_a_v2_log_and_a_failed_start() -> None:
     failed = parse("(APIServer pid=1) AttributeError: 'NoneType' object has no attribute 'get_vocab'\n")
     assert not failed.complete and failed.error and "get_vocab" in failed.error
 
+
+def test_committed_logs_are_the_csv_rows() -> None:
+    with CSV_PATH.open(encoding="utf-8") as fh:
+        in_csv = {r["id"]: r for r in csv.DictReader(fh) if r["id"].startswith(ROW_PREFIX)}
+    rows = {r["id"]: r for r in committed_rows()}
+    assert rows.keys() == in_csv.keys()
+    for key, row in rows.items():
+        assert {k: in_csv[key].get(k, "") for k in row} == row, key
