@@ -327,12 +327,39 @@ def examples() -> None:
     return 0
 
 
+def components() -> None:
+    """Per component, ours against what the log splits out (rows that log "Actual usage is ...": the H200
+    start-ups of benchmarks/gpu_truth), GiB: weights, peak activation, non-torch, the CUDA-graph estimate
+    the budget subtracts (V1 runner; 0.26's Model Runner V2 subtracts none)."""
+    truth = _load_truth()
+    rows = [
+        s for s in truth.load_startups() if s.use and s.logged_activation_gib is not None and s.newer_engine
+    ]
+    if not rows:
+        return
+    print("== components (ours - logged, GiB; rows whose log splits the budget) ==")
+    lines = [("row", "weights", "activation", "non-torch", "graph estimate")]
+    for s in rows:
+        f = s.fit()
+        pairs = (
+            (f.weights_gib_per_gpu, s.logged_weights_gib),
+            (f.activation_gib, s.logged_activation_gib),
+            (f.non_torch_gib, s.logged_non_torch_gib),
+            (f.cudagraph_gib, s.logged_graph_gib or 0.0),
+        )
+        cells = (f"{o:.2f} vs {g:.2f} ({o - g:+.2f})" if g is not None else "-" for o, g in pairs)
+        lines.append((s.id, *cells))
+    _table(lines)
+    print()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--refit", action="store_true", help="print the constants fitted on all rows")
     parser.add_argument("--no-lomo", action="store_true", help="skip the leave-one-model-out refits")
     args = parser.parse_args()
     startups(args.refit, not args.no_lomo)
+    components()
     print("== tests/fixtures/fit-examples.csv ==")
     examples()
     return 0

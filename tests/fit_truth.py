@@ -14,6 +14,7 @@ the KV budget ("Available KV cache memory"), to which the token count is proport
 from __future__ import annotations
 
 import csv
+import json
 import math
 import re
 import statistics
@@ -36,6 +37,9 @@ from glm_operator.planning.engine import (
 from glm_operator.planning.fit import FitResult, GpuFigures, estimate_fit, fit_input
 
 CSV_PATH = Path(__file__).resolve().parent / "fixtures" / "vllm-startups.csv"
+REPO = Path(__file__).resolve().parents[1]
+# the H200 rows of benchmarks/gpu_truth name the config.json they started from in their notes
+_CONFIG_NOTE = re.compile(r"config (benchmarks/gpu_truth/configs/[\w.-]+)")
 GIB = 1024**3
 
 # KV budget below this share of the GPU: any budget error dominates the token error; reported apart.
@@ -280,6 +284,11 @@ SAME_ARCHITECTURE = {
     "Qwen/Qwen3-30B-A3B": "Qwen/Qwen3-Coder-30B-A3B-Instruct",
     "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": "Qwen/Qwen3-235B-A22B-FP8",
     "zai-org/GLM-4.7-FP8": "zai-org/GLM-4.6",  # glm4_moe, the same 92 layers and shapes
+    # glm_moe_dsa: the H200 start-ups of GLM-5-FP8 (10 of its 78 layers) and bf16 GLM-5 (6 layers) share the
+    # architecture and every shape but the layer count with GLM-5.2/5.3
+    "zai-org/GLM-5-FP8": "zai-org/GLM-5.2-FP8",
+    "zai-org/GLM-5": "zai-org/GLM-5.2-FP8",
+    "zai-org/GLM-5.3-FP8": "zai-org/GLM-5.2-FP8",
 }
 # the 2507 re-release: same architecture and FP8 layout, 256K context
 CONFIGS["Qwen/Qwen3-235B-A22B-Instruct-2507-FP8"] = {
@@ -355,12 +364,19 @@ class Startup:
     why_not: str
     source: str
     vllm_version: Version | None = None
+    quantization: str = "auto"  # "fp8" for vLLM's online --quantization fp8 on a bf16 config
+    config_file: str = (
+        ""  # a config directory in this repository (benchmarks/gpu_truth/configs), from the notes
+    )
 
     @property
     def model_name(self) -> str:
         return self.model_id
 
     def resolved(self) -> ResolvedModel:
+        if self.config_file and self.model_id not in LOGGED_WEIGHTS:
+            config = json.loads((REPO / self.config_file / "config.json").read_text(encoding="utf-8"))
+            return resolve_model(config, self.model_id)
         config = CONFIGS.get(self.model_id)
         return resolve_model(config, self.model_id) if config else resolve_model(self.model_id)
 
@@ -403,6 +419,7 @@ class Startup:
                 tensor_parallel_size=self.tp,
                 pipeline_parallel_size=self.pp,
                 kv_cache_dtype=self.kv_cache_dtype,
+                quantization=self.quantization,
                 gpu_memory_utilization=self.utilization,
                 max_num_batched_tokens=self.max_num_batched_tokens,
                 max_num_seqs=self.max_num_seqs,
@@ -455,6 +472,8 @@ def load_startups(path: Path = CSV_PATH) -> list[Startup]:
                     why_not=row["use"],
                     source=row["source_url"],
                     vllm_version=_version(row["vllm_version"]),
+                    quantization="fp8" if row["quantization"].startswith("fp8 (online") else "auto",
+                    config_file=config.group(1) if (config := _CONFIG_NOTE.search(notes)) else "",
                 )
             )
     return out
@@ -523,6 +542,9 @@ FREE_NEWER: dict[str, tuple[float, float]] = {
     "newer_sampler_bytes": (0.0, 40.0),
     "newer_non_torch_gib": (0.0, 2.0),
     "newer_moe_workspace_scale": (0.0, 8.0),
+    # the V1 model runner's profiling run on vLLM >= 0.20 (budget.PROFILING_V1_NEWER)
+    "v1_moe_workspace_scale": (0.0, 8.0),
+    "v1_dsa_activation_gib": (0.0, 6.0),
 }
 # vLLM 0.18-0.19 rows: their own profiling run (the CUDA graphs profiled, not subtracted)
 FREE_MID: dict[str, tuple[float, float]] = {

@@ -28,9 +28,28 @@ GIB = 1024**3
 
 
 def fit(model: str = "GLM-4.5-Air", **kw: Any) -> FitResult:
-    args: dict[str, Any] = {"model": resolve_model(model), "max_model_len": 32768, "gpu_memory_gib": 79.19}
+    # the figures below were derived at utilization 0.9 (FitInput's default is the release's: 0.92 in 0.33)
+    args: dict[str, Any] = {
+        "model": resolve_model(model),
+        "max_model_len": 32768,
+        "gpu_memory_gib": 79.19,
+        "gpu_memory_utilization": 0.9,
+    }
     args.update(kw)
     return estimate_fit(FitInput(**args))
+
+
+def test_utilization_and_sampler_default_to_the_release() -> None:
+    """vLLM 0.26.0 defaults --gpu-memory-utilization to 0.92 (vllm/config/cache.py) and samples with
+    FlashInfer (VLLM_USE_FLASHINFER_SAMPLER defaults to 1 in vllm/envs.py); 0.21 had 0.9 and PyTorch."""
+    base = {"model": resolve_model("GLM-4.7-Flash"), "max_model_len": 32768, "gpu_memory_gib": 139.80}
+    newer = estimate_fit(FitInput(**base, vllm_version=(0, 26, 0)))
+    older = estimate_fit(FitInput(**base, vllm_version=(0, 21, 0)))
+    assert (newer.gpu_memory_utilization, older.gpu_memory_utilization) == (0.92, 0.9)
+    explicit = estimate_fit(FitInput(**base, vllm_version=(0, 26, 0), flashinfer_sampler=True))
+    assert explicit.activation_gib == newer.activation_gib
+    native = estimate_fit(FitInput(**base, vllm_version=(0, 26, 0), flashinfer_sampler=False))
+    assert native.activation_gib > newer.activation_gib
 
 
 @pytest.mark.parametrize(

@@ -82,9 +82,23 @@ def _unquantized_modules(names: Any) -> tuple[str, ...]:
     out = []
     if any("shared_expert" in n for n in text):
         out.append("shared_experts")
-    if any("self_attn" in n for n in text):
+    if any(_attention_projection(n) for n in text):
         out.append("self_attn")
     return tuple(out)
+
+
+def _attention_projection(name: str) -> bool:
+    """Whether a ``modules_to_not_convert`` entry keeps attention projections in 16 bits: the whole
+    ``self_attn`` module, a pattern, or a ``*_proj`` of it. Norms under it (``self_attn.kv_a_layernorm``,
+    ``self_attn.indexer.k_norm``) and the DSA indexer's tiny ``indexers_proj`` do not count: GLM-5-FP8's
+    list names only those, and vLLM 0.26 loads its attention in FP8 (69.48 GiB for 10 of its layers on an
+    H200, benchmarks/gpu_truth; counting the attention in 16 bits gave 70.71)."""
+    if "self_attn" not in name:
+        return False
+    if name.startswith("re:") or "*" in name:
+        return True
+    last = name.rstrip(".").rsplit(".", 1)[-1]
+    return last == "self_attn" or (last.endswith("proj") and "index" not in last)
 
 
 def parse_quantization_config(qc: Mapping[str, Any]) -> CheckpointQuantization:

@@ -62,6 +62,28 @@ peak above what stays allocated. Per component:
 * CUDA graphs: see "CUDA graphs, vLLM >= 0.18" below; subtracted unless
   ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0``.
 
+vLLM >= 0.20, the V1 model runner (``BudgetSettings.profiling_run`` is ``PROFILING_V1_NEWER``; GLM-4.x/5.x
+and every other MoE model off V2's list up to 0.32). Read in the 0.26.0 wheel: ``Worker.
+determine_available_memory`` (``vllm/v1/worker/gpu_worker.py``) still takes the 0.21 form, ``available =
+requested - (non_torch_increase + torch_peak_increase + weights) - cudagraph_estimate``, and prints the first
+two as "Actual usage is W GiB for weight, A GiB for peak activation, N GiB for non-torch memory" (after the
+graph capture, in ``compile_or_warm_up_model``); ``GPUModelRunner.profile_run`` (``vllm/v1/worker/
+gpu_model_runner.py``) is one dummy forward of max_num_batched_tokens and one ``_dummy_sampler_run``, with
+FlashInfer's top-k/top-p by default ("Using FlashInfer for top-p & top-k sampling"). The H200 start-ups of
+benchmarks/gpu_truth split the budget so (0.26.0, TP 1): peak activation 1.63 GiB for GLM-4.7-Flash at 8192
+tokens, 4.06 for GLM-5-FP8 (10 layers) at 2048 and about 5.6 at 8192 (that log ends before the split; from
+its budget), 1.39 for Qwen3-30B-A3B-FP8 at 4096 (512 sequences: a 1.16 GiB sampler pass at the 0.19 rate),
+1.17 for gpt-oss-20b; non-torch 0.22-0.25 at TP 1 (``mid_non_torch_gib``'s 0.25). The model keeps 0.18-0.19's
+forward and sampler rates (``v1_forward_scale``, ``v1_sampler_bytes`` = the ``mid_*`` values) and fits:
+
+* ``v1_moe_workspace_scale`` (1.56): the fused-MoE workspace at max_num_batched_tokens, one scale for bf16
+  and block-FP8 experts (0.26 runs both through the Triton backend on H200: "Using TRITON Fp8 MoE backend").
+* ``v1_dsa_activation_gib`` (3.27): what a DSA model (GLM-5.x) holds beyond :func:`dsa_workspace_bytes`
+  whatever the batch: GLM-5-FP8 peaks at 4.06 GiB with 2048 tokens, of which the forward, the sampler, the
+  MoE workspace and the DSA workspaces explain under 1.5 GiB [open: the two logs share max_model_len 32768,
+  so this residual and the max_model_len-sized workspaces are not separated; a start-up at another
+  max_model_len would].
+
 CUDA graphs, vLLM >= 0.18 (read in the 0.33.0 release; line numbers from its wheel). After the profiling
 run, ``Worker.determine_available_memory`` (``vllm/v1/worker/gpu_worker.py`` L707-717) calls
 ``profile_cudagraph_memory`` whenever ``cudagraph_mode != NONE`` and (L720-757) takes the result off the
@@ -259,6 +281,10 @@ from dataclasses import dataclass
 from glm_operator.catalog.models import ModelArchitecture
 from glm_operator.planning.engine import GENERATION_MID, GENERATION_NEWER, GENERATION_OLDER
 
+#: the profiling run of vLLM >= 0.20 under the V1 model runner (BudgetSettings.profiling_run): not a budget
+#: generation, its own constants (v1_*)
+PROFILING_V1_NEWER = 3
+
 GIB = 1024**3
 VOCAB_PADDING = 64
 MAX_CAPTURE_SIZE = 512
@@ -319,9 +345,17 @@ class BudgetConstants:
     # the V1 model runner's graph estimate (vLLM >= 0.18; see cudagraph_bytes), not divided by TP: least
     # squares on the 31 logged "Estimated CUDA graph memory" figures of vLLM 0.19-0.24 (tests/fit_truth.py
     # fit_graph_constants), a component fit on no KV-token figure
-    graph_bytes_per_piece: float = 0.26 * 2**20  # per layer on the rank and capture size
-    graph_bytes_per_decode_seq: float = 1.09 * 2**20  # per request of the largest FULL decode graph
+    graph_bytes_per_piece: float = 0.241 * 2**20  # per layer on the rank and capture size
+    graph_bytes_per_decode_seq: float = 1.154 * 2**20  # per request of the largest FULL decode graph
     newer_moe_workspace_scale: float = 6.554
+    # vLLM >= 0.20 profiled by the V1 model runner (see "vLLM >= 0.20, the V1 model runner" in the docstring):
+    # fitted on that generation's V1 rows, the H200 start-ups of vLLM 0.26 (benchmarks/gpu_truth) among them
+    v1_forward_scale: float = 0.462
+    v1_sampler_bytes: float = 16.04
+    v1_moe_workspace_scale: float = 1.56
+    # DSA models (GLM-5.x) under that profiling run: a fitted residual beside dsa_workspace_bytes, GiB on
+    # every rank whatever max_num_batched_tokens (see dsa_workspace_bytes)
+    v1_dsa_activation_gib: float = 3.27
     # vLLM 0.18-0.19 (the profiling run also profiles CUDA graphs, which are not subtracted): fitted on
     # that generation's rows (benchmarks/fit_errors.py --refit); see "vLLM 0.18-0.19" in the docstring
     mid_forward_scale: float = 0.462
@@ -368,6 +402,8 @@ class BudgetSettings:
     model_runner_v1: bool = False
     # FP8 expert weights (vLLM >= 0.18: the fused-MoE workspace at newer_moe_workspace_scale, else mid_*)
     fp8_experts: bool = False
+    # Model Runner V2 estimates its CUDA graphs (planning.engine.v2_graph_estimate: not in vLLM 0.26)
+    v2_graph_estimate: bool = True
 
     @property
     def graph_profiling(self) -> bool:
@@ -376,10 +412,10 @@ class BudgetSettings:
 
     @property
     def profiling_run(self) -> int:
-        """Whose constants model the profiling run: vLLM >= 0.20 with the V1 model runner profiles like
-        0.18-0.19 (the mid_* constants), the graph estimate aside."""
+        """Whose constants model the profiling run: vLLM >= 0.20 with the V1 model runner has its own
+        (``PROFILING_V1_NEWER``, the v1_* constants; the graph estimate and non-torch memory as 0.18-0.19)."""
         if self.generation == GENERATION_NEWER and self.model_runner_v1:
-            return GENERATION_MID
+            return PROFILING_V1_NEWER
         return self.generation
 
 
@@ -423,6 +459,7 @@ def forward_peak_bytes(
     scale = {
         GENERATION_NEWER: c.newer_forward_scale,
         GENERATION_MID: c.mid_forward_scale,
+        PROFILING_V1_NEWER: c.v1_forward_scale,
     }.get(settings.profiling_run, c.forward_scale)
     return scale * activation_bytes_per_token(arch, tp) * settings.max_num_batched_tokens
 
@@ -444,6 +481,8 @@ def sampler_peak_bytes(
     native_on_v1 = settings.model_runner_v1 and not settings.flashinfer_sampler
     if settings.profiling_run == GENERATION_NEWER:
         per = c.newer_sampler_bytes
+    elif settings.profiling_run == PROFILING_V1_NEWER and not native_on_v1:
+        per = c.v1_sampler_bytes
     elif settings.profiling_run == GENERATION_MID and not native_on_v1:
         per = c.mid_sampler_bytes
     else:
@@ -483,6 +522,10 @@ def moe_workspace_bytes(
         # the expert kernels: FP8 block-scaled grouped GEMMs (GLM-5.x FP8 on H200 with vLLM 0.28 and 0.33)
         # hold far more than the bf16 / MXFP4 kernels (0.19 sweep; Qwen3-MoE bf16 on 0.24, gpt-oss on 0.28)
         # (no Model Runner V2 row has bf16 experts: V2 keeps the larger scale whatever the precision)
+        if settings.profiling_run == PROFILING_V1_NEWER:
+            # the V1 runner of vLLM >= 0.20 (H200, 0.26: the Triton fused-MoE backend for bf16 and FP8 experts
+            # alike, "Using TRITON Fp8 MoE backend" in the GLM-5-FP8 and Qwen3-30B-A3B-FP8 logs)
+            return c.v1_moe_workspace_scale * per_token * settings.max_num_batched_tokens
         large = settings.fp8_experts or settings.profiling_run == GENERATION_NEWER
         scale = c.newer_moe_workspace_scale if large else c.mid_moe_workspace_scale
         return scale * per_token * settings.max_num_batched_tokens
@@ -565,7 +608,10 @@ def activation_peak_bytes(
     forward = forward_peak_bytes(arch, tp, settings, c)
     peak = max(forward, sampler_peak_bytes(arch, settings, c)) if last_stage else forward
     workspaces = moe_workspace_bytes(arch, tp, c, settings.compute_capability, settings)
-    return peak + workspaces + dsa_workspace_bytes(arch, settings)
+    dsa = dsa_workspace_bytes(arch, settings)
+    if dsa and settings.profiling_run == PROFILING_V1_NEWER:
+        dsa += c.v1_dsa_activation_gib * GIB
+    return peak + workspaces + dsa
 
 
 def fusion_workspace_bytes(hidden_size: int, tp: int, pp: int, settings: BudgetSettings) -> float:
@@ -639,7 +685,7 @@ def non_torch_bytes(
     if settings.profiling_run == GENERATION_NEWER:
         pp_extra = c.newer_pp_non_torch_gib if pp > 1 else 0.0
         return (c.newer_non_torch_gib + pp_extra) * GIB + fusion
-    if settings.profiling_run == GENERATION_MID:
+    if settings.profiling_run in (GENERATION_MID, PROFILING_V1_NEWER):
         # the custom all-reduce's buffers; without it (PCIe beyond two GPUs, multi-node) NCCL's alone
         custom = c.mid_non_torch_tp_gib if settings.custom_all_reduce else c.non_torch_multi_gpu_gib
         tp_extra = custom if tp > 1 else 0.0
@@ -705,6 +751,8 @@ def cudagraph_bytes(
         settings.max_num_seqs, settings.max_num_batched_tokens, settings.compute_capability
     )
     if settings.profiling_run == GENERATION_NEWER:
+        if not settings.v2_graph_estimate:
+            return 0.0  # vLLM 0.26's Model Runner V2: profile_cudagraph_memory returns 0
         return c.newer_cudagraph_bytes_per_piece * layers_on_rank * len(sizes) / max(1, tp)
     decode = min(settings.max_num_seqs, sizes[-1]) if sizes else 0
     return c.graph_bytes_per_piece * layers_on_rank * len(sizes) + c.graph_bytes_per_decode_seq * decode

@@ -26,10 +26,15 @@ Version-dependent budget rules (applied by :func:`glm_operator.planning.fit.esti
   read and keep the older constants).
 - Within >= 0.20 the profiling run depends on the model runner (:func:`model_runner_v2`): Model Runner V2
   is modelled by the ``newer_*`` constants; the V1 runner, still the default for every model in 0.20-0.23,
-  for models outside V2's list in 0.24-0.26 (Qwen2, Qwen3-MoE) and for MoE models outside it up to 0.32
-  (Qwen3-MoE, gpt-oss), profiles as 0.18-0.19 did (the ``mid_*`` constants, ``BudgetSettings.
-  profiling_run``), with the graph estimate subtracted. Five such start-ups (0.21-0.28), none of which the
-  ``mid_*`` constants were fitted on, land within 5 % with them (``benchmarks/fit_errors.py``).
+  for models outside V2's list in 0.24-0.25 (Qwen2, Qwen3-MoE) and for MoE models outside it up to 0.32
+  (GLM-4.x/5.x, Qwen3-MoE, gpt-oss), profiles with the 0.18-0.19 forward and sampler rates and its own
+  fused-MoE and DSA terms (``v1_*``, ``BudgetSettings.profiling_run``), with the graph estimate subtracted.
+  Fitted on ten such start-ups (0.21-0.28, five of them GLM-4.7-Flash, GLM-5-FP8, Qwen3-30B-A3B-FP8 and
+  gpt-oss-20b on one H200 with 0.26.0, benchmarks/gpu_truth); errors by ``benchmarks/fit_errors.py``.
+- vLLM 0.26's Model Runner V2 subtracts no graph estimate (:func:`v2_graph_estimate`); from 0.26 vLLM
+  samples with FlashInfer by default (:func:`flashinfer_sampler_default`) and its default
+  ``gpu_memory_utilization`` is 0.92 (:func:`default_gpu_memory_utilization`), which plans use when the
+  spec sets none.
 - FlashInfer's all-reduce fusion workspace (:func:`glm_operator.planning.budget.fusion_workspace_bytes`)
   is rounded up to the 512 MiB multicast granularity per buffer by FlashInfer <= 0.6.14, which vLLM
   0.18-0.26 pin (0.18/0.19: 0.6.6, 0.20/0.21: 0.6.8.post1, 0.25: 0.6.13, 0.26: 0.6.14); vLLM 0.27 pins
@@ -79,8 +84,25 @@ LARGE_GPU_BATCH_SINCE: Version = (0, 33, 0)
 #: every model in 0.33 (``VllmConfig.use_v2_model_runner`` in ``vllm/config/vllm.py``; 0.21 defaults
 #: ``VLLM_USE_V2_MODEL_RUNNER`` to 0). Releases between those read are planned with the older rule.
 V2_RUNNER_LISTED_SINCE: Version = (0, 24, 0)
-V2_RUNNER_DENSE_SINCE: Version = (0, 27, 0)
+#: read in the 0.26.0 wheel (``VllmConfig._is_default_v2_model_runner_model``: a listed architecture "or not
+#: model_config.is_moe", hybrid and attention-free models excluded) and in 0.27.1; 0.25 was not read
+V2_RUNNER_DENSE_SINCE: Version = (0, 26, 0)
 V2_RUNNER_EVERYWHERE_SINCE: Version = (0, 33, 0)
+#: Model Runner V2 estimates its CUDA graphs for the budget: 0.33.0 does (``vllm/v1/worker/gpu/
+#: cudagraph_utils.py`` ``profile_cudagraph_memory``); 0.26.0's ``GPUModelRunner.profile_cudagraph_memory``
+#: (``vllm/v1/worker/gpu/model_runner.py``) returns 0 ("It is TBD whether we keep this API or not"), and its
+#: H200 start-ups log no "Estimated CUDA graph memory" (benchmarks/gpu_truth). 0.27-0.32 were not read: the
+#: 0.27.1 rows were fitted with the estimate, so it is assumed from 0.27.
+V2_GRAPH_ESTIMATE_SINCE: Version = (0, 27, 0)
+#: vLLM's top-k/top-p sampler is FlashInfer's unless VLLM_USE_FLASHINFER_SAMPLER=0: the default of
+#: ``VLLM_USE_FLASHINFER_SAMPLER`` is True in 0.26.0's ``vllm/envs.py`` (the 0.26 H200 logs say "Using
+#: FlashInfer for top-p & top-k sampling") and in 0.33.0; 0.11.1-0.24 needed it set (0.11.1
+#: ``topk_topp_sampler.py``). Releases between 0.24 and 0.26 were not read and keep the PyTorch default.
+FLASHINFER_SAMPLER_DEFAULT_SINCE: Version = (0, 26, 0)
+#: ``CacheConfig.gpu_memory_utilization``'s default: 0.92 in 0.26.0 (``vllm/config/cache.py``,
+#: ``Field(default=0.92, gt=0, le=1)``) and 0.33.0, 0.9 in the releases read before (0.10-0.21); 0.22-0.25
+#: were not read and keep 0.9.
+DEFAULT_UTILIZATION_092_SINCE: Version = (0, 26, 0)
 #: 0.24.0's ``DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`` (0.27.1's list keeps the MoE ones of these)
 V2_RUNNER_ARCHITECTURES = frozenset(
     {
@@ -111,7 +133,7 @@ def budget_generation(version: Version) -> int:
 def model_runner_v2(version: Version, architecture: str, is_moe: bool, hybrid: bool = False) -> bool:
     """Whether vLLM ``version`` profiles ``architecture`` with Model Runner V2 by default (>= 0.20 only).
 
-    0.20-0.23: never; 0.24-0.26: the listed architectures; 0.27-0.32: those and every dense model that is
+    0.20-0.23: never; 0.24-0.25: the listed architectures; 0.26-0.32: those and every dense model that is
     not hybrid; 0.33: every model. The V1 runner's profiling run samples like 0.10-0.12
     (``_dummy_sampler_run``: one top-k/top-p pass over min(max_num_seqs, max_num_batched_tokens) rows),
     so its sampler peak is the older one (:func:`glm_operator.planning.budget.sampler_peak_bytes`).
@@ -122,6 +144,21 @@ def model_runner_v2(version: Version, architecture: str, is_moe: bool, hybrid: b
     if version >= V2_RUNNER_DENSE_SINCE:
         return listed or not (is_moe or hybrid)
     return listed and version >= V2_RUNNER_LISTED_SINCE
+
+
+def v2_graph_estimate(version: Version) -> bool:
+    """Whether Model Runner V2 of vLLM ``version`` takes a CUDA-graph estimate off the budget (not 0.26)."""
+    return version >= V2_GRAPH_ESTIMATE_SINCE
+
+
+def flashinfer_sampler_default(version: Version) -> bool:
+    """Whether vLLM ``version`` samples top-k/top-p with FlashInfer unless told otherwise (0.26 and later)."""
+    return version >= FLASHINFER_SAMPLER_DEFAULT_SINCE
+
+
+def default_gpu_memory_utilization(version: Version) -> float:
+    """vLLM ``version``'s own default ``--gpu-memory-utilization``: 0.92 from 0.26, 0.9 before."""
+    return 0.92 if version >= DEFAULT_UTILIZATION_092_SINCE else 0.9
 
 
 def fusion_workspace_rounded(version: Version) -> bool:

@@ -97,9 +97,12 @@ from glm_operator.planning.engine import (
     VllmEngine,
     budget_generation,
     cudagraph_in_budget,
+    default_gpu_memory_utilization,
+    flashinfer_sampler_default,
     fusion_workspace_rounded,
     large_gpu_batch_tier,
     model_runner_v2,
+    v2_graph_estimate,
 )
 
 GIB = 1024**3
@@ -143,7 +146,8 @@ class FitInput:
     decode_context_parallel_size: int = 1
     quantization: str = "auto"
     kv_cache_dtype: str = "auto"
-    gpu_memory_utilization: float = 0.9
+    # None: the release's own default (planning.engine.default_gpu_memory_utilization: 0.92 from vLLM 0.26)
+    gpu_memory_utilization: float | None = None
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     min_concurrency: float = 1.0
@@ -152,7 +156,8 @@ class FitInput:
     cudagraph_estimate: bool | None = None
     compute_capability: float = 9.0
     block_size: int | None = None
-    flashinfer_sampler: bool = False
+    # None: the release's default (planning.engine.flashinfer_sampler_default: FlashInfer from vLLM 0.26)
+    flashinfer_sampler: bool | None = None
     custom_all_reduce: bool = True
     enforce_eager: bool = False
     constants: BudgetConstants = DEFAULT_CONSTANTS
@@ -609,7 +614,12 @@ def estimate_fit(inp: FitInput) -> FitResult:
             f"max_model_len {inp.max_model_len} exceeds {model.name}'s limit of {model.max_context} tokens; "
             f"use at most {model.max_context}"
         )
-    if not 0 < inp.gpu_memory_utilization <= 1:
+    util = (
+        inp.gpu_memory_utilization
+        if inp.gpu_memory_utilization is not None
+        else default_gpu_memory_utilization(inp.vllm_version)
+    )
+    if not 0 < util <= 1:
         raise FitInputError("gpu_memory_utilization must be in (0, 1]")
     precision, layout = resolve_weight_precision(model, inp.quantization)
     kv_dtype = inp.kv_cache_dtype.lower()
@@ -636,13 +646,17 @@ def estimate_fit(inp: FitInput) -> FitResult:
     bpt = kv_bytes_per_token_per_stage(arch, tp, pp, kv_dtype, inp.extra_kv_layers)
     state = per_request_state_bytes(arch, tp, pp)
     block = inp.block_size or default_block_size(arch, inp.compute_capability)
-    requested = inp.gpu_memory_gib * GIB * inp.gpu_memory_utilization
+    requested = inp.gpu_memory_gib * GIB * util
     hybrid = arch.linear_attention_layers > 0
     runner_v2 = model_runner_v2(inp.vllm_version, arch.architecture, arch.is_moe, hybrid)
     settings = BudgetSettings(
         max_num_batched_tokens=mnbt,
         max_num_seqs=max_num_seqs,
-        flashinfer_sampler=inp.flashinfer_sampler,
+        flashinfer_sampler=(
+            inp.flashinfer_sampler
+            if inp.flashinfer_sampler is not None
+            else flashinfer_sampler_default(inp.vllm_version)
+        ),
         custom_all_reduce=inp.custom_all_reduce,
         enforce_eager=inp.enforce_eager,
         max_model_len=inp.max_model_len,
@@ -652,6 +666,7 @@ def estimate_fit(inp: FitInput) -> FitResult:
         fusion_workspace_rounded=fusion_workspace_rounded(inp.vllm_version),
         fp8_experts=precision == "fp8",
         model_runner_v1=cudagraph_in_budget(inp.vllm_version) and not runner_v2,
+        v2_graph_estimate=v2_graph_estimate(inp.vllm_version),
     )
     # only the last PP stage runs the profiling run's sampler
     acts = [
@@ -714,7 +729,7 @@ def estimate_fit(inp: FitInput) -> FitResult:
     if inp.available_kv_cache_gib is None:
         reasons.append(
             f"budget {requested / gib:.2f} GiB ({inp.gpu_memory_gib:.2f} GiB x "
-            f"{inp.gpu_memory_utilization}) - "
+            f"{util}) - "
             f"weights - activation {act / gib:.2f} GiB (max_num_batched_tokens {mnbt}) - "
             f"non-torch {non_torch / gib:.2f} GiB"
             + (f" (of it {fusion / gib:.2f} GiB FlashInfer all-reduce fusion workspace)" if fusion else "")
@@ -743,7 +758,7 @@ def estimate_fit(inp: FitInput) -> FitResult:
             "hybrid linear-attention model: per-request state size and vLLM's hybrid page padding are "
             "approximations; token capacity is uncertain"
         )
-    headroom = inp.gpu_memory_gib * GIB * (1 - inp.gpu_memory_utilization)
+    headroom = inp.gpu_memory_gib * GIB * (1 - util)
     if inp.available_kv_cache_gib is None and not graphs_in_budget and graphs > headroom:
         uncertain.append(
             f"CUDA graphs (~{graphs / GIB:.2f} GiB) are captured after the KV cache, outside "
@@ -775,7 +790,7 @@ def estimate_fit(inp: FitInput) -> FitResult:
         kv_cache_dtype=kv_dtype,
         max_model_len=inp.max_model_len,
         gpu_memory_gib=inp.gpu_memory_gib,
-        gpu_memory_utilization=inp.gpu_memory_utilization,
+        gpu_memory_utilization=util,
         requested_gib=requested / gib,
         weights_gib_per_gpu=max(weights) / gib,
         weights_gib_per_stage=tuple(w / gib for w in weights),

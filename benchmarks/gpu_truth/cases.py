@@ -1,0 +1,301 @@
+"""The start-up cases of the H200 fit-truth harness and the vLLM argv each one runs with.
+
+A case is a config.json kept under ``configs/`` (with its ``SOURCE``) plus the GLMDeployment knobs that
+reach ``vllm serve``: context length, quantization, KV-cache dtype, max-num-seqs, max-num-batched-tokens
+(``serving.extraArgs``, the operator does not set it) and gpu-memory-utilization. The argv is the pod's:
+:func:`glm_operator.render.objects.build_vllm_args` renders it from a
+:class:`glm_operator.render.context.WorkloadContext` built from the knobs, with the tool-call and reasoning
+parsers the catalog gives the architecture, exactly as the controller does
+(``glm_operator.controller.desired._context``). Only then is the model id swapped for the local config
+directory, the API server's tool-call and reasoning parser flags dropped and ``--load-format dummy
+--skip-tokenizer-init --generation-config vllm`` appended. The parsers go because vLLM 0.26 builds them in
+the API server from the tokenizer's vocabulary before it starts the engine (``vllm/parser/engine/
+parser_engine.py`` ``vocab``: ``self.model_tokenizer.get_vocab()``), which ``--skip-tokenizer-init`` leaves
+out ("AttributeError: 'NoneType' object has no attribute 'get_vocab'", the first GLM start-ups of
+2026-12-02); they live in the API server process and take no GPU memory.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from glm_operator.catalog.models import resolve_model
+from glm_operator.catalog.vllm import serving_defaults
+from glm_operator.render.context import OwnerReference, WorkloadContext, vllm_quantization_flag
+from glm_operator.render.objects import build_vllm_args
+
+HERE = Path(__file__).resolve().parent
+CONFIGS = HERE / "configs"
+LOGS = HERE / "logs"
+#: the release the device runs (the newest pinned to the device's torch 2.11, /work/shared/gpu/README.md)
+VLLM_VERSION = "0.26.0"
+IMAGE = f"vllm/vllm-openai:v{VLLM_VERSION}"
+GPU = "H200"
+GPU_PRODUCT = "NVIDIA-H200"
+#: torch.cuda.get_device_properties(0).total_memory on the device: 150,109,880,320 B
+GPU_MEMORY_GIB = 139.80
+#: where the device runner finds the config directories (copied there in the first device call)
+DEVICE_MODELS = "/tmp/acc/models"
+#: flags only the harness adds (no weights, no tokenizer files on the device)
+HARNESS_FLAGS = ("--load-format", "dummy", "--skip-tokenizer-init", "--generation-config", "vllm")
+#: API-server flags that need the tokenizer (dropped, with the value that follows the valued ones)
+PARSER_FLAGS = {"--enable-auto-tool-choice": 0, "--tool-call-parser": 1, "--reasoning-parser": 1}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One start-up: a config directory and the knobs a GLMDeployment gives vLLM."""
+
+    name: str
+    config: str  # directory under configs/
+    model_id: str  # the Hugging Face id the config belongs to (served name, catalog architecture)
+    context_length: int
+    max_num_seqs: int
+    gpu_memory_utilization: float
+    quantization: str = "auto"  # auto | fp8 (online, on a bf16 config)
+    kv_cache_dtype: str = "auto"
+    max_num_batched_tokens: int | None = None  # None: vLLM's default (8192 on an H200)
+    family: str = ""  # the CSV's family column
+
+    @property
+    def config_path(self) -> Path:
+        return CONFIGS / self.config / "config.json"
+
+    def config_json(self) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self.config_path.read_text(encoding="utf-8"))
+        return value
+
+    @property
+    def architecture(self) -> str:
+        return str(self.config_json()["architectures"][0])
+
+    def checkpoint_quantization(self) -> str | None:
+        """The precision the checkpoint is stored in when its config.json says it is quantized."""
+        qc = self.config_json().get("quantization_config")
+        if not isinstance(qc, dict):
+            return None
+        method = str(qc.get("quant_method", ""))
+        return "fp8" if method == "fp8" else method or None
+
+    def context(self) -> WorkloadContext:
+        """The WorkloadContext the controller would build for this case (one H200, TP 1)."""
+        defaults = serving_defaults(self.architecture)
+        extra: tuple[str, ...] = ()
+        if self.max_num_batched_tokens is not None:
+            extra = ("--max-num-batched-tokens", str(self.max_num_batched_tokens))
+        return WorkloadContext(
+            namespace="gpu-truth",
+            deployment_name=self.name,
+            variant_name="h200",
+            owner=OwnerReference(name=self.name, uid=""),
+            image=IMAGE,
+            model_id=self.model_id,
+            served_model_name=self.model_id.rsplit("/", 1)[-1].lower(),
+            gpu_product=GPU_PRODUCT,
+            tensor_parallel_size=1,
+            gpus_per_replica=1,
+            max_model_len=self.context_length,
+            gpu_memory_utilization=self.gpu_memory_utilization,
+            max_num_seqs=self.max_num_seqs,
+            replicas=1,
+            quantization=vllm_quantization_flag(self.quantization, self.checkpoint_quantization()),
+            kv_cache_dtype=None if self.kv_cache_dtype in ("auto", "") else self.kv_cache_dtype,
+            extra_args=extra,
+            trust_remote_code=defaults.trust_remote_code,
+            tool_call_parser=defaults.tool_call_parser,
+            reasoning_parser=defaults.reasoning_parser,
+        )
+
+    def pod_args(self) -> list[str]:
+        """The argv after ``vllm serve`` exactly as the pod gets it."""
+        return build_vllm_args(self.context())
+
+    def device_args(self, models_dir: str = DEVICE_MODELS) -> list[str]:
+        """The pod's argv with the model id swapped for the config directory, the parser flags dropped and
+        the harness flags appended."""
+        args = self.pod_args()
+        assert args[0] == self.model_id, (args[0], self.model_id)
+        kept: list[str] = [f"{models_dir}/{self.config}"]
+        skip = 0
+        for arg in args[1:]:
+            if skip:
+                skip -= 1
+            elif arg in PARSER_FLAGS:
+                skip = PARSER_FLAGS[arg]
+            else:
+                kept.append(arg)
+        return [*kept, *HARNESS_FLAGS]
+
+    def resolved(self) -> Any:
+        return resolve_model(self.config_json(), self.model_id)
+
+
+def _case(name: str, config: str, model_id: str, family: str, **knobs: Any) -> Case:
+    return Case(name=name, config=config, model_id=model_id, family=family, **knobs)
+
+
+FLASH = ("glm-4.7-flash", "zai-org/GLM-4.7-Flash", "glm-mla-moe")
+GLM5_FP8 = ("glm-5-fp8-l10", "zai-org/GLM-5-FP8", "glm-mla-dsa")
+GLM5 = ("glm-5-l6", "zai-org/GLM-5", "glm-mla-dsa")
+QWEN3_8B = ("qwen3-8b", "Qwen/Qwen3-8B", "dense-gqa")
+QWEN3_MOE_FP8 = ("qwen3-30b-a3b-fp8", "Qwen/Qwen3-30B-A3B-FP8", "moe-gqa")
+GPT_OSS = ("gpt-oss-20b", "openai/gpt-oss-20b", "moe-gqa-swa")
+
+#: in the order they are run (the device runner takes them in groups; see README.md)
+CASES: tuple[Case, ...] = (
+    _case("flash-c32k", *FLASH, context_length=32768, max_num_seqs=256, gpu_memory_utilization=0.92),
+    _case(
+        "qwen3-8b-fp8online-b16k",
+        *QWEN3_8B,
+        context_length=16384,
+        max_num_seqs=1024,
+        gpu_memory_utilization=0.95,
+        quantization="fp8",
+        max_num_batched_tokens=16384,
+    ),
+    _case(
+        "qwen3-8b-s16-b2k",
+        *QWEN3_8B,
+        context_length=8192,
+        max_num_seqs=16,
+        gpu_memory_utilization=0.9,
+        max_num_batched_tokens=2048,
+    ),
+    _case(
+        "glm5fp8-b2k",
+        *GLM5_FP8,
+        context_length=32768,
+        max_num_seqs=64,
+        gpu_memory_utilization=0.9,
+        max_num_batched_tokens=2048,
+    ),
+    _case("glm5fp8-b8k", *GLM5_FP8, context_length=32768, max_num_seqs=256, gpu_memory_utilization=0.92),
+    _case(
+        "glm5fp8-b16k",
+        *GLM5_FP8,
+        context_length=32768,
+        max_num_seqs=512,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=16384,
+    ),
+    _case(
+        "flash-c128k-kvfp8-b2k",
+        *FLASH,
+        context_length=131072,
+        max_num_seqs=64,
+        gpu_memory_utilization=0.85,
+        kv_cache_dtype="fp8",
+        max_num_batched_tokens=2048,
+    ),
+    _case(
+        "qwen3moe-fp8-kvfp8-b4k",
+        *QWEN3_MOE_FP8,
+        context_length=32768,
+        max_num_seqs=512,
+        gpu_memory_utilization=0.9,
+        kv_cache_dtype="fp8",
+        max_num_batched_tokens=4096,
+    ),
+    _case("gptoss20b-swa", *GPT_OSS, context_length=32768, max_num_seqs=128, gpu_memory_utilization=0.92),
+    _case(
+        "glm5-c128k-kvfp8",
+        *GLM5,
+        context_length=131072,
+        max_num_seqs=128,
+        gpu_memory_utilization=0.95,
+        kv_cache_dtype="fp8",
+        max_num_batched_tokens=8192,
+    ),
+    _case(
+        "flash-s1024-b16k",
+        *FLASH,
+        context_length=16384,
+        max_num_seqs=1024,
+        gpu_memory_utilization=0.95,
+        max_num_batched_tokens=16384,
+    ),
+    _case(
+        "glm5fp8-b4k-c64k",
+        *GLM5_FP8,
+        context_length=65536,
+        max_num_seqs=128,
+        gpu_memory_utilization=0.93,
+        max_num_batched_tokens=4096,
+    ),
+    _case(
+        "glm5-b2k",
+        *GLM5,
+        context_length=32768,
+        max_num_seqs=32,
+        gpu_memory_utilization=0.88,
+        max_num_batched_tokens=2048,
+    ),
+    _case(
+        "glm5-b16k",
+        *GLM5,
+        context_length=32768,
+        max_num_seqs=256,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=16384,
+    ),
+    _case(
+        "qwen3moe-fp8-b16k",
+        *QWEN3_MOE_FP8,
+        context_length=32768,
+        max_num_seqs=1024,
+        gpu_memory_utilization=0.95,
+        max_num_batched_tokens=16384,
+    ),
+    _case(
+        "flash-fp8online",
+        *FLASH,
+        context_length=32768,
+        max_num_seqs=256,
+        gpu_memory_utilization=0.92,
+        quantization="fp8",
+    ),
+    _case(
+        "gptoss20b-c128k",
+        *GPT_OSS,
+        context_length=131072,
+        max_num_seqs=64,
+        gpu_memory_utilization=0.9,
+        max_num_batched_tokens=4096,
+    ),
+    _case(
+        "qwen3-8b-kvfp8-c40k",
+        *QWEN3_8B,
+        context_length=40960,
+        max_num_seqs=256,
+        gpu_memory_utilization=0.92,
+        kv_cache_dtype="fp8",
+    ),
+    _case(
+        "glm5fp8-c128k-kvfp8",
+        *GLM5_FP8,
+        context_length=131072,
+        max_num_seqs=128,
+        gpu_memory_utilization=0.95,
+        kv_cache_dtype="fp8",
+    ),
+    _case(
+        "flash-s8-b1k",
+        *FLASH,
+        context_length=65536,
+        max_num_seqs=8,
+        gpu_memory_utilization=0.88,
+        max_num_batched_tokens=1024,
+    ),
+    _case(
+        "qwen3moe-fp8-s32-b2k",
+        *QWEN3_MOE_FP8,
+        context_length=16384,
+        max_num_seqs=32,
+        gpu_memory_utilization=0.85,
+        max_num_batched_tokens=2048,
+    ),
+)
+BY_NAME = {c.name: c for c in CASES}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# run_cases.sh BUDGET_S CASE... — on the device: start vLLM once per case with the argv rendered by
+# `python -m benchmarks.gpu_truth render` (RUN/argv/CASE.args, one argument a line), stop it as soon as
+# the engine has printed its memory lines ("Actual usage is ..."), the server is up, the engine died or
+# the case's limit passed, and write $OUT/CASE.log.gz after each case. Cases that no longer fit in
+# BUDGET_S seconds (MIN_CASE_S, default 150) are skipped and listed. The compile cache (VLLM_CACHE_ROOT)
+# stays in /tmp between calls while the machine is warm.
+budget=$1; shift
+run=${RUN:-$(cd "$(dirname "$0")" && pwd)}
+export PYTHONPATH=${SITE:-/tmp/site} HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
+export VLLM_CACHE_ROOT=/tmp/vllm-cache VLLM_DEEP_GEMM_WARMUP=skip PYTHONUNBUFFERED=1
+export CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
+mkdir -p /tmp/vlogs "${OUT:-/tmp/out}"
+end=$(( $(date +%s) + budget ))
+for name in "$@"; do
+  left=$(( end - $(date +%s) ))
+  if [ "$left" -lt "${MIN_CASE_S:-150}" ]; then echo "== $name: skipped ($left s left)"; continue; fi
+  lim=$(( left - 15 )); [ "$lim" -gt "${LIM:-480}" ] && lim=${LIM:-480}
+  mapfile -t args < "$run/argv/$name.args"
+  log=/tmp/vlogs/$name.log; t0=$(date +%s)
+  setsid python3 -m vllm.entrypoints.cli.main serve "${args[@]}" >"$log" 2>&1 &
+  pid=$!
+  while sleep 2; do
+    grep -q "Actual usage is\|Application startup complete" "$log" && { sleep 2; break; }
+    kill -0 $pid 2>/dev/null || break
+    [ $(( $(date +%s) - t0 )) -gt "$lim" ] && { echo "run_cases: $name: no start-up in $lim s" >>"$log"; break; }
+  done
+  kill -TERM -- -$pid 2>/dev/null; sleep 3; kill -KILL -- -$pid 2>/dev/null; wait $pid 2>/dev/null
+  for _ in 1 2 3 4 5 6 7 8 9 10; do  # the next case's snapshot needs the GPU empty again
+    used=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+    [ "${used:-0}" -lt 1024 ] && break; sleep 2
+  done
+  echo "== $name: $(( $(date +%s) - t0 )) s"
+  grep -E "Using V2 Model Runner|Model loading took|Available KV cache|GPU KV cache size|Maximum concurrency|Estimated CUDA graph|Actual usage is|Error|error:" "$log" | cut -c1-300 | tail -8
+  gzip -c "$log" > "${OUT:-/tmp/out}/$name.log.gz"
+done
+nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader

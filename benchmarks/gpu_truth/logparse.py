@@ -1,0 +1,96 @@
+"""Read a vLLM 0.26 start-up log into the figures of a ``tests/fixtures/vllm-startups.csv`` row.
+
+The lines and where vLLM 0.26.0 prints them (paths under ``vllm/`` in the release wheel):
+
+* ``Using V2 Model Runner`` (``v1/worker/gpu_worker.py``, ``init_device``): Model Runner V2; absent: V1.
+* ``Chunked prefill is enabled with max_num_batched_tokens=N.`` (``config/scheduler.py``).
+* ``Model loading took X GiB memory`` (V1, ``v1/worker/gpu_model_runner.py``) / ``Model loading took X GiB
+  and`` (V2, ``v1/worker/gpu/model_runner.py``).
+* ``Estimated CUDA graph memory: X GiB total`` (V1 ``GPUModelRunner.profile_cudagraph_memory``; the V2
+  runner's returns 0 in 0.26 and logs nothing).
+* ``Available KV cache memory: X GiB`` (``v1/worker/gpu_worker.py``, ``determine_available_memory``).
+* ``GPU KV cache size: N tokens`` and ``Maximum concurrency for L tokens per request: Cx``
+  (``v1/core/kv_cache_utils.py``, ``get_kv_cache_configs``).
+* ``Actual usage is W GiB for weight, A GiB for peak activation, N GiB for non-torch memory, and G GiB for
+  CUDAGraph memory.`` (``v1/worker/gpu_worker.py``, ``compile_or_warm_up_model``): A and N are the
+  profiling run's ``torch_peak_increase`` and ``non_torch_increase`` that the budget subtracted, G the
+  graphs actually captured (after the KV cache, not the estimate the budget subtracted).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+_NUM = r"([0-9][0-9.]*)"
+
+
+@dataclass(frozen=True)
+class StartupLog:
+    """What one start-up log says (None where the line is missing)."""
+
+    model_runner: str  # "V1" or "V2"
+    max_num_batched_tokens: int | None
+    weights_gib: float | None
+    graph_estimate_gib: float | None  # the estimate the budget subtracted (V1 runner's log line)
+    available_kv_gib: float | None
+    kv_cache_tokens: int | None
+    max_concurrency: float | None
+    actual_weights_gib: float | None
+    activation_gib: float | None
+    non_torch_gib: float | None
+    graph_actual_gib: float | None
+    error: str | None  # the last error line when the engine did not start
+
+    @property
+    def complete(self) -> bool:
+        return self.available_kv_gib is not None and self.kv_cache_tokens is not None
+
+
+def _last(pattern: str, text: str) -> re.Match[str] | None:
+    found = list(re.finditer(pattern, text))
+    return found[-1] if found else None
+
+
+def _float(pattern: str, text: str) -> float | None:
+    m = _last(pattern, text)
+    return float(m.group(1)) if m else None
+
+
+def parse(text: str) -> StartupLog:
+    """The figures of one vLLM 0.26 start-up log."""
+    mnbt = _last(r"max_num_batched_tokens=(\d+)", text)
+    tokens = _last(r"GPU KV cache size: ([0-9,]+) tokens", text)
+    usage = _last(
+        rf"Actual usage is {_NUM} GiB for weight, {_NUM} GiB for peak activation, {_NUM} GiB for "
+        rf"non-torch memory, and {_NUM} GiB for CUDAGraph memory",
+        text,
+    )
+    error = None
+    if usage is None:
+        errors = re.findall(r"^.*(?:Error|error:).*$", text, flags=re.MULTILINE)
+        error = errors[-1].strip()[:300] if errors else "no memory lines"
+    return StartupLog(
+        model_runner="V2" if "Using V2 Model Runner" in text else "V1",
+        max_num_batched_tokens=int(mnbt.group(1)) if mnbt else None,
+        weights_gib=_float(rf"Model loading took {_NUM} GiB", text),
+        graph_estimate_gib=_float(rf"Estimated CUDA graph memory: {_NUM} GiB total", text),
+        available_kv_gib=_float(rf"Available KV cache memory: {_NUM} GiB", text),
+        kv_cache_tokens=int(tokens.group(1).replace(",", "")) if tokens else None,
+        max_concurrency=_float(rf"Maximum concurrency for [0-9,]+ tokens per request: {_NUM}x", text),
+        actual_weights_gib=float(usage.group(1)) if usage else None,
+        activation_gib=float(usage.group(2)) if usage else None,
+        non_torch_gib=float(usage.group(3)) if usage else None,
+        graph_actual_gib=float(usage.group(4)) if usage else None,
+        error=error,
+    )
+
+
+def read_log(path: Path) -> str:
+    """A log as committed (``.log.gz``) or as written (``.log``)."""
+    data = path.read_bytes()
+    if path.suffix == ".gz":
+        data = gzip.decompress(data)
+    return data.decode("utf-8", errors="replace")

@@ -1,0 +1,114 @@
+"""The H200 fit-truth harness (benchmarks/gpu_truth) without a GPU: argv rendering and log parsing.
+
+The GPU runs themselves stay out of CI; their logs are committed (benchmarks/gpu_truth/logs/*.log.gz)
+and must give the rows of tests/fixtures/vllm-startups.csv that carry their name.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from benchmarks.gpu_truth.__main__ import CSV_PATH, ROW_PREFIX, committed_rows
+from benchmarks.gpu_truth.cases import BY_NAME, CASES, CONFIGS, HARNESS_FLAGS, LOGS, PARSER_FLAGS
+from benchmarks.gpu_truth.logparse import parse, read_log
+
+from glm_operator.render.objects import build_vllm_args
+
+LOGGED = sorted(p.name.removesuffix(".log.gz") for p in LOGS.glob("*.log.gz"))
+
+
+def test_every_config_is_valid_json_with_a_source() -> None:
+    for directory in CONFIGS.iterdir():
+        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+        assert config["architectures"], directory.name
+        source = (directory / "SOURCE").read_text(encoding="utf-8")
+        assert "verbatim" in source, directory.name
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_device_argv_is_the_pods_with_the_model_swapped(case: object) -> None:
+    """What runs on the device is build_vllm_args' output: the model id swapped for the config directory,
+    the API server's parser flags (they need the tokenizer) dropped and the harness flags appended."""
+    from benchmarks.gpu_truth.cases import Case
+
+    assert isinstance(case, Case)
+    pod = build_vllm_args(case.context())
+    device = case.device_args("/m")
+    assert pod[0] == case.model_id
+    assert device[0] == f"/m/{case.config}"
+    assert device[-len(HARNESS_FLAGS) :] == list(HARNESS_FLAGS)
+    body = device[1 : -len(HARNESS_FLAGS)]
+    assert not set(body) & set(PARSER_FLAGS)
+    assert [a for a in body if a not in pod] == []  # nothing but the pod's own arguments
+    assert pod[pod.index("--max-model-len") + 1] == str(case.context_length)
+    assert pod[pod.index("--max-num-seqs") + 1] == str(case.max_num_seqs)
+    if case.max_num_batched_tokens:
+        assert pod[pod.index("--max-num-batched-tokens") + 1] == str(case.max_num_batched_tokens)
+    if case.kv_cache_dtype != "auto":
+        assert pod[pod.index("--kv-cache-dtype") + 1] == case.kv_cache_dtype
+    assert ("--quantization" in pod) == (
+        case.quantization == "fp8" and case.checkpoint_quantization() is None
+    )
+
+
+def test_glm_pods_get_the_catalog_parsers() -> None:
+    pod = BY_NAME["flash-c32k"].pod_args()
+    assert pod[pod.index("--tool-call-parser") + 1] == "glm47"
+    assert pod[pod.index("--reasoning-parser") + 1] == "glm45"
+
+
+@pytest.mark.parametrize("name", LOGGED)
+def test_committed_logs_parse(name: str) -> None:
+    log = parse(read_log(LOGS / f"{name}.log.gz"))
+    case = BY_NAME[name]
+    assert log.complete, log.error
+    assert log.weights_gib and log.available_kv_gib and log.kv_cache_tokens
+    # the V1 runner logs its CUDA-graph estimate; Model Runner V2 in 0.26 estimates none
+    assert (log.graph_estimate_gib is None) == (log.model_runner == "V2")
+    if log.max_num_batched_tokens is not None and case.max_num_batched_tokens:
+        assert log.max_num_batched_tokens == case.max_num_batched_tokens
+    if log.actual_weights_gib is not None:
+        assert log.actual_weights_gib == log.weights_gib
+
+
+def test_the_budget_identity_holds_in_the_logs() -> None:
+    """vLLM 0.26 (gpu_worker.py determine_available_memory): available = total x util - weights - peak
+    activation - non-torch - graph estimate; the logs round each to 0.01 GiB."""
+    for name in LOGGED:
+        log = parse(read_log(LOGS / f"{name}.log.gz"))
+        if log.activation_gib is None or log.non_torch_gib is None:
+            continue
+        case = BY_NAME[name]
+        requested = 139.80 * case.gpu_memory_utilization
+        rest = (log.weights_gib or 0) + log.activation_gib + log.non_torch_gib + (log.graph_estimate_gib or 0)
+        assert requested - rest == pytest.approx(log.available_kv_gib, abs=0.04), name
+
+
+def test_a_v2_log_and_a_failed_start() -> None:
+    text = (
+        "(EngineCore pid=1) INFO [gpu_worker.py:378] Using V2 Model Runner\n"
+        "INFO [scheduler.py:252] Chunked prefill is enabled with max_num_batched_tokens=16384.\n"
+        "INFO [model_runner.py:305] Model loading took 8.83 GiB and 4.34 seconds\n"
+        "INFO [gpu_worker.py:560] Available KV cache memory: 122.19 GiB\n"
+        "INFO [kv_cache_utils.py:2177] GPU KV cache size: 889,776 tokens\n"
+        "INFO [kv_cache_utils.py:2178] Maximum concurrency for 16,384 tokens per request: 54.31x\n"
+        "INFO [gpu_worker.py:857] Free memory ... Actual usage is 8.83 GiB for weight, 1.56 GiB for peak "
+        "activation, 0.22 GiB for non-torch memory, and 0.95 GiB for CUDAGraph memory. Replace ...\n"
+    )
+    log = parse(text)
+    assert (log.model_runner, log.max_num_batched_tokens, log.kv_cache_tokens) == ("V2", 16384, 889776)
+    assert (log.activation_gib, log.non_torch_gib, log.graph_actual_gib) == (1.56, 0.22, 0.95)
+    assert log.graph_estimate_gib is None and log.max_concurrency == 54.31 and log.error is None
+    failed = parse("(APIServer pid=1) AttributeError: 'NoneType' object has no attribute 'get_vocab'\n")
+    assert not failed.complete and failed.error and "get_vocab" in failed.error
+
+
+def test_committed_logs_are_the_csv_rows() -> None:
+    with CSV_PATH.open(encoding="utf-8") as fh:
+        in_csv = {r["id"]: r for r in csv.DictReader(fh) if r["id"].startswith(ROW_PREFIX)}
+    rows = {r["id"]: r for r in committed_rows()}
+    assert rows.keys() == in_csv.keys()
+    for key, row in rows.items():
+        assert {k: in_csv[key].get(k, "") for k in row} == row, key
