@@ -54,7 +54,7 @@ def test_defaults() -> None:
     assert spec.replicas == 1
     assert spec.autoscaling is None
     assert spec.gpu.products == []
-    assert spec.gpu.memory_utilization == 0.9
+    assert spec.gpu.memory_utilization is None  # the vLLM release's own default
     assert spec.gpu.tensor_parallel_size == 0
     assert spec.gpu.pipeline_parallel_size == 0
     assert spec.gpu.allow_multi_node is False

@@ -248,11 +248,11 @@ def test_the_fit_memo_tells_every_field_a_fit_reads_apart() -> None:
     """Specs that differ in one value a fit reads, planned one after the other (memo warm), plan as
     they would alone; the guarantee changes the plan only near the margin, as here."""
     pools = walk_gpu_pools(TEMPLATES)
-    base = {"model": {"id": "zai-org/GLM-4.5-Air"}, "contextLength": 65536, "minConcurrency": 8}
+    base = {"model": {"id": "zai-org/GLM-4.5-Air"}, "contextLength": 65536, "minConcurrency": 7}
     specs = [
         base,
         {**base, "guaranteeMinConcurrency": True},
-        {**base, "minConcurrency": 9},
+        {**base, "minConcurrency": 8},
         {**base, "kvCacheDtype": "fp8"},
         {**base, "gpu": {"memoryUtilization": 0.8}},
         {**base, "serving": {"maxNumSeqs": 16}},

@@ -264,13 +264,14 @@ class GPUSpec(_APIModel):
             "type in the cluster."
         ),
     )
-    memory_utilization: float = Field(
-        0.9,
+    memory_utilization: float | None = Field(
+        None,
         ge=0.5,
         le=0.95,
         description=(
             "Fraction of each GPU's memory vLLM may use for weights, activations and KV cache "
-            "(vLLM --gpu-memory-utilization), 0.5 to 0.95."
+            "(vLLM --gpu-memory-utilization), 0.5 to 0.95. Default: the default of the vLLM release "
+            "the pods run (0.92 from vLLM 0.26, 0.9 before); the plan and the pods always use the same value."
         ),
     )
     tensor_parallel_size: int = Field(

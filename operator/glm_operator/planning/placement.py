@@ -355,7 +355,7 @@ def _fit_input(
         request.engine,
         tensor_parallel_size=cand.tp,
         pipeline_parallel_size=cand.pp,
-        gpu_memory_utilization=request.memory_utilization,
+        gpu_memory_utilization=request.gpu_memory_utilization,
         **settings,
     )
 
@@ -406,7 +406,7 @@ def _evaluate(
         request.model,
         base.model_id,
         request.kv_cache_dtype,
-        request.memory_utilization,
+        request.gpu_memory_utilization,
         request.max_num_batched_tokens,
         request.max_num_seqs,
         request.min_concurrency,
@@ -802,7 +802,7 @@ def plan_placement(request: PlacementRequest) -> Plan:
                 quantization=fit.quantization,
                 quantization_flag=flag,
                 kv_cache_dtype=request.kv_cache_dtype,
-                gpu_memory_utilization=request.memory_utilization,
+                gpu_memory_utilization=request.gpu_memory_utilization,
                 weights_gib_per_gpu=fit.weights_gib_per_gpu,
                 available_kv_cache_gib_per_gpu=fit.available_kv_cache_gib_per_gpu,
                 kv_cache_bytes_per_token_per_gpu=fit.kv_cache_bytes_per_token_per_gpu,

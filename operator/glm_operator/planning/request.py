@@ -16,11 +16,15 @@ from typing import Any
 
 from glm_operator.api.v1alpha1 import GLMDeploymentSpec, spec_from_dict
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE
-from glm_operator.planning.engine import DEFAULT_ENGINE, VllmEngine, engine_for_image
+from glm_operator.planning.engine import (
+    DEFAULT_ENGINE,
+    VllmEngine,
+    default_gpu_memory_utilization,
+    engine_for_image,
+)
 from glm_operator.planning.nodes import GpuPool
 
 DEFAULT_CONTEXT_LENGTH = 32768
-DEFAULT_MEMORY_UTILIZATION = 0.9
 
 
 class PlanningInputError(ValueError):
@@ -44,7 +48,7 @@ class PlacementRequest:
     min_concurrency: float = 1.0
     guarantee_min_concurrency: bool = False
     gpu_products: tuple[str, ...] = ()
-    memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
+    memory_utilization: float | None = None  # None: the default of ``engine``'s vLLM release
     tensor_parallel_size: int = 0
     pipeline_parallel_size: int = 0
     allow_multi_node: bool = False
@@ -53,6 +57,13 @@ class PlacementRequest:
     max_num_batched_tokens: int | None = None
     pools: tuple[GpuPool, ...] = field(default=())
     engine: VllmEngine = DEFAULT_ENGINE
+
+    @property
+    def gpu_memory_utilization(self) -> float:
+        """vLLM --gpu-memory-utilization: the spec's, else the release's own default."""
+        if self.memory_utilization is not None:
+            return self.memory_utilization
+        return default_gpu_memory_utilization(self.engine.version)
 
 
 def placement_request(
