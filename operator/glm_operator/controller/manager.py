@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import logging
 import os
 import signal
@@ -57,6 +58,7 @@ log = logging.getLogger(__name__)
 GATEWAY_WORKERS = 2
 EVENT_FLUSH_SECONDS = 2.0  # at shut-down, Events in flight get this long while this replica leads
 LOST_LEASE_EXIT_SECONDS = 20.0  # after the Lease is lost, the process exits within this, whatever hangs
+START_RETRY_LOG_EVERY = 30  # a failed start-up list is logged at warning once per this many tries
 CHILD_KINDS = (("apps/v1", "Deployment"), ("v1", "Service"), ("policy/v1", "PodDisruptionBudget"))
 
 
@@ -226,12 +228,15 @@ class Manager:
         loop.set_default_executor(
             concurrent.futures.ThreadPoolExecutor(self.config.workers + 8, thread_name_prefix="api")
         )
-        while True:  # the apiserver may be away while this replica (re)starts
+        for attempt in itertools.count():  # the apiserver may be away while this replica (re)starts
             try:
                 await self.load_caches()
                 break
             except Exception as exc:
-                log.warning("start-up list failed: %s; retrying in 1 s", summarize_api_error(exc).line())
+                level = logging.WARNING if attempt % START_RETRY_LOG_EVERY == 0 else logging.DEBUG
+                log.log(
+                    level, "start-up list failed: %s; retrying every 1 s", summarize_api_error(exc).line()
+                )
                 await asyncio.sleep(1.0)
         self.watches = WatchThread(
             registry(self.handlers, loop), self.config.namespaces, self.liveness_endpoint
