@@ -8,7 +8,8 @@ from typing import Any
 
 import kopf
 
-from glm_operator.controller.watches import WATCHES, NoDiffBase, registry, settings
+from glm_operator.clients.watches import NoDiffBase
+from glm_operator.controller.watches import WATCHES, registry, settings
 from tests.harness.controller import wired
 
 

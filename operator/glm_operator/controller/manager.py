@@ -48,7 +48,7 @@ from glm_operator.controller.leader import LeaderElector
 from glm_operator.controller.nodepools import NodePoolCache
 from glm_operator.controller.recorder import EventRecorder
 from glm_operator.controller.replan import Replanner
-from glm_operator.controller.watches import MANAGED_SELECTOR, WatchThread, registry
+from glm_operator.controller.watches import MANAGED_SELECTOR, WatchThread, registry, settings
 from glm_operator.controller.workqueue import Key, WorkQueue
 from glm_operator.planning.pools import node_group_label_keys
 from glm_operator.render.monitoring import POD_MONITOR_API_VERSION, POD_MONITOR_KIND
@@ -239,8 +239,9 @@ class Manager:
                 )
                 await asyncio.sleep(1.0)
         self.watches = WatchThread(
-            registry(self.handlers, loop), self.config.namespaces, self.liveness_endpoint
+            registry(self.handlers, loop), self.config.namespaces, self.liveness_endpoint, settings
         )
+        self.watches.on_restart = metrics.WATCH_RESTARTS.inc
         self.watches.start()
         log.info(
             "started: %d nodes, %d GLMDeployments in the caches; watching%s",

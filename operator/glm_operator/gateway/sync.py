@@ -1,10 +1,11 @@
 """The gateway sidecar: watch GLMDeployments, Pods and the GLMGateway, keep HAProxy in step.
 
-Three list+watch loops (one per kind, in the gateway's namespace) fill a store; every change
-wakes the main loop, which recomputes the routing table (pure) and applies it: runtime API
-commands when only members changed, new files and a graceful reload when the served names or
+One list of each kind (in the gateway's namespace) fills a store, then the operator's watch layer
+(``clients.watches``: kopf in a thread of its own, started again if it stops) keeps it current;
+every change wakes the main loop, which recomputes the routing table (pure) and applies it: runtime
+API commands when only members changed, new files and a graceful reload when the served names or
 the settings changed. The API-key file is the mounted Secret; when its content changes the proxy
-reloads. Nothing here polls the apiserver: watches re-list only when they expire.
+reloads. Nothing here polls the apiserver.
 
 Per-key counters from the proxy's stick table are exported on ``--metrics-port`` when scraped.
 """
@@ -23,6 +24,9 @@ from typing import Any
 
 from glm_operator.api.gateway import GLMGatewaySpec
 from glm_operator.clients.haproxy import HAProxyRuntime
+from glm_operator.clients.watches import Sink, Watch, WatchThread, safely
+from glm_operator.clients.watches import registry as watch_registry
+from glm_operator.clients.watches import settings as watch_settings
 from glm_operator.gateway.haproxy_config import Balance, GatewaySettings
 from glm_operator.gateway.proxy import ProxyDriver
 from glm_operator.gateway.routes import RoutingTable, compute_routing_table
@@ -31,7 +35,7 @@ from glm_operator.render import names
 log = logging.getLogger(__name__)
 
 POD_SELECTOR = f"{names.LABEL_COMPONENT}={names.COMPONENT_INFERENCE},{names.LABEL_PART_OF}={names.PART_OF}"
-WATCH_SECONDS = 300
+API_VERSION_NAME = "v1alpha1"
 BALANCE: dict[str, Balance] = {
     "LeastRequests": "leastconn",
     "RoundRobin": "roundrobin",
@@ -107,42 +111,26 @@ class Store:
         with self._lock:
             return list(self._objects.get(kind, {}).values())
 
-    def listed(self, *kinds: str) -> bool:
-        with self._lock:
-            return all(kind in self._objects for kind in kinds)
+
+def watches(gateway: str) -> tuple[Watch[Store], ...]:
+    """What the sidecar watches in its namespace, each into the store under its plural."""
+
+    def into(kind: str) -> Callable[[Store], Sink]:
+        return lambda store: lambda event_type, obj: store.update(kind, event_type or "ADDED", obj)
+
+    return (
+        Watch(names.GROUP, API_VERSION_NAME, "glmdeployments", into("glmdeployments")),
+        Watch(names.GROUP, API_VERSION_NAME, "glmgateways", into("glmgateways"), name=gateway),
+        Watch("", "v1", "pods", into("pods"), server_selector=POD_SELECTOR),
+    )
 
 
-ListFunction = Callable[..., Any]
-
-
-def _informer(
-    store: Store, kind: str, list_function: ListFunction, stop: threading.Event, **list_args: Any
-) -> None:
-    """List, then watch from that version; re-list when the watch ends or fails. Runs until ``stop``."""
-    from kubernetes import watch
-
-    backoff = 1.0
-    while not stop.is_set():
-        try:
-            listing = list_function(_preload_content=False, **list_args)
-            data = json.loads(listing.data)
-            store.replace(kind, data.get("items") or [])
-            version = data["metadata"]["resourceVersion"]
-            stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
-                list_function, resource_version=version, timeout_seconds=WATCH_SECONDS, **list_args
-            )
-            for event in stream:
-                if stop.is_set():
-                    return
-                if event["type"] == "ERROR":
-                    break  # e.g. 410 Gone: list again
-                if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
-                    store.update(kind, event["type"], event["raw_object"])
-            backoff = 1.0
-        except Exception as err:  # the sidecar keeps serving with what it has
-            log.warning("watch of %s failed (%s); retrying in %.0fs", kind, err, backoff)
-            stop.wait(backoff)
-            backoff = min(backoff * 2, 30.0)
+def sidecar_settings(table: tuple[Watch[Store], ...]) -> Any:
+    """kopf's settings for the sidecar: no CRD or namespace observation (its Role is namespaced,
+    and what it watches exists before it starts), the rest as the operator's."""
+    settings = watch_settings(table)
+    settings.scanning.disabled = True
+    return settings
 
 
 class GatewaySync:
@@ -217,49 +205,43 @@ class GatewaySync:
             log.warning("%s", detail)
         return self.driver.apply(table)
 
-    def start_watches(self, api_client: Any, stop: threading.Event) -> list[threading.Thread]:
+    def list_all(self, api_client: Any) -> None:
+        """One list of each kind into the store (blocking)."""
         from kubernetes import client as k8s
 
         custom = k8s.CustomObjectsApi(api_client)
-        core = k8s.CoreV1Api(api_client)
         ns = self.options.namespace
-        targets: list[tuple[str, ListFunction, dict[str, Any]]] = [
-            (
-                "glmdeployments",
-                custom.list_namespaced_custom_object,
-                {"group": names.GROUP, "version": "v1alpha1", "namespace": ns, "plural": "glmdeployments"},
-            ),
-            (
-                "glmgateways",
-                custom.list_namespaced_custom_object,
-                {
-                    "group": names.GROUP,
-                    "version": "v1alpha1",
-                    "namespace": ns,
-                    "plural": "glmgateways",
-                    "field_selector": f"metadata.name={self.options.gateway}",
-                },
-            ),
-            ("pods", core.list_namespaced_pod, {"namespace": ns, "label_selector": POD_SELECTOR}),
-        ]
-        threads = []
-        for kind, function, args in targets:
-            thread = threading.Thread(
-                target=_informer, args=(self.store, kind, function, stop), kwargs=args, daemon=True, name=kind
-            )
-            thread.start()
-            threads.append(thread)
-        return threads
+        only_ours = f"metadata.name={self.options.gateway}"
+        glmds: Any = custom.list_namespaced_custom_object(names.GROUP, API_VERSION_NAME, ns, "glmdeployments")
+        gateways: Any = custom.list_namespaced_custom_object(
+            names.GROUP, API_VERSION_NAME, ns, "glmgateways", field_selector=only_ours
+        )
+        pods = k8s.CoreV1Api(api_client).list_namespaced_pod(ns, label_selector=POD_SELECTOR)
+        self.store.replace("glmdeployments", glmds.get("items") or [])
+        self.store.replace("glmgateways", gateways.get("items") or [])
+        self.store.replace("pods", [api_client.sanitize_for_serialization(p) for p in pods.items])
+
+    def start_watches(self) -> WatchThread:
+        table = watches(self.options.gateway)
+        registry = watch_registry(table, self.store, safely)  # the store takes events from any thread
+        thread = WatchThread(
+            registry, (self.options.namespace,), settings_factory=lambda: sidecar_settings(table)
+        )
+        thread.start()
+        return thread
 
     def run(self, api_client: Any, stop: threading.Event, *, once: bool = False, timeout: float = 60) -> int:
         """Watch and apply until ``stop``; ``once``: write the files from the first listing and return."""
-        self.start_watches(api_client, stop)
         deadline = time.monotonic() + timeout
-        while not self.store.listed("glmdeployments", "glmgateways", "pods"):
-            if stop.wait(0.1) or (once and time.monotonic() > deadline):
+        while True:
+            try:
+                self.list_all(api_client)
                 break
+            except Exception as err:  # the apiserver may be away while the pod starts
+                log.warning("listing failed (%s); retrying", err)
+                if stop.wait(1.0) or (once and time.monotonic() > deadline):
+                    return 1
         if once:
-            stop.set()
             desired = self.desired()
             if desired is None:
                 log.error("GLMGateway %s/%s not found", self.options.namespace, self.options.gateway)
@@ -267,18 +249,22 @@ class GatewaySync:
             ProxyDriver(desired[0], None).write(desired[1])
             log.info("wrote the proxy's files: models %s", ", ".join(desired[1].models) or "none")
             return 0
+        watching = self.start_watches()
         first = True
-        while not stop.is_set():
-            self.store.changed.wait(timeout=5.0)  # the timeout only re-reads the mounted key file
-            self.store.changed.clear()
-            stop.wait(0.1)  # let a burst of events land together
-            try:
-                done = self.step()
-                if done not in ("none", "waiting") or first:
-                    log.info("gateway in step (%s)", done)
-                first = False
-            except Exception as err:
-                log.warning("could not update the proxy (%s); retrying", err)
-                stop.wait(1.0)
-                self.store.changed.set()
+        try:
+            while not stop.is_set():
+                self.store.changed.wait(timeout=5.0)  # the timeout only re-reads the mounted key file
+                self.store.changed.clear()
+                stop.wait(0.1)  # let a burst of events land together
+                try:
+                    done = self.step()
+                    if done not in ("none", "waiting") or first:
+                        log.info("gateway in step (%s)", done)
+                    first = False
+                except Exception as err:
+                    log.warning("could not update the proxy (%s); retrying", err)
+                    stop.wait(1.0)
+                    self.store.changed.set()
+        finally:
+            watching.stop()
         return 0
