@@ -76,6 +76,21 @@ class Reconciling:
     api: Any  # FakeApi
     applier: Any  # Applier
 
+    def reconcile(self, key: Key) -> None:
+        """One reconcile, then what it queued in the companion lane, on a loop of its own."""
+
+        async def run() -> None:
+            self.applier.start()
+            try:
+                await self.reconciler.reconcile(key)
+                await self.applier.idle()
+                await self.reconciler.recorder.flush(5.0)
+            finally:
+                writers = self.applier.stop()
+                await asyncio.gather(*writers, return_exceptions=True)
+
+        asyncio.run(run())
+
 
 def reconciling(
     api: Any, config: OperatorConfig | None = None, nodes: list[dict[str, Any]] | None = None
@@ -89,7 +104,12 @@ def reconciling(
     w.handlers.discovery.lws_served = True
     if nodes is not None:
         w.cache.replace_nodes(nodes)
-    applier = Applier(api, w.cache)
+    applier = Applier(
+        api,
+        w.cache,
+        on_companion_rejected=w.queue.add,
+        on_pod_monitor_api_missing=w.handlers.discovery.pod_monitor_api_missing,
+    )
     reconciler = GLMDeploymentReconciler(
         api=api,
         cache=w.cache,

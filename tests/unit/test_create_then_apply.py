@@ -3,7 +3,6 @@ the e2e counterpart (tests/e2e/test_create_then_apply.py) checks the pruning on 
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from typing import Any
 
@@ -153,10 +152,10 @@ def test_a_workload_not_in_the_cache_is_created_and_one_in_it_is_applied() -> No
     api = FakeApi()
     r = reconciling(api, OperatorConfig(leader_election=False, workers=2), NODES)
     r.wired.handlers.on_glmdeployment("ADDED", api.put(copy.deepcopy(BODY)))
-    asyncio.run(r.reconciler.reconcile(("llm", "g")))
+    r.reconcile(("llm", "g"))
     assert [kind for verb, kind, _ in api.writes("create")] == ["Deployment"]  # Service, PDB: applied
     assert {kind for verb, kind, _ in api.writes("apply")} == {"Service", "PodDisruptionBudget"}
     r.applier.forget()  # a resync: the Deployment is in the cache now
-    asyncio.run(r.reconciler.reconcile(("llm", "g")))
+    r.reconcile(("llm", "g"))
     assert [kind for verb, kind, _ in api.writes("create")] == ["Deployment"]
     assert [kind for verb, kind, _ in api.writes("apply")].count("Deployment") == 1

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from typing import Any
 
@@ -40,7 +39,7 @@ class Setup:
         self.enqueued()
 
     def reconcile(self) -> None:
-        asyncio.run(self.r.reconciler.reconcile(KEY))
+        self.r.reconcile(KEY)
 
     def enqueued(self) -> list[tuple[str, str]]:
         return self.r.wired.queued()

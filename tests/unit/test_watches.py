@@ -49,3 +49,26 @@ def test_a_handler_hands_its_event_to_the_operator_loop() -> None:
         return seen
 
     assert asyncio.run(scenario()) == [("ADDED", {"metadata": {"name": "n1"}})]
+
+
+def test_kopfs_record_of_a_404_watcher_loses_its_traceback_and_the_signal_note_is_dropped() -> None:
+    import logging
+    import sys
+
+    from glm_operator.clients.watches import restart_log_filter
+
+    class APINotFoundError(Exception):  # kopf's class of that name, as the filter sees it
+        pass
+
+    try:
+        raise APINotFoundError("404 page not found")
+    except APINotFoundError:
+        failed = logging.LogRecord("kopf", logging.ERROR, "f", 1, "Watcher has failed", (), sys.exc_info())
+    assert restart_log_filter(failed) and failed.exc_info is None and failed.levelname == "WARNING"
+    try:
+        raise ValueError("a real bug")
+    except ValueError:
+        bug = logging.LogRecord("kopf", logging.ERROR, "f", 1, "Handler has failed", (), sys.exc_info())
+    assert restart_log_filter(bug) and bug.exc_info is not None and bug.levelname == "ERROR"
+    note = logging.LogRecord("kopf", logging.WARNING, "f", 1, "OS signals are ignored: ...", (), None)
+    assert not restart_log_filter(note)

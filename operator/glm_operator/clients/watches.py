@@ -164,6 +164,21 @@ def on_loop(loop: asyncio.AbstractEventLoop) -> Deliver:
     return deliver
 
 
+def restart_log_filter(record: logging.LogRecord) -> bool:
+    """A handler filter for the processes that run a ``WatchThread``: kopf's own records of a
+    watcher that met a 404 (the API went away) lose their traceback and become warnings, as the
+    thread starts kopf again and says so in one line; kopf's note that it ignores OS signals
+    outside the main thread is dropped (the owner handles them)."""
+    if record.getMessage().startswith("OS signals are ignored"):
+        return False
+    error = record.exc_info[1] if record.exc_info else None
+    if error is not None and type(error).__name__ == "APINotFoundError":
+        record.exc_info = None
+        record.exc_text = None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+    return True
+
+
 class WatchThread:
     """kopf's operator in a thread of its own, started again whenever it stops on its own."""
 

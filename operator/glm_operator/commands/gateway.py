@@ -105,6 +105,10 @@ def run_sync(args: argparse.Namespace) -> int:
         level=getattr(logging, args.log_level.upper()),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    from glm_operator.clients.watches import restart_log_filter
+
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(restart_log_filter)
     if not args.namespace:
         raise UserError("--namespace is required (or set POD_NAMESPACE)")
     options = SyncOptions(

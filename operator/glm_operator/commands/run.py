@@ -144,12 +144,6 @@ def load_node_groups(path: str | None) -> dict[str, Any] | None:
     return doc
 
 
-def _expected_kopf_warning(record: logging.LogRecord) -> bool:
-    """kopf warns that it ignores OS signals when it runs outside the main thread: expected here
-    (``controller.watches`` runs it in a thread; the manager handles SIGTERM and stops it)."""
-    return not record.getMessage().startswith("OS signals are ignored")
-
-
 def load_kube_config() -> None:
     from kubernetes import config as kube_config
 
@@ -165,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
     from kubernetes import client as kube_client
 
     from glm_operator.clients.kube import KubeClient
+    from glm_operator.clients.watches import restart_log_filter
     from glm_operator.controller import metrics
     from glm_operator.controller.manager import Manager
 
@@ -176,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLogger().level))
     logging.getLogger("urllib3").setLevel(logging.ERROR)  # a failure is logged once, by the caller
     for handler in logging.getLogger().handlers:
-        handler.addFilter(_expected_kopf_warning)
+        handler.addFilter(restart_log_filter)
     config = config_from_args(args)
     load_kube_config()
     # One HTTP connection per API thread (Manager.start sizes the pool to the workers); no hidden

@@ -136,9 +136,7 @@ class GLMDeploymentReconciler:
             [*observed.children, *companions, *observed.pod_monitors],
             tolerate_missing_pod_monitor_api=self.config.pod_monitor is PodMonitorMode.AUTO,
         )
-        if result.pod_monitor_api_missing:
-            self.discovery.pod_monitor_api_missing()
-        rejected = list(result.rejected)
+        rejected = [*result.rejected, *self.applier.rejected_companions(key)]
         if desired.prune and all(r.kind == POD_MONITOR_KIND for r in rejected):
             await self.applier.prune(key, desired.prune)
         await self.write_status(key, observed, desired, rejected)

@@ -48,6 +48,7 @@ from glm_operator.controller.leader import LeaderElector
 from glm_operator.controller.nodepools import NodePoolCache
 from glm_operator.controller.recorder import EventRecorder
 from glm_operator.controller.replan import Replanner
+from glm_operator.controller.retry import retry_failed
 from glm_operator.controller.watches import MANAGED_SELECTOR, WatchThread, registry, settings
 from glm_operator.controller.workqueue import Key, WorkQueue
 from glm_operator.planning.pools import node_group_label_keys
@@ -97,8 +98,14 @@ class Manager:
         self.queue: WorkQueue[Key] = WorkQueue(self.clock)
         self.queue.observe_wait = metrics.QUEUE_WAIT_SECONDS.observe
         self.gateway_queue: WorkQueue[Key] = WorkQueue(self.clock)
-        self.recorder = EventRecorder(api)
-        self.applier = Applier(api, self.cache)
+        self.applier = Applier(
+            api,
+            self.cache,
+            on_companion_rejected=self.queue.add,
+            on_companion_failed=self._companion_failed,
+            on_pod_monitor_api_missing=self.discovery.pod_monitor_api_missing,
+        )
+        self.recorder = EventRecorder(api, hold=self.applier.after_workload_writes)
         self.gateways = GatewayReconciler(api, self.gateway_queue)
         self.autoscaler: Autoscaler | None = None
         if config.prometheus_url:
@@ -159,7 +166,7 @@ class Manager:
     def _stopped_leading(self) -> None:
         """Lost the Lease: cancel every reconcile in flight, then exit non-zero."""
         self._leading.clear()
-        for task in self._tasks:
+        for task in [*self._tasks, *self.applier.stop()]:
             task.cancel()
         self.recorder.cancel()
         self.exit_code = 1
@@ -174,6 +181,9 @@ class Manager:
         log.info("re-planning %d GLMDeployments: GPU supply changed (%s)", len(keys), why)
         metrics.ENQUEUED.labels(cause="node").inc(len(keys))
         self.queue.add_all(keys)
+
+    def _companion_failed(self, key: Key, exc: BaseException) -> None:
+        retry_failed(self.queue, key, "companion apply", exc)
 
     def _pod_monitors_changed(self, served: bool) -> None:
         if not served:
@@ -249,6 +259,7 @@ class Manager:
             len(self.cache.owned.glmdeployments),
             "; waiting for the Lease" if self.elector is not None else "",
         )
+        self.applier.start()
         self._spawn(self.queue.run_worker, self.reconciler.reconcile, self.config.workers, "worker")
         self._spawn(self.gateway_queue.run_worker, self.gateways.reconcile, GATEWAY_WORKERS, "gateway-worker")
         self._tasks.append(asyncio.create_task(self._resync(), name="resync"))
@@ -299,7 +310,7 @@ class Manager:
         stop the watches; nothing is left running."""
         for task in self._tasks:
             task.cancel()
-        pending = [t for t in (self.discovery.stop(),) if t is not None]
+        pending = [t for t in (self.discovery.stop(),) if t is not None] + self.applier.stop()
         await asyncio.gather(*self._tasks, *pending, return_exceptions=True)
         self._tasks.clear()
         self.reconciler.stop()

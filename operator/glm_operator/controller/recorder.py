@@ -1,6 +1,7 @@
 """Kubernetes Events about GLMDeployments, posted in the background as client-go's recorder does.
 
-A reconcile does not wait for its Events; at most ``MAX_IN_FLIGHT`` are posted at once. Posting is
+A reconcile does not wait for its Events; at most ``MAX_IN_FLIGHT`` are posted at once, after the
+workload writes on the wire (``Applier.after_workload_writes``: a burst writes workloads first). Posting is
 best effort: a failure is logged at info and never fails a reconcile. At shut-down the Events in
 flight get ``flush``'s timeout while this replica still leads; what is left is dropped.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from glm_operator.clients.kube import KubeClient, summarize_api_error
@@ -21,8 +22,10 @@ MAX_IN_FLIGHT = 4
 
 
 class EventRecorder:
-    def __init__(self, api: KubeClient) -> None:
+    def __init__(self, api: KubeClient, hold: Callable[[], Awaitable[None]] | None = None) -> None:
+        """``hold``: what a post waits for first (the workload writes on the wire, bounded)."""
         self.api = api
+        self.hold = hold
         self._slots = asyncio.Semaphore(MAX_IN_FLIGHT)
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -36,6 +39,8 @@ class EventRecorder:
 
     async def _post(self, about: Mapping[str, Any], events: list[Event]) -> None:
         meta = about.get("metadata") or {}
+        if self.hold is not None:
+            await self.hold()
         async with self._slots:
             for event in events:
                 try:

@@ -3,7 +3,7 @@
 ``plan_placement(request) -> Plan`` is a purely computational function with no side effects: it
 takes a :class:`~glm_operator.planning.request.PlacementRequest` (spec values + GPU pools parsed from
 the Node list) and returns a frozen :class:`Plan` whose ``details`` say, in words, why each
-decision was taken. The rules (DESIGN.md "Planning semantics", the seeds' checklist):
+decision was taken. The rules (docs/DESIGN.md and README "What you write, what you get"):
 
 1. Resolve the model (catalog id/alias or inline config.json). A contextLength above the model's
    limit is an input error naming the limit.

@@ -6,7 +6,7 @@ with ``StrictUndefined`` so that a missing value is an error and never an empty 
 The result is parsed back with ``yaml.safe_load``: callers get plain dicts ready for
 server-side apply.
 
-Decisions (see DESIGN.md, "The vLLM workload"):
+Decisions (users see them in the pod spec):
 - vLLM arguments are always explicit (``build_vllm_args``); the API key is never an argument:
   vLLM reads ``VLLM_API_KEY``, which comes from a ``secretKeyRef``;
 - ``/dev/shm`` is a memory emptyDir when TP > 1 and on every multi-node pod (NCCL and vLLM's
