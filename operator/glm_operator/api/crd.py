@@ -154,7 +154,7 @@ def _ordered(node: dict[str, Any]) -> dict[str, Any]:
     return {key: node[key] for key in [*head, *tail]}
 
 
-def _metadata_schema(limit: int = v1alpha1.MAX_NAME_LENGTH) -> dict[str, Any]:
+def _metadata_schema(limit: int = v1alpha1.MAX_GLMDEPLOYMENT_NAME_LENGTH) -> dict[str, Any]:
     """Restrictions on metadata.name (the only ones a CRD may set on metadata)."""
     return {
         "type": "object",
@@ -172,7 +172,7 @@ def openapi_v3_schema(
     root: type[BaseModel] = v1alpha1.GLMDeployment,
     spec_model: type[BaseModel] = v1alpha1.GLMDeploymentSpec,
     status_model: type[BaseModel] = v1alpha1.GLMDeploymentStatus,
-    name_limit: int = v1alpha1.MAX_NAME_LENGTH,
+    name_limit: int = v1alpha1.MAX_GLMDEPLOYMENT_NAME_LENGTH,
 ) -> dict[str, Any]:
     """The ``openAPIV3Schema`` of a CRD (default GLMDeployment): apiVersion, kind, metadata, spec, status."""
     root_description = (root.__doc__ or "").strip()
@@ -198,8 +198,8 @@ def openapi_v3_schema(
                 ),
                 "type": "string",
             },
-            # A DNS-1035 label of at most MAX_NAME_LENGTH characters: it names the Service and,
-            # with a suffix, the Deployments of each GPU variant.
+            # A DNS-1035 label of at most name_limit characters (MAX_GLMDEPLOYMENT_NAME_LENGTH): it names
+            # the Service and, with a suffix, the Deployments of each GPU variant.
             "metadata": _metadata_schema(name_limit),
             "spec": spec,
             "status": status,

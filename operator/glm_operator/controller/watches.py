@@ -33,6 +33,7 @@ from typing import Any, cast
 
 import kopf
 
+from glm_operator.api.gateway import GATEWAY_PLURAL
 from glm_operator.api.v1alpha1 import GROUP, PLURAL, VERSION
 from glm_operator.controller import metrics
 from glm_operator.controller.event_handlers import EventHandlers
@@ -90,7 +91,7 @@ WATCHES: tuple[Watch, ...] = (
     _child("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"),
     _child("monitoring.coreos.com", "v1", POD_MONITOR_PLURAL, POD_MONITOR_KIND),
     Watch("karpenter.sh", "v1", "nodepools", lambda h: h.on_nodepool),
-    Watch(GROUP, VERSION, "glmgateways", lambda h: h.on_gateway),
+    Watch(GROUP, VERSION, GATEWAY_PLURAL, lambda h: h.on_gateway),
     Watch(
         "apps",
         "v1",

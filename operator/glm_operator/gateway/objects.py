@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from glm_operator.api.gateway import GLMGatewaySpec
+from glm_operator.api.gateway import GATEWAY_KIND, GATEWAY_PLURAL, GLMGatewaySpec
+from glm_operator.api.v1alpha1 import API_VERSION, GROUP, PLURAL
 from glm_operator.render import names
 
 GATEWAY_APP_NAME = "glm-gateway"
@@ -57,8 +58,8 @@ def _metadata(gateway: Mapping[str, Any], name: str | None = None) -> dict[str, 
         "labels": gateway_labels(meta["name"]),
         "ownerReferences": [
             {
-                "apiVersion": gateway.get("apiVersion", f"{names.GROUP}/v1alpha1"),
-                "kind": "GLMGateway",
+                "apiVersion": gateway.get("apiVersion", API_VERSION),
+                "kind": GATEWAY_KIND,
                 "name": meta["name"],
                 "uid": meta["uid"],
                 "controller": True,
@@ -209,8 +210,8 @@ def render_gateway(gateway: Mapping[str, Any], spec: GLMGatewaySpec, sync_image:
             "metadata": _metadata(gateway),
             "rules": [
                 {
-                    "apiGroups": [names.GROUP],
-                    "resources": ["glmdeployments", "glmgateways"],
+                    "apiGroups": [GROUP],
+                    "resources": [PLURAL, GATEWAY_PLURAL],
                     "verbs": ["get", "list", "watch"],
                 },
                 {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from glm_operator.api.gateway import GLMGatewaySpec
+from glm_operator.api.gateway import GATEWAY_PLURAL, GLMGatewaySpec
+from glm_operator.api.v1alpha1 import GROUP, PLURAL, VERSION
 from glm_operator.clients.haproxy import HAProxyRuntime
 from glm_operator.gateway.haproxy_config import Balance, GatewaySettings
 from glm_operator.gateway.proxy import ProxyDriver
@@ -178,7 +179,7 @@ class GatewaySync:
     def desired(self) -> tuple[GatewaySettings, RoutingTable] | None:
         """Settings and routing table from the store; None until the GLMGateway is seen."""
         gateways = [
-            g for g in self.store.items("glmgateways") if g["metadata"]["name"] == self.options.gateway
+            g for g in self.store.items(GATEWAY_PLURAL) if g["metadata"]["name"] == self.options.gateway
         ]
         if not gateways:
             return None
@@ -192,9 +193,7 @@ class GatewaySync:
             if self.runtime is not None:
                 self.driver.resume()  # the proxy runs the files an earlier process wrote
         previous = self.driver.current.slots() if self.driver.current else None
-        table = compute_routing_table(
-            self.store.items("glmdeployments"), pods, slots=settings.slots, previous=previous
-        )
+        table = compute_routing_table(self.store.items(PLURAL), pods, slots=settings.slots, previous=previous)
         return settings, table
 
     def step(self) -> str:
@@ -225,18 +224,18 @@ class GatewaySync:
         ns = self.options.namespace
         targets: list[tuple[str, ListFunction, dict[str, Any]]] = [
             (
-                "glmdeployments",
+                PLURAL,
                 custom.list_namespaced_custom_object,
-                {"group": names.GROUP, "version": "v1alpha1", "namespace": ns, "plural": "glmdeployments"},
+                {"group": GROUP, "version": VERSION, "namespace": ns, "plural": PLURAL},
             ),
             (
-                "glmgateways",
+                GATEWAY_PLURAL,
                 custom.list_namespaced_custom_object,
                 {
-                    "group": names.GROUP,
-                    "version": "v1alpha1",
+                    "group": GROUP,
+                    "version": VERSION,
                     "namespace": ns,
-                    "plural": "glmgateways",
+                    "plural": GATEWAY_PLURAL,
                     "field_selector": f"metadata.name={self.options.gateway}",
                 },
             ),
@@ -255,7 +254,7 @@ class GatewaySync:
         """Watch and apply until ``stop``; ``once``: write the files from the first listing and return."""
         self.start_watches(api_client, stop)
         deadline = time.monotonic() + timeout
-        while not self.store.listed("glmdeployments", "glmgateways", "pods"):
+        while not self.store.listed(PLURAL, GATEWAY_PLURAL, "pods"):
             if stop.wait(0.1) or (once and time.monotonic() > deadline):
                 break
         if once:

@@ -35,9 +35,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
+from glm_operator.api.v1alpha1 import Phase
 from glm_operator.planning.diagnosis import CAPACITY_REASONS, Diagnosis
 
 PLANNED = "Planned"
@@ -55,15 +55,6 @@ _STATUSES = frozenset({TRUE, FALSE, UNKNOWN})
 # metav1.Condition: reason matches this and is at most 1024 characters; message at most 32768.
 _REASON_PATTERN = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 MAX_MESSAGE_LENGTH = 32768
-
-
-class Phase(StrEnum):
-    PENDING = "Pending"
-    PLANNING = "Planning"
-    DEPLOYING = "Deploying"
-    READY = "Ready"
-    DEGRADED = "Degraded"
-    FAILED = "Failed"
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from glm_operator.api.v1alpha1 import API_VERSION, DEFAULT_SERVING_PORT, KIND
 from glm_operator.render import names
 
-DEFAULT_IMAGE_PORT = 8000
-GLMDEPLOYMENT_API_VERSION = "inference.glm.dev/v1alpha1"
-GLMDEPLOYMENT_KIND = "GLMDeployment"
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 MODELS_MOUNT_PATH = "/models"
 HF_CACHE_MOUNT_PATH = "/root/.cache/huggingface"
@@ -44,8 +42,8 @@ class OwnerReference:
 
     name: str
     uid: str
-    api_version: str = GLMDEPLOYMENT_API_VERSION
-    kind: str = GLMDEPLOYMENT_KIND
+    api_version: str = API_VERSION
+    kind: str = KIND
 
 
 @dataclass(frozen=True)
@@ -162,7 +160,7 @@ class WorkloadContext:
     model_source: str = ""  # "" = hf://<model_id>
     pipeline_parallel_size: int = 1
     nodes_per_replica: int = 1
-    port: int = DEFAULT_IMAGE_PORT
+    port: int = DEFAULT_SERVING_PORT
     quantization: str | None = None  # value of --quantization; see vllm_quantization_flag
     kv_cache_dtype: str | None = None  # None = auto
     dtype: str | None = None  # --dtype, e.g. "float16" on GPUs without bf16

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-GROUP = "inference.glm.dev"
+from glm_operator.api.v1alpha1 import GROUP
 
 LABEL_NAME = "app.kubernetes.io/name"
 LABEL_INSTANCE = "app.kubernetes.io/instance"
@@ -44,7 +44,7 @@ COMPONENT_INFERENCE = "inference"
 # component keeps them out of the Service and out of the scale subresource's selector.
 COMPONENT_WORKER = "worker"
 
-MAX_NAME_LENGTH = 63
+MAX_DNS_LABEL_LENGTH = 63  # a child object's name (DNS-1035 label)
 MAX_LABEL_VALUE_LENGTH = 63
 # A LeaderWorkerSet makes one StatefulSet per group named "<lws>-<group index>"; the StatefulSet
 # controller labels its pods with controller-revision-hash "<statefulset>-<hash of ~10 chars>",
@@ -61,7 +61,7 @@ def short_hash(text: str, length: int = _HASH_SUFFIX_LENGTH) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
 
 
-def truncate_name(name: str, max_length: int = MAX_NAME_LENGTH) -> str:
+def truncate_name(name: str, max_length: int = MAX_DNS_LABEL_LENGTH) -> str:
     """``name`` if it fits, else a prefix + '-' + hash of the whole name, at most ``max_length``."""
     if len(name) <= max_length:
         return name
@@ -70,7 +70,7 @@ def truncate_name(name: str, max_length: int = MAX_NAME_LENGTH) -> str:
     return f"{prefix}-{short_hash(name)}"
 
 
-def dns_label(name: str, max_length: int = MAX_NAME_LENGTH) -> str:
+def dns_label(name: str, max_length: int = MAX_DNS_LABEL_LENGTH) -> str:
     """A DNS-1035 label made from ``name``: lowercase, invalid runs turned into '-', starts with a letter.
 
     Custom resource names are DNS-1123 subdomains (dots allowed, up to 253 characters, may start
@@ -97,7 +97,7 @@ def label_value(value: str) -> str:
 
 def workload_name(deployment_name: str, variant_name: str, *, multi_node: bool = False) -> str:
     """Name of the Deployment (or LeaderWorkerSet when ``multi_node``) serving one variant."""
-    limit = MAX_LEADERWORKERSET_NAME_LENGTH if multi_node else MAX_NAME_LENGTH
+    limit = MAX_LEADERWORKERSET_NAME_LENGTH if multi_node else MAX_DNS_LABEL_LENGTH
     return dns_label(f"{deployment_name}-{variant_name}", limit)
 
 
