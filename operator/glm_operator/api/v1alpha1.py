@@ -37,6 +37,9 @@ GLMDeploymentKind = Literal["GLMDeployment"]
 API_VERSION: ApiVersion = get_args(ApiVersion)[0]
 GROUP, VERSION = API_VERSION.split("/")
 KIND: GLMDeploymentKind = get_args(GLMDeploymentKind)[0]
+#: Pod label naming the GPU type a pod was planned for; defined here (not in render.names, which
+#: builds the label sets) because the planner reads it back from pods and cannot import render.
+LABEL_GPU_PRODUCT = f"{GROUP}/gpu-product"
 LIST_KIND = "GLMDeploymentList"
 PLURAL = "glmdeployments"
 SINGULAR = "glmdeployment"

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from glm_operator.catalog.estimated_gpus import NOT_IN_CATALOG
-from glm_operator.catalog.gpus import GFD_PRODUCT_LABEL, GpuType, find_gpu, load_gpus
+from glm_operator.catalog.gpus import GFD_PRODUCT_LABEL, GPU_RESOURCE, GpuType, find_gpu, load_gpus
 from glm_operator.catalog.models import CatalogError, ResolvedModel, parse_quantization_config, resolve_model
 from glm_operator.planning.fit import (
     FitInput,
@@ -894,7 +894,7 @@ def _explain_nothing_planned(
     if not groups and not rejected:
         details.append(
             "no schedulable GPU nodes of a known type. fix: add GPU nodes labelled by GPU Feature "
-            "Discovery (nvidia.com/gpu.product) of a type gpu.products allows (any catalog type when "
+            f"Discovery ({GFD_PRODUCT_LABEL}) of a type gpu.products allows (any catalog type when "
             "it is empty), or a node pool that provides them"
         )
     holds = [r.max_context_length for r in rejected if r.max_context_length is not None]
@@ -1042,7 +1042,7 @@ def _variant_reason(
     gpu = group.gpu
     fit = ev.fit
     where = f"{_shape(ev.candidate)} on {gpu.name}" + (
-        f" ({group.resource_name})" if group.resource_name != "nvidia.com/gpu" else ""
+        f" ({group.resource_name})" if group.resource_name != GPU_RESOURCE else ""
     )
     reason = (
         f"{where}, {fit.quantization}: {fit.max_concurrency:.2f} concurrent {context}-token sequences "
@@ -1075,7 +1075,7 @@ def _with_unique_keys(variants: list[Variant]) -> list[Variant]:
     for v in variants:
         key = v.gpu_product.lower()
         if counts[v.gpu_product] > 1:
-            if v.resource_name != "nvidia.com/gpu":
+            if v.resource_name != GPU_RESOURCE:
                 key += "-" + v.resource_name.split("/")[-1]
             elif v.node_selector and GFD_PRODUCT_LABEL not in v.node_selector:
                 label = next(iter(v.node_selector))

@@ -41,11 +41,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from glm_operator.catalog.gpus import PRODUCT_LABELS, GpuType, find_gpu, gpu_from_labels
+from glm_operator.catalog.gpus import GPU_RESOURCE, PRODUCT_LABELS, GpuType, find_gpu, gpu_from_labels
 from glm_operator.catalog.instance_types import InstanceType, find_instance_type
 from glm_operator.catalog.models import CatalogError
 
-GPU_RESOURCE = "nvidia.com/gpu"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 KARPENTER_GPU_COUNT_LABEL = "karpenter.k8s.aws/instance-gpu-count"

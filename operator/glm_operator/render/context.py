@@ -24,9 +24,9 @@ from functools import cached_property
 from typing import Any
 
 from glm_operator.api.v1alpha1 import API_VERSION, DEFAULT_SERVING_PORT, KIND
+from glm_operator.catalog.gpus import GPU_RESOURCE
 from glm_operator.render import names
 
-DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 MODELS_MOUNT_PATH = "/models"
 HF_CACHE_MOUNT_PATH = "/root/.cache/huggingface"
 
@@ -171,7 +171,7 @@ class WorkloadContext:
     reasoning_parser: str | None = None  # default --reasoning-parser; extraArgs can override it
     env: tuple[Mapping[str, Any], ...] = ()  # Kubernetes EnvVar dicts; override ours by name
     resources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # user requests/limits
-    resource_name: str = DEFAULT_GPU_RESOURCE  # or a per-type name such as nvidia.com/a100-80gb
+    resource_name: str = GPU_RESOURCE  # or a per-type name such as nvidia.com/a100-80gb
     node_selector_terms: tuple[NodeSelectorTerm, ...] = ()  # required node affinity; () = none
     tolerations: tuple[Mapping[str, Any], ...] = ()  # user tolerations, after the GPU taint's
     node_selector: Mapping[str, str] = field(default_factory=dict)

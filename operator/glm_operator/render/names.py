@@ -1,7 +1,8 @@
 """Names, labels, selectors and the spec hash of every object the operator creates.
 
 This is the only module that spells a label key or builds a child name, so the controller,
-the templates and the tests agree on them.
+the templates and the tests agree on them (the API group and the GPU-type label, which the planner
+reads back from pods, come from :mod:`glm_operator.api.v1alpha1`).
 
 Rules (after the prometheus-community charts' ``_helpers.tpl``):
 - child names are DNS-1035 labels (lowercase alphanumerics and '-', starting with a letter),
@@ -23,6 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from glm_operator.api.v1alpha1 import GROUP
+from glm_operator.api.v1alpha1 import LABEL_GPU_PRODUCT as LABEL_GPU_PRODUCT
 
 LABEL_NAME = "app.kubernetes.io/name"
 LABEL_INSTANCE = "app.kubernetes.io/instance"
@@ -31,7 +33,6 @@ LABEL_PART_OF = "app.kubernetes.io/part-of"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_DEPLOYMENT = f"{GROUP}/deployment"
 LABEL_VARIANT = f"{GROUP}/variant"
-LABEL_GPU_PRODUCT = f"{GROUP}/gpu-product"
 LABEL_SPEC_HASH = f"{GROUP}/spec-hash"
 
 ANNOTATION_PLAN = f"{GROUP}/plan"
