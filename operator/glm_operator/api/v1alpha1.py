@@ -75,6 +75,9 @@ MAX_CONTEXT_LENGTH = 4 * 1024 * 1024
 MAX_GLMDEPLOYMENT_NAME_LENGTH = 40
 #: Default ``spec.serving.port``: vLLM's OpenAI server port.
 DEFAULT_SERVING_PORT = 8000
+#: The Hugging Face cache of the vLLM image (HF_HOME): default ``mountPath`` of ``spec.modelCache``
+#: and where the default cache volume is mounted.
+HF_CACHE_MOUNT_PATH = "/root/.cache/huggingface"
 
 #: vLLM flags the operator always derives from the spec (canonical spellings; the guard also knows
 #: every other spelling vLLM accepts, see glm_operator.api.vllm_args).
@@ -697,7 +700,7 @@ class ModelCacheSpec(_APIModel):
         description="Name of an existing PersistentVolumeClaim in the namespace of the GLMDeployment.",
     )
     mount_path: str = Field(
-        "/root/.cache/huggingface",
+        HF_CACHE_MOUNT_PATH,
         min_length=1,
         max_length=1024,
         pattern=r"^/",

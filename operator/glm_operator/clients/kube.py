@@ -22,6 +22,8 @@ from kubernetes.client.exceptions import ApiException
 from glm_operator.api.gateway import GATEWAY_KIND, GATEWAY_PLURAL
 from glm_operator.api.v1alpha1 import API_VERSION, KIND, PLURAL
 from glm_operator.clients.managed_fields import owns_by_update, upgrade_patch
+from glm_operator.render.monitoring import POD_MONITOR_API_VERSION, POD_MONITOR_KIND, POD_MONITOR_PLURAL
+from glm_operator.render.objects import LWS_API_VERSION
 
 FIELD_MANAGER = "glm-operator"
 
@@ -37,9 +39,7 @@ KINDS: dict[tuple[str, str], KindInfo] = {
     ("apps/v1", "Deployment"): KindInfo("/apis/apps/v1", "deployments"),
     ("v1", "Service"): KindInfo("/api/v1", "services"),
     ("policy/v1", "PodDisruptionBudget"): KindInfo("/apis/policy/v1", "poddisruptionbudgets"),
-    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): KindInfo(
-        "/apis/leaderworkerset.x-k8s.io/v1", "leaderworkersets"
-    ),
+    (LWS_API_VERSION, "LeaderWorkerSet"): KindInfo(f"/apis/{LWS_API_VERSION}", "leaderworkersets"),
     (API_VERSION, KIND): KindInfo(f"/apis/{API_VERSION}", PLURAL),
     ("v1", "Node"): KindInfo("/api/v1", "nodes", namespaced=False),
     ("v1", "Pod"): KindInfo("/api/v1", "pods"),
@@ -50,7 +50,9 @@ KINDS: dict[tuple[str, str], KindInfo] = {
     ),
     (API_VERSION, GATEWAY_KIND): KindInfo(f"/apis/{API_VERSION}", GATEWAY_PLURAL),
     ("karpenter.sh/v1", "NodePool"): KindInfo("/apis/karpenter.sh/v1", "nodepools", namespaced=False),
-    ("monitoring.coreos.com/v1", "PodMonitor"): KindInfo("/apis/monitoring.coreos.com/v1", "podmonitors"),
+    (POD_MONITOR_API_VERSION, POD_MONITOR_KIND): KindInfo(
+        f"/apis/{POD_MONITOR_API_VERSION}", POD_MONITOR_PLURAL
+    ),
 }
 
 

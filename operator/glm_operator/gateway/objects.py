@@ -18,6 +18,7 @@ from typing import Any
 
 from glm_operator.api.gateway import GATEWAY_KIND, GATEWAY_PLURAL, GLMGatewaySpec
 from glm_operator.api.v1alpha1 import API_VERSION, GROUP, PLURAL
+from glm_operator.gateway.haproxy_config import HTTP_PORT, PROXY_METRICS_PORT
 from glm_operator.render import names
 
 GATEWAY_APP_NAME = "glm-gateway"
@@ -25,8 +26,6 @@ COMPONENT_GATEWAY = "gateway"
 RUN_DIR = "/run/glm-gateway"
 KEYS_DIR = "/etc/glm-gateway/keys"
 KEYS_FILE = "keys.map"
-HTTP_PORT = 8080
-PROXY_METRICS_PORT = 8404
 SYNC_METRICS_PORT = 9090
 #: Non-root user both containers run as, so they can share the control sockets (mode 600).
 GATEWAY_UID = 65532

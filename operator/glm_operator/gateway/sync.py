@@ -24,7 +24,7 @@ from typing import Any
 from glm_operator.api.gateway import GATEWAY_PLURAL, GLMGatewaySpec
 from glm_operator.api.v1alpha1 import GROUP, PLURAL, VERSION
 from glm_operator.clients.haproxy import HAProxyRuntime
-from glm_operator.gateway.haproxy_config import Balance, GatewaySettings
+from glm_operator.gateway.haproxy_config import HTTP_PORT, PROXY_METRICS_PORT, Balance, GatewaySettings
 from glm_operator.gateway.proxy import ProxyDriver
 from glm_operator.gateway.routes import RoutingTable, compute_routing_table
 from glm_operator.render import names
@@ -46,9 +46,9 @@ class SyncOptions:
     gateway: str
     config_dir: str
     keys_file: str | None
-    port: int = 8080
+    port: int = HTTP_PORT
     bind_address: str = "0.0.0.0"
-    proxy_metrics_port: int | None = 8404
+    proxy_metrics_port: int | None = PROXY_METRICS_PORT
     master_socket: str | None = None
     address_map: str | None = None  # tests: JSON {pod IP: loopback address}; unmapped pods left out
 

@@ -23,12 +23,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from glm_operator.api.v1alpha1 import API_VERSION, DEFAULT_SERVING_PORT, KIND
+from glm_operator.api.v1alpha1 import API_VERSION, DEFAULT_SERVING_PORT, HF_CACHE_MOUNT_PATH, KIND
 from glm_operator.catalog.gpus import GPU_RESOURCE
 from glm_operator.render import names
 
 MODELS_MOUNT_PATH = "/models"
-HF_CACHE_MOUNT_PATH = "/root/.cache/huggingface"
 
 # Precisions vLLM reads from the checkpoint itself; "auto"/"bf16" never need a flag.
 _NO_FLAG_PRECISIONS = frozenset({"auto", "bf16", "bfloat16"})

@@ -36,11 +36,11 @@ from typing import Any
 import jinja2
 import yaml
 
+from glm_operator.api.v1alpha1 import HF_CACHE_MOUNT_PATH
 from glm_operator.api.vllm_args import sets_flag
 from glm_operator.catalog.gpus import GPU_RESOURCE
 from glm_operator.render import names
 from glm_operator.render.context import (
-    HF_CACHE_MOUNT_PATH,
     MODELS_MOUNT_PATH,
     NodeSelectorTerm,
     WorkloadContext,
@@ -48,6 +48,8 @@ from glm_operator.render.context import (
 
 # GPU node pools (GKE, EKS, AKS) taint their nodes with the GPU resource name
 GPU_TAINT_TOLERATION: dict[str, str] = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+#: apiVersion of the LeaderWorkerSets rendered for multi-node variants (leaderworkerset.yaml.j2)
+LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 VLLM_CONTAINER_NAME = "vllm"
 WORKER_CONTAINER_NAME = "vllm-worker"
 STARTUP_PROBE_PERIOD_SECONDS = 10
