@@ -68,7 +68,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from glm_operator.catalog.models import (
     WEIGHT_PRECISIONS,
@@ -599,20 +599,19 @@ def default_max_num_batched_tokens(
 # the fit, in steps: check the input, weights per GPU, the memory budget, KV capacity, the verdict
 
 
-@dataclass(frozen=True)
-class _MemoryBudget:
+class _MemoryBudget(NamedTuple):
     """The memory vLLM gives one rank of each pipeline stage and what it takes before the KV cache."""
 
     utilization: float
     max_num_batched_tokens: int
     requested: float
     weights: tuple[float, ...]
-    activations: tuple[float, ...]
+    activations: list[float]
     non_torch: float
     fusion_workspace: float  # part of non_torch
     cudagraph_estimate: float
     cudagraphs_in_budget: bool
-    available: tuple[float, ...]
+    available: list[float]
 
     @property
     def cudagraphs_counted(self) -> float:
@@ -620,8 +619,7 @@ class _MemoryBudget:
         return self.cudagraph_estimate if self.cudagraphs_in_budget else 0.0
 
 
-@dataclass(frozen=True)
-class _KvCapacity:
+class _KvCapacity(NamedTuple):
     """The KV cache of the pipeline stage that holds the fewest sequences (vLLM's block count)."""
 
     stage: int
@@ -633,8 +631,7 @@ class _KvCapacity:
     tokens: int
 
 
-@dataclass(frozen=True)
-class _Verdict:
+class _Verdict(NamedTuple):
     """Whether the concurrency meets minConcurrency, and whether it does so within the model's error."""
 
     fits: bool
@@ -729,18 +726,18 @@ def _memory_budget(
     tp, pp = inp.tensor_parallel_size, inp.pipeline_parallel_size
     requested = inp.gpu_memory_gib * GIB * util
     # only the last PP stage runs the profiling run's sampler
-    acts = tuple(
+    acts = [
         activation_peak_bytes(arch, tp, settings, inp.constants, last_stage=s == pp - 1) for s in range(pp)
-    )
+    ]
     non_torch = non_torch_bytes(tp, pp, settings, inp.constants, arch.hidden_size)
     stage_layers = max(end - start for start, end in pp_layer_ranges(arch.num_layers, pp))
     graphs = cudagraph_bytes(stage_layers, settings, inp.constants, tp)
     in_budget = inp.cudagraphs_in_budget
     cg = graphs if in_budget else 0.0
     if inp.available_kv_cache_gib is not None:
-        available = (inp.available_kv_cache_gib * GIB,) * pp
+        available = [inp.available_kv_cache_gib * GIB] * pp
     else:
-        available = tuple(requested - w - a - non_torch - cg for w, a in zip(weights, acts, strict=True))
+        available = [requested - w - a - non_torch - cg for w, a in zip(weights, acts, strict=True)]
     return _MemoryBudget(
         utilization=util,
         max_num_batched_tokens=settings.max_num_batched_tokens,
@@ -770,7 +767,7 @@ def _stage_blocks_and_concurrency(
     return blocks, blocks / blocks_per_request
 
 
-def _kv_capacity(inp: FitInput, available: tuple[float, ...], kv_dtype: str) -> _KvCapacity:
+def _kv_capacity(inp: FitInput, available: list[float], kv_dtype: str) -> _KvCapacity:
     """Blocks, tokens and concurrency of the KV cache: the smallest over the pipeline stages."""
     arch = inp.model.architecture
     tp, pp, dcp = inp.tensor_parallel_size, inp.pipeline_parallel_size, inp.decode_context_parallel_size
