@@ -113,7 +113,7 @@ def test_cel_rules() -> None:
     assert rules(".spec.gpu.tensorParallelSize") == ["self in [0, 1, 2, 4, 8, 16, 32]"]
     assert rules(".spec.model") == ["has(self.id) || has(self.config)"]
     assert any("maxNumSeqs" in rule for rule in rules(".spec"))
-    assert nodes[".metadata.name"]["maxLength"] == v1alpha1.MAX_NAME_LENGTH
+    assert nodes[".metadata.name"]["maxLength"] == v1alpha1.MAX_GLMDEPLOYMENT_NAME_LENGTH
     # Tensor-parallel list in CEL and in Python are the same.
     assert str(list(v1alpha1.TENSOR_PARALLEL_SIZES)) in rules(".spec.gpu.tensorParallelSize")[0]
 

@@ -57,6 +57,8 @@ def _resolve_ref(ref: str, definitions: dict[str, Any], path: str) -> dict[str, 
 
 
 def _convert(node: dict[str, Any], definitions: dict[str, Any], path: str) -> dict[str, Any]:
+    """One pydantic JSON-schema node as a structural schema node: references inlined, a nullable
+    ``anyOf`` flattened, each key converted, then checked and put in order."""
     node = dict(node)
 
     # Inline references: the referencing node's own keys (description, default, ...) win.
@@ -69,49 +71,13 @@ def _convert(node: dict[str, Any], definitions: dict[str, Any], path: str) -> di
             raise SchemaConversionError(f"{path}: allOf with {len(parts)} members is not supported")
         return _convert({**parts[0], **node}, definitions, path)
 
-    nullable = False
     if "oneOf" in node:
         raise SchemaConversionError(f"{path}: oneOf is not supported in a structural schema")
-    if "anyOf" in node:
-        members = node.pop("anyOf")
-        non_null = [member for member in members if member != {"type": "null"}]
-        nullable = len(non_null) != len(members)
-        types = sorted(str(member.get("type")) for member in non_null)
-        if len(non_null) == 1:
-            node = {**non_null[0], **node}
-            if "$ref" in node or "allOf" in node or "anyOf" in node:
-                node = _convert(node, definitions, path)
-        elif types == ["integer", "string"] and all(set(m) == {"type"} for m in non_null):
-            node["x-kubernetes-int-or-string"] = True
-        else:
-            raise SchemaConversionError(
-                f"{path}: anyOf {members!r} is not expressible in a structural schema"
-            )
+    node, nullable = _flatten_any_of(node, definitions, path)
 
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key in _DROPPED_KEYS:
-            continue
-        if key == "default" and value is None:
-            continue
-        if key == "additionalProperties":
-            if value is False:
-                continue
-            if value is True or value == {}:
-                out["x-kubernetes-preserve-unknown-fields"] = True
-                continue
-            out[key] = _convert(value, definitions, f"{path}.additionalProperties")
-        elif key == "properties":
-            out[key] = {name: _convert(child, definitions, f"{path}.{name}") for name, child in value.items()}
-        elif key == "items":
-            out[key] = _convert(value, definitions, f"{path}[]")
-        elif key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(value, bool):
-            out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
-            out[key] = True
-        elif key == "const":
-            raise SchemaConversionError(f"{path}: const is not supported; use a one-value enum")
-        else:
-            out[key] = value
+        _convert_key(out, key, value, definitions, path)
     if nullable:
         out["nullable"] = True
     if (
@@ -123,6 +89,52 @@ def _convert(node: dict[str, Any], definitions: dict[str, Any], path: str) -> di
         raise SchemaConversionError(f"{path}: object without properties (type its fields)")
     _check_node(out, path)
     return _ordered(out)
+
+
+def _flatten_any_of(
+    node: dict[str, Any], definitions: dict[str, Any], path: str
+) -> tuple[dict[str, Any], bool]:
+    """``anyOf`` as a structural schema has it: one type plus ``null`` (nullable), or integer-or-string;
+    the node and whether it is nullable."""
+    if "anyOf" not in node:
+        return node, False
+    members = node.pop("anyOf")
+    non_null = [member for member in members if member != {"type": "null"}]
+    nullable = len(non_null) != len(members)
+    types = sorted(str(member.get("type")) for member in non_null)
+    if len(non_null) == 1:
+        node = {**non_null[0], **node}
+        if "$ref" in node or "allOf" in node or "anyOf" in node:
+            node = _convert(node, definitions, path)
+    elif types == ["integer", "string"] and all(set(m) == {"type"} for m in non_null):
+        node["x-kubernetes-int-or-string"] = True
+    else:
+        raise SchemaConversionError(f"{path}: anyOf {members!r} is not expressible in a structural schema")
+    return node, nullable
+
+
+def _convert_key(out: dict[str, Any], key: str, value: Any, definitions: dict[str, Any], path: str) -> None:
+    """Put one key of a JSON-schema node into ``out`` as a structural schema says it (or drop it)."""
+    if key in _DROPPED_KEYS or (key == "default" and value is None):
+        return
+    if key == "additionalProperties":
+        if value is False:
+            return
+        if value is True or value == {}:
+            out["x-kubernetes-preserve-unknown-fields"] = True
+            return
+        out[key] = _convert(value, definitions, f"{path}.additionalProperties")
+    elif key == "properties":
+        out[key] = {name: _convert(child, definitions, f"{path}.{name}") for name, child in value.items()}
+    elif key == "items":
+        out[key] = _convert(value, definitions, f"{path}[]")
+    elif key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(value, bool):
+        out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
+        out[key] = True
+    elif key == "const":
+        raise SchemaConversionError(f"{path}: const is not supported; use a one-value enum")
+    else:
+        out[key] = value
 
 
 def _check_node(node: dict[str, Any], path: str) -> None:
@@ -142,7 +154,7 @@ def _ordered(node: dict[str, Any]) -> dict[str, Any]:
     return {key: node[key] for key in [*head, *tail]}
 
 
-def _metadata_schema(limit: int = v1alpha1.MAX_NAME_LENGTH) -> dict[str, Any]:
+def _metadata_schema(limit: int = v1alpha1.MAX_GLMDEPLOYMENT_NAME_LENGTH) -> dict[str, Any]:
     """Restrictions on metadata.name (the only ones a CRD may set on metadata)."""
     return {
         "type": "object",
@@ -160,7 +172,7 @@ def openapi_v3_schema(
     root: type[BaseModel] = v1alpha1.GLMDeployment,
     spec_model: type[BaseModel] = v1alpha1.GLMDeploymentSpec,
     status_model: type[BaseModel] = v1alpha1.GLMDeploymentStatus,
-    name_limit: int = v1alpha1.MAX_NAME_LENGTH,
+    name_limit: int = v1alpha1.MAX_GLMDEPLOYMENT_NAME_LENGTH,
 ) -> dict[str, Any]:
     """The ``openAPIV3Schema`` of a CRD (default GLMDeployment): apiVersion, kind, metadata, spec, status."""
     root_description = (root.__doc__ or "").strip()
@@ -186,8 +198,8 @@ def openapi_v3_schema(
                 ),
                 "type": "string",
             },
-            # A DNS-1035 label of at most MAX_NAME_LENGTH characters: it names the Service and,
-            # with a suffix, the Deployments of each GPU variant.
+            # A DNS-1035 label of at most name_limit characters (MAX_GLMDEPLOYMENT_NAME_LENGTH): it names
+            # the Service and, with a suffix, the Deployments of each GPU variant.
             "metadata": _metadata_schema(name_limit),
             "spec": spec,
             "status": status,

@@ -12,13 +12,20 @@ sidecar), Service and RBAC from it. It never reads the API-key Secret: the pod m
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import Field
 
-from glm_operator.api.v1alpha1 import DNS_SUBDOMAIN_PATTERN, ImageReference, _APIModel
+from glm_operator.api.v1alpha1 import (
+    API_VERSION,
+    DNS_SUBDOMAIN_PATTERN,
+    ApiVersion,
+    ImageReference,
+    _APIModel,
+)
 
-GATEWAY_KIND = "GLMGateway"
+GLMGatewayKind = Literal["GLMGateway"]
+GATEWAY_KIND: GLMGatewayKind = get_args(GLMGatewayKind)[0]
 GATEWAY_LIST_KIND = "GLMGatewayList"
 GATEWAY_PLURAL = "glmgateways"
 GATEWAY_SINGULAR = "glmgateway"
@@ -147,10 +154,8 @@ class GLMGatewayStatus(_APIModel):
 class GLMGateway(_APIModel):
     """One OpenAI-compatible endpoint for every GLMDeployment of its namespace."""
 
-    api_version: Literal["inference.glm.dev/v1alpha1"] = Field(
-        "inference.glm.dev/v1alpha1", description="inference.glm.dev/v1alpha1"
-    )
-    kind: Literal["GLMGateway"] = Field("GLMGateway", description="GLMGateway")
+    api_version: ApiVersion = Field(API_VERSION, description=API_VERSION)
+    kind: GLMGatewayKind = Field(GATEWAY_KIND, description=GATEWAY_KIND)
     metadata: dict[str, Any] = Field(default_factory=dict, description="Standard object metadata.")
     spec: GLMGatewaySpec = Field(..., description="Desired state.")
     status: GLMGatewayStatus | None = Field(None, description="Observed state, written by the operator.")

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from enum import StrEnum
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -29,30 +30,54 @@ from glm_operator.api import vllm_flags
 from glm_operator.api.inline_config import MAX_LAYERS, InlineModelConfig
 from glm_operator.api.vllm_args import EXTRA_ARG_CEL_RULES, check_extra_arg, extra_args_cel_rule, managed_flag
 
-GROUP = "inference.glm.dev"
-VERSION = "v1alpha1"
-KIND = "GLMDeployment"
+#: ``apiVersion`` of the operator's kinds and ``kind`` of this one, as types: a Literal must spell its
+#: value out, so these are the one spelling and the names below derive from them.
+ApiVersion = Literal["inference.glm.dev/v1alpha1"]
+GLMDeploymentKind = Literal["GLMDeployment"]
+API_VERSION: ApiVersion = get_args(ApiVersion)[0]
+GROUP, VERSION = API_VERSION.split("/")
+KIND: GLMDeploymentKind = get_args(GLMDeploymentKind)[0]
+#: Pod label naming the GPU type a pod was planned for; defined here (not in render.names, which
+#: builds the label sets) because the planner reads it back from pods and cannot import render.
+LABEL_GPU_PRODUCT = f"{GROUP}/gpu-product"
 LIST_KIND = "GLMDeploymentList"
 PLURAL = "glmdeployments"
 SINGULAR = "glmdeployment"
 SHORT_NAMES = ("glmd",)
-API_VERSION = f"{GROUP}/{VERSION}"
 CRD_NAME = f"{PLURAL}.{GROUP}"
 
 Quantization = Literal["auto", "bf16", "fp16", "fp8", "int8", "int4"]
 KVCacheDtype = Literal["auto", "fp8"]
-Phase = Literal["Pending", "Planning", "Deploying", "Ready", "Degraded", "Failed"]
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 QUANTIZATIONS: tuple[str, ...] = ("auto", "bf16", "fp16", "fp8", "int8", "int4")
 KV_CACHE_DTYPES: tuple[str, ...] = ("auto", "fp8")
-PHASES: tuple[str, ...] = ("Pending", "Planning", "Deploying", "Ready", "Degraded", "Failed")
+
+
+class Phase(StrEnum):
+    """``status.phase``, the summary of the conditions (``glm_operator.planning.conditions`` derives it)."""
+
+    PENDING = "Pending"
+    PLANNING = "Planning"
+    DEPLOYING = "Deploying"
+    READY = "Ready"
+    DEGRADED = "Degraded"
+    FAILED = "Failed"
+
+
+PHASES: tuple[str, ...] = tuple(phase.value for phase in Phase)
 
 #: Allowed values of ``spec.gpu.tensorParallelSize``: 0 (let the planner choose) or a power of two.
 TENSOR_PARALLEL_SIZES: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 32)
 MAX_CONTEXT_LENGTH = 4 * 1024 * 1024
-#: Longest GLMDeployment name: child objects are named ``<name>-<variant>`` and must stay ≤ 63.
-MAX_NAME_LENGTH = 40
+#: Longest GLMDeployment name: child objects are named ``<name>-<variant>`` and must stay DNS labels
+#: (``render.names.MAX_DNS_LABEL_LENGTH``, 63 characters).
+MAX_GLMDEPLOYMENT_NAME_LENGTH = 40
+#: Default ``spec.serving.port``: vLLM's OpenAI server port.
+DEFAULT_SERVING_PORT = 8000
+#: The Hugging Face cache of the vLLM image (HF_HOME): default ``mountPath`` of ``spec.modelCache``
+#: and where the default cache volume is mounted.
+HF_CACHE_MOUNT_PATH = "/root/.cache/huggingface"
 
 #: vLLM flags the operator always derives from the spec (canonical spellings; the guard also knows
 #: every other spelling vLLM accepts, see glm_operator.api.vllm_args).
@@ -675,7 +700,7 @@ class ModelCacheSpec(_APIModel):
         description="Name of an existing PersistentVolumeClaim in the namespace of the GLMDeployment.",
     )
     mount_path: str = Field(
-        "/root/.cache/huggingface",
+        HF_CACHE_MOUNT_PATH,
         min_length=1,
         max_length=1024,
         pattern=r"^/",
@@ -722,7 +747,9 @@ class ServingSpec(_APIModel):
             "vLLM OpenAI-server image. Default: the operator's configured image (Helm value vllm.image)."
         ),
     )
-    port: int = Field(8000, ge=1, le=65535, description="Port of the OpenAI-compatible API (vLLM --port).")
+    port: int = Field(
+        DEFAULT_SERVING_PORT, ge=1, le=65535, description="Port of the OpenAI-compatible API (vLLM --port)."
+    )
     api_key_secret_ref: SecretKeyRef | None = Field(
         None,
         description=(
@@ -1093,10 +1120,8 @@ class GLMDeploymentStatus(_APIModel):
 class GLMDeployment(_APIModel):
     """A GLM model served with vLLM on the GPUs that fit it."""
 
-    api_version: Literal["inference.glm.dev/v1alpha1"] = Field(
-        "inference.glm.dev/v1alpha1", description="inference.glm.dev/v1alpha1"
-    )
-    kind: Literal["GLMDeployment"] = Field("GLMDeployment", description="GLMDeployment")
+    api_version: ApiVersion = Field(API_VERSION, description=API_VERSION)
+    kind: GLMDeploymentKind = Field(KIND, description=KIND)
     metadata: dict[str, Any] = Field(default_factory=dict, description="Standard object metadata.")
     spec: GLMDeploymentSpec = Field(..., description="Desired state.")
     status: GLMDeploymentStatus | None = Field(None, description="Observed state, written by the operator.")

@@ -17,6 +17,11 @@ import yaml
 
 from glm_operator.catalog.models import CatalogError
 
+#: Prefix of every NVIDIA device-plugin resource (whole GPUs, per-type names, MIG slices).
+NVIDIA_RESOURCE_PREFIX = "nvidia.com/"
+#: The resource the NVIDIA device plugin advertises whole GPUs as; cloud GPU node pools taint their
+#: nodes with the same key.
+GPU_RESOURCE = f"{NVIDIA_RESOURCE_PREFIX}gpu"
 GFD_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 EKS_ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"

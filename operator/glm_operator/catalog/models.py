@@ -194,6 +194,62 @@ def _int(config: Mapping[str, Any], key: str, default: int | None = None) -> int
         raise CatalogError(f"model config: field {key!r} must be an integer, got {value!r}") from None
 
 
+def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A multimodal config's ``text_config``, with the top level's quantization, architectures and
+    dtype where it lacks them; any other config as it is."""
+    text = config.get("text_config")
+    if not isinstance(text, Mapping):
+        return config
+    merged = dict(text)
+    for key in ("quantization_config", "architectures", "torch_dtype", "dtype"):
+        if key in config and key not in merged:
+            merged[key] = config[key]
+    return merged
+
+
+def _linear_attention_layers(
+    config: Mapping[str, Any], model_type: str, layers: int, notes: list[str]
+) -> int:
+    """Linear-attention (KDA) layers: given, counted in ``layer_types``, or GLM-5.3-Flash's share
+    (said in ``notes``)."""
+    linear_layers = _int(config, "x_linear_attention_layers", 0)
+    layer_types = config.get("layer_types")
+    if not linear_layers and isinstance(layer_types, list):
+        linear_layers = sum(1 for t in layer_types if "linear" in str(t) or "kda" in str(t).lower())
+    if not linear_layers and model_type.startswith("glm5_next"):
+        linear_layers = round(layers * 34 / 45)
+        notes.append("linear-attention layer count not in config; assumed 34 of 45 like GLM-5.3-Flash")
+    return linear_layers
+
+
+def _attention_kind(config: Mapping[str, Any], linear_layers: int, kv_lora: int, index_heads: int) -> str:
+    """``hybrid``, ``mla+dsa``, ``mla`` or ``gqa`` (see :class:`ModelArchitecture`)."""
+    if linear_layers:
+        return "hybrid"
+    if kv_lora > 0 and (index_heads > 0 or config.get("index_topk")):
+        return "mla+dsa"
+    if kv_lora > 0:
+        return "mla"
+    return "gqa"
+
+
+def _indexer_cache_layers(config: Mapping[str, Any], attention: str, attention_layers: int) -> int:
+    """Layers with their own DSA indexer cache: the ``full`` entries of ``indexer_types``, else given,
+    else every attention layer (0 without DSA)."""
+    if attention not in ("mla+dsa", "hybrid"):
+        return 0
+    indexer_types = config.get("indexer_types")
+    if isinstance(indexer_types, list) and indexer_types:
+        return sum(1 for t in indexer_types if str(t) == "full")
+    return _int(config, "x_indexer_cache_layers", attention_layers)
+
+
+def _dtype(config: Mapping[str, Any]) -> str:
+    """The checkpoint's dtype as bf16/fp16/fp32 (bf16 where absent or unknown)."""
+    dtype_raw = str(_get(config, "torch_dtype", "bfloat16")).lower()
+    return {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32"}.get(dtype_raw, "bf16")
+
+
 @dataclass(frozen=True)
 class ModelArchitecture:
     """The parts of a decoder config that decide weights and KV-cache size.
@@ -262,13 +318,7 @@ class ModelArchitecture:
         """Parse a HF ``config.json`` dict (text config of multimodal models is used)."""
         if not isinstance(config, Mapping):
             raise CatalogError("model config must be a JSON object (the model's config.json)")
-        text = config.get("text_config")
-        if isinstance(text, Mapping):
-            merged = dict(text)
-            for key in ("quantization_config", "architectures", "torch_dtype", "dtype"):
-                if key in config and key not in merged:
-                    merged[key] = config[key]
-            config = merged
+        config = _text_config(config)
         archs = config.get("architectures") or []
         architecture = str(archs[0]) if isinstance(archs, list) and archs else ""
         model_type = str(config.get("model_type", ""))
@@ -279,29 +329,10 @@ class ModelArchitecture:
         head_dim = _int(config, "head_dim", hidden // heads if heads else 0)
         kv_lora = _int(config, "kv_lora_rank", 0)
         index_heads = _int(config, "index_n_heads", 0)
-        linear_layers = _int(config, "x_linear_attention_layers", 0)
         notes: list[str] = []
-        layer_types = config.get("layer_types")
-        if not linear_layers and isinstance(layer_types, list):
-            linear_layers = sum(1 for t in layer_types if "linear" in str(t) or "kda" in str(t).lower())
-        if not linear_layers and model_type.startswith("glm5_next"):
-            linear_layers = round(layers * 34 / 45)
-            notes.append("linear-attention layer count not in config; assumed 34 of 45 like GLM-5.3-Flash")
-        if linear_layers:
-            attention = "hybrid"
-        elif kv_lora > 0 and (index_heads > 0 or config.get("index_topk")):
-            attention = "mla+dsa"
-        elif kv_lora > 0:
-            attention = "mla"
-        else:
-            attention = "gqa"
-        indexer_cache_layers = 0
-        if attention in ("mla+dsa", "hybrid"):
-            indexer_types = config.get("indexer_types")
-            if isinstance(indexer_types, list) and indexer_types:
-                indexer_cache_layers = sum(1 for t in indexer_types if str(t) == "full")
-            else:
-                indexer_cache_layers = _int(config, "x_indexer_cache_layers", layers - linear_layers)
+        linear_layers = _linear_attention_layers(config, model_type, layers, notes)
+        attention = _attention_kind(config, linear_layers, kv_lora, index_heads)
+        indexer_cache_layers = _indexer_cache_layers(config, attention, layers - linear_layers)
         inter = _int(config, "intermediate_size", 4 * hidden)
         experts = _int(config, "n_routed_experts", 0)
         moe_inter = _int(config, "moe_intermediate_size", inter if experts else 0)
@@ -310,10 +341,7 @@ class ModelArchitecture:
         if shared_inter and not n_shared:
             n_shared = 1
         first_dense = _int(config, "first_k_dense_replace", 0)
-        dtype_raw = str(_get(config, "torch_dtype", "bfloat16")).lower()
-        dtype = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32"}.get(
-            dtype_raw, "bf16"
-        )
+        dtype = _dtype(config)
         vocab = _int(config, "vocab_size")
         if min(hidden, layers, heads, vocab) <= 0:
             raise CatalogError(

@@ -19,13 +19,13 @@ from typing import Any
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from glm_operator.api.gateway import GATEWAY_KIND, GATEWAY_PLURAL
+from glm_operator.api.v1alpha1 import API_VERSION, KIND, PLURAL
 from glm_operator.clients.managed_fields import owns_by_update, upgrade_patch
+from glm_operator.render.monitoring import POD_MONITOR_API_VERSION, POD_MONITOR_KIND, POD_MONITOR_PLURAL
+from glm_operator.render.objects import LWS_API_VERSION
 
 FIELD_MANAGER = "glm-operator"
-GROUP = "inference.glm.dev"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
-PLURAL = "glmdeployments"
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,8 @@ KINDS: dict[tuple[str, str], KindInfo] = {
     ("apps/v1", "Deployment"): KindInfo("/apis/apps/v1", "deployments"),
     ("v1", "Service"): KindInfo("/api/v1", "services"),
     ("policy/v1", "PodDisruptionBudget"): KindInfo("/apis/policy/v1", "poddisruptionbudgets"),
-    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): KindInfo(
-        "/apis/leaderworkerset.x-k8s.io/v1", "leaderworkersets"
-    ),
-    (f"{GROUP}/{VERSION}", "GLMDeployment"): KindInfo(f"/apis/{GROUP}/{VERSION}", PLURAL),
+    (LWS_API_VERSION, "LeaderWorkerSet"): KindInfo(f"/apis/{LWS_API_VERSION}", "leaderworkersets"),
+    (API_VERSION, KIND): KindInfo(f"/apis/{API_VERSION}", PLURAL),
     ("v1", "Node"): KindInfo("/api/v1", "nodes", namespaced=False),
     ("v1", "Pod"): KindInfo("/api/v1", "pods"),
     ("v1", "ServiceAccount"): KindInfo("/api/v1", "serviceaccounts"),
@@ -50,9 +48,11 @@ KINDS: dict[tuple[str, str], KindInfo] = {
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): KindInfo(
         "/apis/rbac.authorization.k8s.io/v1", "rolebindings"
     ),
-    (f"{GROUP}/{VERSION}", "GLMGateway"): KindInfo(f"/apis/{GROUP}/{VERSION}", "glmgateways"),
+    (API_VERSION, GATEWAY_KIND): KindInfo(f"/apis/{API_VERSION}", GATEWAY_PLURAL),
     ("karpenter.sh/v1", "NodePool"): KindInfo("/apis/karpenter.sh/v1", "nodepools", namespaced=False),
-    ("monitoring.coreos.com/v1", "PodMonitor"): KindInfo("/apis/monitoring.coreos.com/v1", "podmonitors"),
+    (POD_MONITOR_API_VERSION, POD_MONITOR_KIND): KindInfo(
+        f"/apis/{POD_MONITOR_API_VERSION}", POD_MONITOR_PLURAL
+    ),
 }
 
 
@@ -272,7 +272,7 @@ class KubeClient:
         With ``resource_version`` the write is conditional: the apiserver answers 409 Conflict
         when the object changed since that version (a status computed from an older read is
         never written over a newer one)."""
-        path = object_path(f"{GROUP}/{VERSION}", "GLMDeployment", namespace, name) + "/status"
+        path = object_path(API_VERSION, KIND, namespace, name) + "/status"
         body: dict[str, Any] = {"status": dict(status)}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
@@ -302,8 +302,8 @@ class KubeClient:
             "kind": "Event",
             "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
             "involvedObject": {
-                "apiVersion": involved.get("apiVersion", f"{GROUP}/{VERSION}"),
-                "kind": involved.get("kind", "GLMDeployment"),
+                "apiVersion": involved.get("apiVersion", API_VERSION),
+                "kind": involved.get("kind", KIND),
                 "name": meta["name"],
                 "namespace": meta["namespace"],
                 "uid": meta.get("uid"),

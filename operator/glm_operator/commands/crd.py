@@ -8,6 +8,8 @@ import sys
 from typing import Any
 
 from glm_operator.api import crd
+from glm_operator.api.gateway import GATEWAY_KIND
+from glm_operator.api.v1alpha1 import KIND
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -28,15 +30,15 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument(
         "--kind",
-        choices=("GLMDeployment", "GLMGateway"),
-        default="GLMDeployment",
+        choices=(KIND, GATEWAY_KIND),
+        default=KIND,
         help="which CustomResourceDefinition (default GLMDeployment)",
     )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    document = crd.build_gateway_crd() if getattr(args, "kind", None) == "GLMGateway" else crd.build_crd()
+    document = crd.build_gateway_crd() if getattr(args, "kind", None) == GATEWAY_KIND else crd.build_crd()
     if args.output == "json":
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
     elif args.output == "helm":

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from glm_operator.controller.gateway import DEFAULT_SYNC_IMAGE
+from glm_operator.gateway.haproxy_config import HTTP_PORT, PROXY_METRICS_PORT
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -36,10 +37,13 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     sync.add_argument("--gateway", required=True, help="name of the GLMGateway")
     sync.add_argument("--config-dir", required=True, help="where haproxy.cfg and the sockets live")
     sync.add_argument("--keys-file", default=None, help="mounted API-key map ('<key> <client>' per line)")
-    sync.add_argument("--port", type=int, default=8080, help="HAProxy's OpenAI port")
+    sync.add_argument("--port", type=int, default=HTTP_PORT, help="HAProxy's OpenAI port")
     sync.add_argument("--bind-address", default="0.0.0.0", help="HAProxy's listen address")
     sync.add_argument(
-        "--proxy-metrics-port", type=int, default=8404, help="HAProxy's Prometheus port (0: off)"
+        "--proxy-metrics-port",
+        type=int,
+        default=PROXY_METRICS_PORT,
+        help="HAProxy's Prometheus port (0: off)",
     )
     sync.add_argument("--master-socket", default=None, help="HAProxy master CLI socket (reloads)")
     sync.add_argument("--metrics-port", type=int, default=None, help="serve per-key counters here")

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from glm_operator.api.v1alpha1 import spec_from_dict
+from glm_operator.api.v1alpha1 import KIND, spec_from_dict
 from glm_operator.catalog.models import CatalogError
 from glm_operator.cli import UserError
 from glm_operator.commands.engine_args import add_engine_arguments, engine_from_args
@@ -63,7 +63,7 @@ def _load_documents(path: str, what: str) -> list[Any]:
 def _deployment_spec(path: str) -> Mapping[str, Any]:
     docs = _load_documents(path, "-f")
     for doc in docs:
-        if isinstance(doc, Mapping) and doc.get("kind") in (None, "GLMDeployment"):
+        if isinstance(doc, Mapping) and doc.get("kind") in (None, KIND):
             spec = doc.get("spec")
             if not isinstance(spec, Mapping):
                 raise UserError(f"-f {path}: the GLMDeployment has no spec mapping")

@@ -21,6 +21,15 @@ def _env(name: str, default: str | None = None) -> str | None:
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("run", help="run the operator", description="Run the GLMDeployment operator.")
+    _add_scope_and_endpoints(p)
+    _add_serving_and_metrics(p)
+    _add_reconciling(p)
+    _add_leader_election_and_logging(p)
+    p.set_defaults(func=run)
+
+
+def _add_scope_and_endpoints(p: argparse.ArgumentParser) -> None:
+    """Which namespaces to watch; the health and metrics endpoints."""
     scope = p.add_mutually_exclusive_group()
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace (default)")
     scope.add_argument(
@@ -33,6 +42,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--liveness", default=None, help="kopf health endpoint, e.g. http://0.0.0.0:8080/healthz")
     p.add_argument("--metrics-port", type=int, default=None, help="serve the operator's /metrics here")
     p.add_argument("--metrics-host", default="0.0.0.0")
+
+
+def _add_serving_and_metrics(p: argparse.ArgumentParser) -> None:
+    """The default vLLM image; Prometheus, its queries and the PodMonitors for autoscaling."""
     p.add_argument(
         "--default-image",
         default=_env("VLLM_IMAGE", DEFAULT_VLLM_IMAGE),
@@ -57,6 +70,10 @@ def register(subparsers: Any) -> None:
         "labels the autoscaler's queries use: auto = when the monitoring.coreos.com/v1 PodMonitor API "
         "exists, on = always, off = never (and prune existing ones) (env GLM_OPERATOR_POD_MONITOR)",
     )
+
+
+def _add_reconciling(p: argparse.ArgumentParser) -> None:
+    """Resyncs, workers, and how long replicas keep their place on nodes that are down or coming."""
     p.add_argument(
         "--resync-seconds",
         type=float,
@@ -85,6 +102,9 @@ def register(subparsers: Any) -> None:
         default=600.0,
         help="seconds a pod waiting for a node that an autoscaler launches keeps its place in the plan",
     )
+
+
+def _add_leader_election_and_logging(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--leader-election",
         action=argparse.BooleanOptionalAction,
@@ -99,7 +119,6 @@ def register(subparsers: Any) -> None:
         default=(_env("LOG_LEVEL", "info") or "info").lower(),
         choices=("debug", "info", "warning", "error"),
     )
-    p.set_defaults(func=run)
 
 
 def config_from_args(args: argparse.Namespace) -> OperatorConfig:

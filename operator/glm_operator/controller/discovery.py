@@ -24,10 +24,10 @@ from typing import Any
 from glm_operator.clients.kube import KubeClient, summarize_api_error
 from glm_operator.controller.pod_monitors import PodMonitorMode, pod_monitor_wanted
 from glm_operator.render.monitoring import POD_MONITOR_API_VERSION, POD_MONITOR_CRD, POD_MONITOR_PLURAL
+from glm_operator.render.objects import LWS_API_VERSION
 
 log = logging.getLogger(__name__)
 
-LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 RECHECK_ATTEMPTS = 8
 RECHECK_FIRST_DELAY = 0.5
 

@@ -17,7 +17,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from glm_operator.api.gateway import GATEWAY_KIND, GLMGatewaySpec
-from glm_operator.clients.kube import API_VERSION, KubeClient, object_path
+from glm_operator.api.v1alpha1 import API_VERSION
+from glm_operator.clients.kube import KubeClient, object_path
 from glm_operator.controller.retry import retry_failed
 from glm_operator.controller.workqueue import Key, WorkQueue
 from glm_operator.gateway.objects import gateway_name, render_gateway
@@ -109,6 +110,6 @@ class GatewayReconciler:
         try:
             await asyncio.to_thread(apply_gateway, self.api, body, self.image)
         except Exception as exc:
-            retry_failed(self.queue, key, "GLMGateway", exc)
+            retry_failed(self.queue, key, GATEWAY_KIND, exc)
             return
         self.queue.forget(key)

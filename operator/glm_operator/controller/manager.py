@@ -53,6 +53,7 @@ from glm_operator.controller.watches import MANAGED_SELECTOR, WatchThread, regis
 from glm_operator.controller.workqueue import Key, WorkQueue
 from glm_operator.planning.pools import node_group_label_keys
 from glm_operator.render.monitoring import POD_MONITOR_API_VERSION, POD_MONITOR_KIND
+from glm_operator.render.objects import LWS_API_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +229,7 @@ class Manager:
             self.handlers.on_glmdeployment("ADDED", {"apiVersion": API_VERSION, "kind": KIND, **obj})
         kinds = list(CHILD_KINDS)
         if self.discovery.lws_served:
-            kinds.append(("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"))
+            kinds.append((LWS_API_VERSION, "LeaderWorkerSet"))
         for api_version, kind in kinds:
             await self._load(api_version, kind)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import kopf
 
+from glm_operator.api.gateway import GATEWAY_PLURAL
 from glm_operator.api.v1alpha1 import GROUP, PLURAL, VERSION
 from glm_operator.clients import watches as watch_layer
 from glm_operator.clients.watches import Sink, Watch, WatchThread
@@ -48,7 +49,7 @@ WATCHES: tuple[Watch[EventHandlers], ...] = (
     _child("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"),
     _child("monitoring.coreos.com", "v1", POD_MONITOR_PLURAL, POD_MONITOR_KIND),
     Watch("karpenter.sh", "v1", "nodepools", lambda h: h.on_nodepool),
-    Watch(GROUP, VERSION, "glmgateways", lambda h: h.on_gateway),
+    Watch(GROUP, VERSION, GATEWAY_PLURAL, lambda h: h.on_gateway),
     Watch(
         "apps",
         "v1",

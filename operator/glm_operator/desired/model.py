@@ -14,8 +14,9 @@ from glm_operator.planning.capacity import ElasticCapacityInput
 from glm_operator.planning.conditions import MetricsStatus
 from glm_operator.planning.outages import DEFAULT_NODE_GRACE_SECONDS
 from glm_operator.planning.placement import Plan
+from glm_operator.render.objects import LWS_API_VERSION
 
-WORKLOAD_KINDS = (("apps/v1", "Deployment"), ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"))
+WORKLOAD_KINDS = (("apps/v1", "Deployment"), (LWS_API_VERSION, "LeaderWorkerSet"))
 WORKLOAD_KIND_NAMES = frozenset(kind for _, kind in WORKLOAD_KINDS)
 
 ChildRef = tuple[str, str, str]  # (apiVersion, kind, name) of a child object

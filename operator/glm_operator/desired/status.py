@@ -17,6 +17,7 @@ from glm_operator.api.v1alpha1 import (
     AutoscalerStatus,
     Condition,
     GLMDeploymentStatus,
+    Phase,
     PlanStatus,
     PlanVariant,
     RejectedVariant,
@@ -24,7 +25,7 @@ from glm_operator.api.v1alpha1 import (
 from glm_operator.desired.children import replica_sum
 from glm_operator.desired.model import Observed
 from glm_operator.desired.plan import plan_summary
-from glm_operator.planning.conditions import Phase, set_condition, summarize
+from glm_operator.planning.conditions import set_condition, summarize
 from glm_operator.planning.diagnosis import Diagnosis, diagnose_pods
 from glm_operator.planning.placement import Plan, Variant
 from glm_operator.render import names

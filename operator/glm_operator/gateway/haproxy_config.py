@@ -41,6 +41,9 @@ UNUSED_SLOT_ADDRESS = ("127.0.0.1", 9)
 #: pod's load stays under ``affinity_load_factor`` percent of the average.
 Balance = Literal["leastconn", "roundrobin", "prefix"]
 
+HTTP_PORT = 8080  # the OpenAI-compatible endpoint
+PROXY_METRICS_PORT = 8404  # HAProxy's Prometheus exporter
+
 
 @dataclass(frozen=True)
 class GatewaySettings:
@@ -49,8 +52,8 @@ class GatewaySettings:
     config_dir: str
     runtime_socket: str
     bind_address: str = "0.0.0.0"
-    port: int = 8080
-    metrics_port: int | None = 8404
+    port: int = HTTP_PORT
+    metrics_port: int | None = PROXY_METRICS_PORT
     keys_file: str | None = None  # "<api key> <client name>" per line; None: no auth
     requests_per_minute: int | None = None  # per key
     max_concurrent_requests: int | None = None  # per key

@@ -16,7 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from glm_operator.api.gateway import GLMGatewaySpec
+from glm_operator.api.gateway import GATEWAY_KIND, GATEWAY_PLURAL, GLMGatewaySpec
+from glm_operator.api.v1alpha1 import API_VERSION, GROUP, PLURAL
+from glm_operator.gateway.haproxy_config import HTTP_PORT, PROXY_METRICS_PORT
 from glm_operator.render import names
 
 GATEWAY_APP_NAME = "glm-gateway"
@@ -24,8 +26,6 @@ COMPONENT_GATEWAY = "gateway"
 RUN_DIR = "/run/glm-gateway"
 KEYS_DIR = "/etc/glm-gateway/keys"
 KEYS_FILE = "keys.map"
-HTTP_PORT = 8080
-PROXY_METRICS_PORT = 8404
 SYNC_METRICS_PORT = 9090
 #: Non-root user both containers run as, so they can share the control sockets (mode 600).
 GATEWAY_UID = 65532
@@ -57,8 +57,8 @@ def _metadata(gateway: Mapping[str, Any], name: str | None = None) -> dict[str, 
         "labels": gateway_labels(meta["name"]),
         "ownerReferences": [
             {
-                "apiVersion": gateway.get("apiVersion", f"{names.GROUP}/v1alpha1"),
-                "kind": "GLMGateway",
+                "apiVersion": gateway.get("apiVersion", API_VERSION),
+                "kind": GATEWAY_KIND,
                 "name": meta["name"],
                 "uid": meta["uid"],
                 "controller": True,
@@ -93,16 +93,81 @@ def _container_security() -> dict[str, Any]:
     }
 
 
+def _pod_security() -> dict[str, Any]:
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": GATEWAY_UID,
+        "runAsGroup": GATEWAY_UID,
+        "fsGroup": GATEWAY_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def _volumes(spec: GLMGatewaySpec) -> list[dict[str, Any]]:
+    """The in-memory run directory (config, master socket) and the API keys Secret."""
+    return [
+        {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
+        {
+            "name": "api-keys",
+            "secret": {
+                "secretName": spec.api_keys.secret_name,
+                "items": [{"key": spec.api_keys.key, "path": KEYS_FILE}],
+            },
+        },
+    ]
+
+
+def _sync_container(
+    name: str,
+    container: str,
+    sync_image: str,
+    once: bool,
+    mounts: list[dict[str, Any]],
+    env: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The sync program: ``once`` writes the first config (init container), else it follows changes."""
+    out: dict[str, Any] = {
+        "name": container,
+        "image": sync_image,
+        "args": sync_args(name, once=once),
+        "env": env,
+    }
+    if not once:
+        out["ports"] = [{"name": "sync-metrics", "containerPort": SYNC_METRICS_PORT}]
+    out["volumeMounts"] = mounts
+    out["securityContext"] = _container_security()
+    if not once:
+        out["resources"] = {"requests": {"cpu": "50m", "memory": "96Mi"}}
+    return out
+
+
+def _haproxy_container(spec: GLMGatewaySpec, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+    health = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 5}
+    return {
+        "name": "haproxy",
+        "image": spec.image,
+        "command": ["haproxy", "-W", "-db", "-S", f"{RUN_DIR}/master.sock"],
+        "args": ["-f", f"{RUN_DIR}/haproxy.cfg"],
+        "ports": [
+            {"name": "http", "containerPort": HTTP_PORT},
+            {"name": "proxy-metrics", "containerPort": PROXY_METRICS_PORT},
+        ],
+        "readinessProbe": health,
+        "livenessProbe": {**health, "failureThreshold": 6},
+        "volumeMounts": mounts,
+        "securityContext": _container_security(),
+        "resources": {"requests": {"cpu": "250m", "memory": "128Mi"}},
+    }
+
+
 def _deployment(gateway: Mapping[str, Any], spec: GLMGatewaySpec, sync_image: str) -> dict[str, Any]:
     name = gateway["metadata"]["name"]
-    mounts = [
+    # one list each for every container that has it (safe_dump writes it once, with an anchor)
+    mounts: list[dict[str, Any]] = [
         {"name": "run", "mountPath": RUN_DIR},
         {"name": "api-keys", "mountPath": KEYS_DIR, "readOnly": True},
     ]
-    namespace_env = [
-        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}
-    ]
-    health = {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 5}
+    env = [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -114,61 +179,14 @@ def _deployment(gateway: Mapping[str, Any], spec: GLMGatewaySpec, sync_image: st
                 "metadata": {"labels": gateway_labels(name)},
                 "spec": {
                     "serviceAccountName": gateway_name(name),
-                    "securityContext": {
-                        "runAsNonRoot": True,
-                        "runAsUser": GATEWAY_UID,
-                        "runAsGroup": GATEWAY_UID,
-                        "fsGroup": GATEWAY_UID,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
+                    "securityContext": _pod_security(),
                     # In flight requests get the read timeout to finish when a pod is replaced.
                     "terminationGracePeriodSeconds": spec.read_timeout_seconds + 5,
-                    "volumes": [
-                        {"name": "run", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
-                        {
-                            "name": "api-keys",
-                            "secret": {
-                                "secretName": spec.api_keys.secret_name,
-                                "items": [{"key": spec.api_keys.key, "path": KEYS_FILE}],
-                            },
-                        },
-                    ],
-                    "initContainers": [
-                        {
-                            "name": "config",
-                            "image": sync_image,
-                            "args": sync_args(name, once=True),
-                            "env": namespace_env,
-                            "volumeMounts": mounts,
-                            "securityContext": _container_security(),
-                        }
-                    ],
+                    "volumes": _volumes(spec),
+                    "initContainers": [_sync_container(name, "config", sync_image, True, mounts, env)],
                     "containers": [
-                        {
-                            "name": "haproxy",
-                            "image": spec.image,
-                            "command": ["haproxy", "-W", "-db", "-S", f"{RUN_DIR}/master.sock"],
-                            "args": ["-f", f"{RUN_DIR}/haproxy.cfg"],
-                            "ports": [
-                                {"name": "http", "containerPort": HTTP_PORT},
-                                {"name": "proxy-metrics", "containerPort": PROXY_METRICS_PORT},
-                            ],
-                            "readinessProbe": health,
-                            "livenessProbe": {**health, "failureThreshold": 6},
-                            "volumeMounts": mounts,
-                            "securityContext": _container_security(),
-                            "resources": {"requests": {"cpu": "250m", "memory": "128Mi"}},
-                        },
-                        {
-                            "name": "sync",
-                            "image": sync_image,
-                            "args": sync_args(name, once=False),
-                            "env": namespace_env,
-                            "ports": [{"name": "sync-metrics", "containerPort": SYNC_METRICS_PORT}],
-                            "volumeMounts": mounts,
-                            "securityContext": _container_security(),
-                            "resources": {"requests": {"cpu": "50m", "memory": "96Mi"}},
-                        },
+                        _haproxy_container(spec, mounts),
+                        _sync_container(name, "sync", sync_image, False, mounts, env),
                     ],
                 },
             },
@@ -191,8 +209,8 @@ def render_gateway(gateway: Mapping[str, Any], spec: GLMGatewaySpec, sync_image:
             "metadata": _metadata(gateway),
             "rules": [
                 {
-                    "apiGroups": [names.GROUP],
-                    "resources": ["glmdeployments", "glmgateways"],
+                    "apiGroups": [GROUP],
+                    "resources": [PLURAL, GATEWAY_PLURAL],
                     "verbs": ["get", "list", "watch"],
                 },
                 {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},

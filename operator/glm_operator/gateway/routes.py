@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from glm_operator.api.v1alpha1 import DEFAULT_SERVING_PORT
 from glm_operator.render import names
 
 #: Largest server weight HAProxy accepts.
@@ -123,7 +124,7 @@ def model_source(glmd: Mapping[str, Any]) -> ModelSource | None:
     return ModelSource(
         deployment=names.label_value(str(metadata.get("name", ""))),
         served_name=str(served),
-        port=int((spec.get("serving") or {}).get("port") or 8000),
+        port=int((spec.get("serving") or {}).get("port") or DEFAULT_SERVING_PORT),
         concurrency_by_gpu=concurrency,
     )
 

@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from glm_operator.api.gateway import GLMGatewaySpec
+from glm_operator.api.gateway import GATEWAY_PLURAL, GLMGatewaySpec
+from glm_operator.api.v1alpha1 import GROUP, PLURAL, VERSION
 from glm_operator.clients.haproxy import HAProxyRuntime
 from glm_operator.clients.watches import Sink, Watch, WatchThread, safely
 from glm_operator.clients.watches import registry as watch_registry
 from glm_operator.clients.watches import settings as watch_settings
-from glm_operator.gateway.haproxy_config import Balance, GatewaySettings
+from glm_operator.gateway.haproxy_config import HTTP_PORT, PROXY_METRICS_PORT, Balance, GatewaySettings
 from glm_operator.gateway.proxy import ProxyDriver
 from glm_operator.gateway.routes import RoutingTable, compute_routing_table
 from glm_operator.render import names
@@ -35,7 +36,6 @@ from glm_operator.render import names
 log = logging.getLogger(__name__)
 
 POD_SELECTOR = f"{names.LABEL_COMPONENT}={names.COMPONENT_INFERENCE},{names.LABEL_PART_OF}={names.PART_OF}"
-API_VERSION_NAME = "v1alpha1"
 BALANCE: dict[str, Balance] = {
     "LeastRequests": "leastconn",
     "RoundRobin": "roundrobin",
@@ -49,9 +49,9 @@ class SyncOptions:
     gateway: str
     config_dir: str
     keys_file: str | None
-    port: int = 8080
+    port: int = HTTP_PORT
     bind_address: str = "0.0.0.0"
-    proxy_metrics_port: int | None = 8404
+    proxy_metrics_port: int | None = PROXY_METRICS_PORT
     master_socket: str | None = None
     address_map: str | None = None  # tests: JSON {pod IP: loopback address}; unmapped pods left out
 
@@ -119,8 +119,8 @@ def watches(gateway: str) -> tuple[Watch[Store], ...]:
         return lambda store: lambda event_type, obj: store.update(kind, event_type or "ADDED", obj)
 
     return (
-        Watch(names.GROUP, API_VERSION_NAME, "glmdeployments", into("glmdeployments")),
-        Watch(names.GROUP, API_VERSION_NAME, "glmgateways", into("glmgateways"), name=gateway),
+        Watch(GROUP, VERSION, PLURAL, into(PLURAL)),
+        Watch(GROUP, VERSION, GATEWAY_PLURAL, into(GATEWAY_PLURAL), name=gateway),
         Watch("", "v1", "pods", into("pods"), server_selector=POD_SELECTOR),
     )
 
@@ -166,7 +166,7 @@ class GatewaySync:
     def desired(self) -> tuple[GatewaySettings, RoutingTable] | None:
         """Settings and routing table from the store; None until the GLMGateway is seen."""
         gateways = [
-            g for g in self.store.items("glmgateways") if g["metadata"]["name"] == self.options.gateway
+            g for g in self.store.items(GATEWAY_PLURAL) if g["metadata"]["name"] == self.options.gateway
         ]
         if not gateways:
             return None
@@ -180,9 +180,7 @@ class GatewaySync:
             if self.runtime is not None:
                 self.driver.resume()  # the proxy runs the files an earlier process wrote
         previous = self.driver.current.slots() if self.driver.current else None
-        table = compute_routing_table(
-            self.store.items("glmdeployments"), pods, slots=settings.slots, previous=previous
-        )
+        table = compute_routing_table(self.store.items(PLURAL), pods, slots=settings.slots, previous=previous)
         return settings, table
 
     def step(self) -> str:
@@ -212,13 +210,13 @@ class GatewaySync:
         custom = k8s.CustomObjectsApi(api_client)
         ns = self.options.namespace
         only_ours = f"metadata.name={self.options.gateway}"
-        glmds: Any = custom.list_namespaced_custom_object(names.GROUP, API_VERSION_NAME, ns, "glmdeployments")
+        glmds: Any = custom.list_namespaced_custom_object(GROUP, VERSION, ns, PLURAL)
         gateways: Any = custom.list_namespaced_custom_object(
-            names.GROUP, API_VERSION_NAME, ns, "glmgateways", field_selector=only_ours
+            GROUP, VERSION, ns, GATEWAY_PLURAL, field_selector=only_ours
         )
         pods = k8s.CoreV1Api(api_client).list_namespaced_pod(ns, label_selector=POD_SELECTOR)
-        self.store.replace("glmdeployments", glmds.get("items") or [])
-        self.store.replace("glmgateways", gateways.get("items") or [])
+        self.store.replace(PLURAL, glmds.get("items") or [])
+        self.store.replace(GATEWAY_PLURAL, gateways.get("items") or [])
         self.store.replace("pods", [api_client.sanitize_for_serialization(p) for p in pods.items])
 
     def start_watches(self) -> WatchThread:

@@ -29,7 +29,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from glm_operator.planning.nodes import GPU_RESOURCE, GpuPool
+from glm_operator.catalog.gpus import GPU_RESOURCE
+from glm_operator.planning.nodes import GpuPool
 from glm_operator.planning.pools import (
     ElasticPool,
     new_machines,

@@ -35,9 +35,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
+from glm_operator.api.v1alpha1 import Phase
 from glm_operator.planning.diagnosis import CAPACITY_REASONS, Diagnosis
 
 PLANNED = "Planned"
@@ -55,15 +55,6 @@ _STATUSES = frozenset({TRUE, FALSE, UNKNOWN})
 # metav1.Condition: reason matches this and is at most 1024 characters; message at most 32768.
 _REASON_PATTERN = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 MAX_MESSAGE_LENGTH = 32768
-
-
-class Phase(StrEnum):
-    PENDING = "Pending"
-    PLANNING = "Planning"
-    DEPLOYING = "Deploying"
-    READY = "Ready"
-    DEGRADED = "Degraded"
-    FAILED = "Failed"
 
 
 @dataclass(frozen=True)
@@ -198,53 +189,10 @@ def summarize(
         nonlocal conditions
         conditions = set_condition(conditions, type, status, reason, message, generation, now)
 
-    # Planned
-    if plan_ok is None:
-        put(PLANNED, UNKNOWN, plan_reason or "PlanPending", plan_message or "Waiting for a plan.")
-    elif plan_ok:
-        put(PLANNED, TRUE, plan_reason or "Planned", plan_message)
-    else:
-        put(PLANNED, FALSE, plan_reason or "PlanFailed", plan_message)
-
-    # Available
-    replicas_text = f"{ready}/{desired} replicas ready"
-    if plan_ok is not True and ready < max(desired, 1):
-        put(AVAILABLE, FALSE, "NotPlanned" if plan_ok is None else "PlanFailed", replicas_text)
-    elif ready >= desired:
-        put(AVAILABLE, TRUE, "ScaledToZero" if desired == 0 else "AllReplicasReady", replicas_text)
-    else:
-        put(AVAILABLE, FALSE, "ReplicasNotReady", replicas_text)
-
-    # Progressing and Degraded
-    moving = plan_ok is True and (updated < desired or ready != desired)
-    if plan_ok is None:
-        put(PROGRESSING, TRUE, "Planning", "Computing a plan for this generation.")
-        put(DEGRADED, FALSE, "AsExpected", "")
-    elif plan_ok is False:
-        put(PROGRESSING, FALSE, "PlanFailed", "No rollout until the plan succeeds.")
-        put(DEGRADED, TRUE, plan_reason or "PlanFailed", plan_message)
-    else:
-        if degraded and moving:
-            put(
-                PROGRESSING,
-                FALSE,
-                "RolloutStalled",
-                f"{updated}/{desired} replicas updated, {replicas_text}.",
-            )
-        elif updated < desired:
-            put(PROGRESSING, TRUE, "RollingOut", f"{updated}/{desired} replicas updated, {replicas_text}.")
-        elif ready < desired:
-            put(PROGRESSING, TRUE, "WaitingForReplicas", f"{replicas_text}.")
-        elif ready > desired:
-            put(PROGRESSING, TRUE, "ScalingDown", f"{replicas_text}.")
-        else:
-            put(PROGRESSING, FALSE, "RolloutComplete", f"{replicas_text}.")
-        if degraded:
-            put(DEGRADED, TRUE, degraded[0].reason, _degraded_message(degraded))
-        else:
-            put(DEGRADED, FALSE, "AsExpected", "")
-
-    # MetricsAvailable
+    put(PLANNED, *_planned(plan_ok, plan_reason, plan_message))
+    put(AVAILABLE, *_available(plan_ok, desired, ready))
+    put(PROGRESSING, *_progressing(plan_ok, desired, ready, updated, degraded))
+    put(DEGRADED, *_degraded(plan_ok, plan_reason, plan_message, degraded))
     if metrics is None:
         conditions = remove_condition(conditions, METRICS_AVAILABLE)
     else:
@@ -252,6 +200,61 @@ def summarize(
 
     conditions = _ordered(conditions)
     return _phase(plan_ok, ever_planned, desired, ready, degraded, conditions, generation), conditions
+
+
+# (status, reason, message) of one condition
+_Condition = tuple[str, str, str]
+
+
+def _planned(plan_ok: bool | None, plan_reason: str, plan_message: str) -> _Condition:
+    """Planned: Unknown until this generation is planned, then whether the planner found variants."""
+    if plan_ok is None:
+        return UNKNOWN, plan_reason or "PlanPending", plan_message or "Waiting for a plan."
+    if plan_ok:
+        return TRUE, plan_reason or "Planned", plan_message
+    return FALSE, plan_reason or "PlanFailed", plan_message
+
+
+def _available(plan_ok: bool | None, desired: int, ready: int) -> _Condition:
+    """Available: every desired replica ready (replicas of an earlier plan count while re-planning)."""
+    replicas_text = f"{ready}/{desired} replicas ready"
+    if plan_ok is not True and ready < max(desired, 1):
+        return FALSE, "NotPlanned" if plan_ok is None else "PlanFailed", replicas_text
+    if ready >= desired:
+        return TRUE, "ScaledToZero" if desired == 0 else "AllReplicasReady", replicas_text
+    return FALSE, "ReplicasNotReady", replicas_text
+
+
+def _progressing(
+    plan_ok: bool | None, desired: int, ready: int, updated: int, degraded: Sequence[Diagnosis]
+) -> _Condition:
+    """Progressing: planning, rolling out, waiting for or scaling down replicas, stalled or complete."""
+    if plan_ok is None:
+        return TRUE, "Planning", "Computing a plan for this generation."
+    if plan_ok is False:
+        return FALSE, "PlanFailed", "No rollout until the plan succeeds."
+    replicas_text = f"{ready}/{desired} replicas ready"
+    moving = updated < desired or ready != desired
+    if degraded and moving:
+        return FALSE, "RolloutStalled", f"{updated}/{desired} replicas updated, {replicas_text}."
+    if updated < desired:
+        return TRUE, "RollingOut", f"{updated}/{desired} replicas updated, {replicas_text}."
+    if ready < desired:
+        return TRUE, "WaitingForReplicas", f"{replicas_text}."
+    if ready > desired:
+        return TRUE, "ScalingDown", f"{replicas_text}."
+    return FALSE, "RolloutComplete", f"{replicas_text}."
+
+
+def _degraded(
+    plan_ok: bool | None, plan_reason: str, plan_message: str, degraded: Sequence[Diagnosis]
+) -> _Condition:
+    """Degraded: the plan failed, or the first diagnosis (all of them in the message)."""
+    if plan_ok is False:
+        return TRUE, plan_reason or "PlanFailed", plan_message
+    if plan_ok is None or not degraded:
+        return FALSE, "AsExpected", ""
+    return TRUE, degraded[0].reason, _degraded_message(degraded)
 
 
 def _phase(

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-LABEL_GPU_PRODUCT = "inference.glm.dev/gpu-product"
+from glm_operator.api.v1alpha1 import LABEL_GPU_PRODUCT
+
 LABEL_LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 LABEL_LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 

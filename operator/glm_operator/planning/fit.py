@@ -68,7 +68,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from glm_operator.catalog.models import (
     WEIGHT_PRECISIONS,
@@ -596,15 +596,58 @@ def default_max_num_batched_tokens(
 
 
 # --------------------------------------------------------------------------------------------
-# the fit
+# the fit, in steps: check the input, weights per GPU, the memory budget, KV capacity, the verdict
 
 
-def estimate_fit(inp: FitInput) -> FitResult:
-    """Weights, KV cache and concurrency per GPU for one instance; see the module docstring."""
+class _MemoryBudget(NamedTuple):
+    """The memory vLLM gives one rank of each pipeline stage and what it takes before the KV cache."""
+
+    utilization: float
+    max_num_batched_tokens: int
+    requested: float
+    weights: tuple[float, ...]
+    activations: list[float]
+    non_torch: float
+    fusion_workspace: float  # part of non_torch
+    cudagraph_estimate: float
+    cudagraphs_in_budget: bool
+    available: list[float]
+
+    @property
+    def cudagraphs_counted(self) -> float:
+        """The CUDA-graph memory subtracted from the budget (0 where vLLM captures them after it)."""
+        return self.cudagraph_estimate if self.cudagraphs_in_budget else 0.0
+
+
+class _KvCapacity(NamedTuple):
+    """The KV cache of the pipeline stage that holds the fewest sequences (vLLM's block count)."""
+
+    stage: int
+    bytes_per_token: int
+    request_state: int
+    block_size: int
+    blocks: int
+    concurrency: float
+    tokens: int
+
+
+class _Verdict(NamedTuple):
+    """Whether the concurrency meets minConcurrency, and whether it does so within the model's error."""
+
+    fits: bool
+    guaranteed: float
+    within_error: bool
+
+
+def _check_fit_input(inp: FitInput) -> float:
+    """Raise :class:`FitInputError` where vLLM would refuse the input; return the memory utilization."""
     model = inp.model
-    arch = model.architecture
-    tp, pp, dcp = inp.tensor_parallel_size, inp.pipeline_parallel_size, inp.decode_context_parallel_size
-    error = parallelism_error(arch, tp, pp, dcp)
+    error = parallelism_error(
+        model.architecture,
+        inp.tensor_parallel_size,
+        inp.pipeline_parallel_size,
+        inp.decode_context_parallel_size,
+    )
     if error:
         raise FitInputError(error)
     if inp.max_model_len < 1:
@@ -621,17 +664,18 @@ def estimate_fit(inp: FitInput) -> FitResult:
     )
     if not 0 < util <= 1:
         raise FitInputError("gpu_memory_utilization must be in (0, 1]")
-    precision, layout = resolve_weight_precision(model, inp.quantization)
-    kv_dtype = inp.kv_cache_dtype.lower()
-    kv_dtype_bytes(arch, kv_dtype)  # validates
-    notes: list[str] = []
-    uncertain: list[str] = list(model.notes)
+    return util
 
-    max_num_seqs = inp.max_num_seqs or DEFAULT_MAX_NUM_SEQS
-    mnbt = inp.max_num_batched_tokens or default_max_num_batched_tokens(
-        inp.gpu_memory_gib, inp.compute_capability, inp.vllm_version
+
+def _weights_per_gpu(
+    inp: FitInput, precision: str, layout: CheckpointQuantization | None
+) -> tuple[float, ...]:
+    """Weight bytes on one rank of each pipeline stage: counted from the config, scaled up to vLLM's
+    logged figure where the catalog has one, or the ``weights_gib`` given."""
+    model, arch = inp.model, inp.model.architecture
+    weights = weights_bytes_per_stage(
+        arch, inp.tensor_parallel_size, inp.pipeline_parallel_size, precision, layout
     )
-    weights = weights_bytes_per_stage(arch, tp, pp, precision, layout)
     logged = model.loaded_weights(precision)
     if logged is not None:
         # vLLM loads more than the config counts (catalog ``loaded_weights``): scale up to its own
@@ -643,15 +687,18 @@ def estimate_fit(inp: FitInput) -> FitResult:
     if inp.weights_gib is not None:
         # a checkpoint layout we do not model (MXFP4, vision towers): the logged "Model loading took"
         weights = tuple(inp.weights_gib * GIB for _ in weights)
-    bpt = kv_bytes_per_token_per_stage(arch, tp, pp, kv_dtype, inp.extra_kv_layers)
-    state = per_request_state_bytes(arch, tp, pp)
-    block = inp.block_size or default_block_size(arch, inp.compute_capability)
-    requested = inp.gpu_memory_gib * GIB * util
+    return weights
+
+
+def _budget_settings(inp: FitInput, precision: str) -> BudgetSettings:
+    """The engine settings vLLM's profiling run depends on (batch sizes, sampler, runner, release)."""
+    arch = inp.model.architecture
     hybrid = arch.linear_attention_layers > 0
     runner_v2 = model_runner_v2(inp.vllm_version, arch.architecture, arch.is_moe, hybrid)
-    settings = BudgetSettings(
-        max_num_batched_tokens=mnbt,
-        max_num_seqs=max_num_seqs,
+    return BudgetSettings(
+        max_num_batched_tokens=inp.max_num_batched_tokens
+        or default_max_num_batched_tokens(inp.gpu_memory_gib, inp.compute_capability, inp.vllm_version),
+        max_num_seqs=inp.max_num_seqs or DEFAULT_MAX_NUM_SEQS,
         flashinfer_sampler=(
             inp.flashinfer_sampler
             if inp.flashinfer_sampler is not None
@@ -661,158 +708,245 @@ def estimate_fit(inp: FitInput) -> FitResult:
         enforce_eager=inp.enforce_eager,
         max_model_len=inp.max_model_len,
         compute_capability=inp.compute_capability,
-        decode_context_parallel_size=dcp,
+        decode_context_parallel_size=inp.decode_context_parallel_size,
         generation=budget_generation(inp.vllm_version),  # the release's profiling run
         fusion_workspace_rounded=fusion_workspace_rounded(inp.vllm_version),
         fp8_experts=precision == "fp8",
         model_runner_v1=cudagraph_in_budget(inp.vllm_version) and not runner_v2,
         v2_graph_estimate=v2_graph_estimate(inp.vllm_version),
     )
+
+
+def _memory_budget(
+    inp: FitInput, util: float, weights: tuple[float, ...], settings: BudgetSettings
+) -> _MemoryBudget:
+    """requested - weights - activation peak - non-torch - CUDA graphs, per pipeline stage (or the
+    ``available_kv_cache_gib`` given)."""
+    arch = inp.model.architecture
+    tp, pp = inp.tensor_parallel_size, inp.pipeline_parallel_size
+    requested = inp.gpu_memory_gib * GIB * util
     # only the last PP stage runs the profiling run's sampler
     acts = [
         activation_peak_bytes(arch, tp, settings, inp.constants, last_stage=s == pp - 1) for s in range(pp)
     ]
     non_torch = non_torch_bytes(tp, pp, settings, inp.constants, arch.hidden_size)
-    fusion = fusion_workspace_bytes(arch.hidden_size, tp, pp, settings)
     stage_layers = max(end - start for start, end in pp_layer_ranges(arch.num_layers, pp))
     graphs = cudagraph_bytes(stage_layers, settings, inp.constants, tp)
-    graphs_in_budget = inp.cudagraphs_in_budget
-    cg = graphs if graphs_in_budget else 0.0
-
+    in_budget = inp.cudagraphs_in_budget
+    cg = graphs if in_budget else 0.0
     if inp.available_kv_cache_gib is not None:
         available = [inp.available_kv_cache_gib * GIB] * pp
-        notes.append(
-            f"available KV cache memory given as {inp.available_kv_cache_gib:.2f} GiB (budget not computed)"
-        )
     else:
         available = [requested - w - a - non_torch - cg for w, a in zip(weights, acts, strict=True)]
+    return _MemoryBudget(
+        utilization=util,
+        max_num_batched_tokens=settings.max_num_batched_tokens,
+        requested=requested,
+        weights=weights,
+        activations=acts,
+        non_torch=non_torch,
+        fusion_workspace=fusion_workspace_bytes(arch.hidden_size, tp, pp, settings),
+        cudagraph_estimate=graphs,
+        cudagraphs_in_budget=in_budget,
+        available=available,
+    )
 
-    tokens_per_request = math.ceil(inp.max_model_len / dcp)
-    blocks_per_request = math.ceil(tokens_per_request / block)
-    stage_blocks: list[int] = []
-    stage_concurrency: list[float] = []
-    for avail, per_token, st in zip(available, bpt, state, strict=True):
-        page = block * per_token
-        if avail <= 0 or page <= 0:
-            stage_blocks.append(0)
-            stage_concurrency.append(0.0)
-            continue
-        if st:
-            conc = avail / (st + blocks_per_request * page)
-            stage_concurrency.append(conc)
-            stage_blocks.append(int(conc * blocks_per_request))
-        else:
-            blocks = int(avail // page)
-            stage_blocks.append(blocks)
-            stage_concurrency.append(blocks / blocks_per_request)
-    worst = min(range(pp), key=lambda s: stage_concurrency[s])
-    act = acts[worst]
-    num_blocks = stage_blocks[worst]
-    concurrency = stage_concurrency[worst]
-    if arch.linear_attention_layers:
-        kv_tokens = int(concurrency * inp.max_model_len)
-    else:
-        kv_tokens = num_blocks * block * dcp
+
+def _stage_blocks_and_concurrency(
+    available: float, bytes_per_token: int, request_state: int, block: int, blocks_per_request: int
+) -> tuple[int, float]:
+    """KV blocks and concurrent sequences one pipeline stage's pool holds (hybrid models: each
+    sequence also holds its fixed linear-attention state)."""
+    page = block * bytes_per_token
+    if available <= 0 or page <= 0:
+        return 0, 0.0
+    if request_state:
+        concurrency = available / (request_state + blocks_per_request * page)
+        return int(concurrency * blocks_per_request), concurrency
+    blocks = int(available // page)
+    return blocks, blocks / blocks_per_request
+
+
+def _kv_capacity(inp: FitInput, available: list[float], kv_dtype: str) -> _KvCapacity:
+    """Blocks, tokens and concurrency of the KV cache: the smallest over the pipeline stages."""
+    arch = inp.model.architecture
+    tp, pp, dcp = inp.tensor_parallel_size, inp.pipeline_parallel_size, inp.decode_context_parallel_size
+    bpt = kv_bytes_per_token_per_stage(arch, tp, pp, kv_dtype, inp.extra_kv_layers)
+    state = per_request_state_bytes(arch, tp, pp)
+    block = inp.block_size or default_block_size(arch, inp.compute_capability)
+    blocks_per_request = math.ceil(math.ceil(inp.max_model_len / dcp) / block)
+    stages = [
+        _stage_blocks_and_concurrency(avail, per_token, st, block, blocks_per_request)
+        for avail, per_token, st in zip(available, bpt, state, strict=True)
+    ]
+    worst = min(range(pp), key=lambda s: stages[s][1])
+    blocks, concurrency = stages[worst]
+    # hybrid models: reported the >= 0.21 way, sequences x max_model_len
+    hybrid = arch.linear_attention_layers > 0
+    tokens = int(concurrency * inp.max_model_len) if hybrid else blocks * block * dcp
+    return _KvCapacity(worst, bpt[worst], state[worst], block, blocks, concurrency, tokens)
+
+
+def _verdict(inp: FitInput, concurrency: float) -> _Verdict:
+    """Fits when concurrency >= minConcurrency; with ``guarantee_min_concurrency`` also after the
+    budget model's KV-token error."""
     fits = concurrency >= inp.min_concurrency and concurrency > 0
     guaranteed = concurrency * (1 - KV_TOKEN_ERROR)
     within_error = fits and guaranteed < inp.min_concurrency and inp.available_kv_cache_gib is None
     if inp.guarantee_min_concurrency and within_error:
         fits = False
+    return _Verdict(fits, guaranteed, within_error)
 
-    gib = GIB
-    w_rank = weights[worst]
+
+def _budget_reason(inp: FitInput, budget: _MemoryBudget, stage: int) -> str:
+    """The budget's subtraction for one stage, in GiB."""
+    fusion = budget.fusion_workspace
+    return (
+        f"budget {budget.requested / GIB:.2f} GiB ({inp.gpu_memory_gib:.2f} GiB x "
+        f"{budget.utilization}) - "
+        f"weights - activation {budget.activations[stage] / GIB:.2f} GiB "
+        f"(max_num_batched_tokens {budget.max_num_batched_tokens}) - "
+        f"non-torch {budget.non_torch / GIB:.2f} GiB"
+        + (f" (of it {fusion / GIB:.2f} GiB FlashInfer all-reduce fusion workspace)" if fusion else "")
+        + f" - CUDA graphs {budget.cudagraphs_counted / GIB:.2f} GiB "
+        f"({'counted' if budget.cudagraphs_in_budget else 'not counted'} by vLLM "
+        f"{format_version(inp.vllm_version)}) = "
+        f"{budget.available[stage] / GIB:.2f} GiB for the KV cache"
+    )
+
+
+def _margin(inp: FitInput, kv: _KvCapacity, verdict: _Verdict) -> str:
+    return (
+        f"concurrency {kv.concurrency:.2f} is within the budget model's {KV_TOKEN_ERROR:.0%} KV-token error "
+        f"of minConcurrency {inp.min_concurrency:g} (worst case {verdict.guaranteed:.2f})"
+    )
+
+
+def _reasons(
+    inp: FitInput, precision: str, kv_dtype: str, budget: _MemoryBudget, kv: _KvCapacity, verdict: _Verdict
+) -> list[str]:
+    """The fit in words: weights, the budget, the KV cache and the verdict, at the limiting stage."""
+    tp, pp, dcp = inp.tensor_parallel_size, inp.pipeline_parallel_size, inp.decode_context_parallel_size
+    worst = kv.stage
     reasons = [
-        f"weights {w_rank / gib:.2f} GiB per GPU ({precision}, TP={tp}"
+        f"weights {budget.weights[worst] / GIB:.2f} GiB per GPU ({precision}, TP={tp}"
         + (f", PP={pp}, stage {worst + 1} of {pp}" if pp > 1 else "")
         + ")",
     ]
     if inp.available_kv_cache_gib is None:
+        reasons.append(_budget_reason(inp, budget, worst))
+    available = budget.available[worst]
+    if available <= 0:
         reasons.append(
-            f"budget {requested / gib:.2f} GiB ({inp.gpu_memory_gib:.2f} GiB x "
-            f"{util}) - "
-            f"weights - activation {act / gib:.2f} GiB (max_num_batched_tokens {mnbt}) - "
-            f"non-torch {non_torch / gib:.2f} GiB"
-            + (f" (of it {fusion / gib:.2f} GiB FlashInfer all-reduce fusion workspace)" if fusion else "")
-            + f" - CUDA graphs {cg / gib:.2f} GiB "
-            f"({'counted' if graphs_in_budget else 'not counted'} by vLLM "
-            f"{format_version(inp.vllm_version)}) = "
-            f"{available[worst] / gib:.2f} GiB for the KV cache"
-        )
-    if available[worst] <= 0:
-        reasons.append(
-            f"no memory left for the KV cache: short by {-available[worst] / gib:.2f} GiB per GPU "
+            f"no memory left for the KV cache: short by {-available / GIB:.2f} GiB per GPU "
             "(more GPUs, a lower precision or a higher gpu memory utilization)"
         )
     else:
         reasons.append(
-            f"KV cache {bpt[worst]} bytes per token per GPU ({kv_dtype} KV, block {block}"
+            f"KV cache {kv.bytes_per_token} bytes per token per GPU ({kv_dtype} KV, block {kv.block_size}"
             + (f", DCP={dcp}" if dcp > 1 else "")
-            + f"): {kv_tokens} tokens, {concurrency:.2f} concurrent {inp.max_model_len}-token sequences"
+            + f"): {kv.tokens} tokens, {kv.concurrency:.2f} concurrent {inp.max_model_len}-token sequences"
         )
+    arch = inp.model.architecture
     if arch.linear_attention_layers:
         reasons.append(
-            f"hybrid model: {state[worst] / 2**20:.1f} MiB fixed state per request in "
+            f"hybrid model: {kv.request_state / 2**20:.1f} MiB fixed state per request in "
             f"{arch.linear_attention_layers} linear-attention layers counted per sequence"
         )
+    verdict_word = "fits" if verdict.fits else "does not fit"
+    reasons.append(
+        f"{verdict_word}: concurrency {kv.concurrency:.2f} vs minConcurrency {inp.min_concurrency:g}"
+    )
+    if verdict.within_error and inp.guarantee_min_concurrency:
+        reasons.append(f"{_margin(inp, kv, verdict)}: not a guaranteed fit")
+    return reasons
+
+
+def _uncertainties(inp: FitInput, budget: _MemoryBudget, kv: _KvCapacity, verdict: _Verdict) -> list[str]:
+    """What the figures cannot promise: the model's own notes, hybrid state, graphs outside the
+    budget, a concurrency within the model's error."""
+    uncertain = list(inp.model.notes)
+    if inp.model.architecture.linear_attention_layers:
         uncertain.append(
             "hybrid linear-attention model: per-request state size and vLLM's hybrid page padding are "
             "approximations; token capacity is uncertain"
         )
-    headroom = inp.gpu_memory_gib * GIB * (1 - util)
-    if inp.available_kv_cache_gib is None and not graphs_in_budget and graphs > headroom:
+    graphs = budget.cudagraph_estimate
+    headroom = inp.gpu_memory_gib * GIB * (1 - budget.utilization)
+    if inp.available_kv_cache_gib is None and not budget.cudagraphs_in_budget and graphs > headroom:
         uncertain.append(
             f"CUDA graphs (~{graphs / GIB:.2f} GiB) are captured after the KV cache, outside "
             f"gpu_memory_utilization, and the {headroom / GIB:.2f} GiB left may not hold them: lower the "
             "utilization or serve with --enforce-eager"
         )
-    verdict = "fits" if fits else "does not fit"
-    reasons.append(f"{verdict}: concurrency {concurrency:.2f} vs minConcurrency {inp.min_concurrency:g}")
-    if within_error:
-        margin = (
-            f"concurrency {concurrency:.2f} is within the budget model's {KV_TOKEN_ERROR:.0%} KV-token error "
-            f"of minConcurrency {inp.min_concurrency:g} (worst case {guaranteed:.2f})"
+    if verdict.within_error and not inp.guarantee_min_concurrency:
+        uncertain.append(
+            f"{_margin(inp, kv, verdict)}: vLLM may start with fewer; ask for a guarantee to plan a margin"
         )
-        if inp.guarantee_min_concurrency:
-            reasons.append(f"{margin}: not a guaranteed fit")
-        else:
-            uncertain.append(f"{margin}: vLLM may start with fewer; ask for a guarantee to plan a margin")
+    return uncertain
+
+
+def _notes(inp: FitInput, layout: CheckpointQuantization | None) -> list[str]:
+    """Hints for serving: the KV budget given, expert parallelism for FP8 block-quantized experts."""
+    notes = []
+    if inp.available_kv_cache_gib is not None:
+        notes.append(
+            f"available KV cache memory given as {inp.available_kv_cache_gib:.2f} GiB (budget not computed)"
+        )
+    arch, tp = inp.model.architecture, inp.tensor_parallel_size
     block_quantized = layout is not None and layout.group_size == FP8_BLOCK * FP8_BLOCK
     if arch.is_moe and block_quantized and tp > 1 and (arch.moe_intermediate_size // tp) % FP8_BLOCK:
         notes.append(
             f"FP8 block-quantized experts: moe_intermediate_size/TP = {arch.moe_intermediate_size // tp} "
             "is not a multiple of 128; serve with --enable-expert-parallel"
         )
+    return notes
+
+
+def estimate_fit(inp: FitInput) -> FitResult:
+    """Weights, KV cache and concurrency per GPU for one instance; see the module docstring."""
+    util = _check_fit_input(inp)
+    precision, layout = resolve_weight_precision(inp.model, inp.quantization)
+    kv_dtype = inp.kv_cache_dtype.lower()
+    kv_dtype_bytes(inp.model.architecture, kv_dtype)  # validates
+    settings = _budget_settings(inp, precision)
+    budget = _memory_budget(inp, util, _weights_per_gpu(inp, precision, layout), settings)
+    kv = _kv_capacity(inp, budget.available, kv_dtype)
+    verdict = _verdict(inp, kv.concurrency)
+    worst = kv.stage
     return FitResult(
-        tensor_parallel_size=tp,
-        pipeline_parallel_size=pp,
-        decode_context_parallel_size=dcp,
+        tensor_parallel_size=inp.tensor_parallel_size,
+        pipeline_parallel_size=inp.pipeline_parallel_size,
+        decode_context_parallel_size=inp.decode_context_parallel_size,
         quantization=precision,
         kv_cache_dtype=kv_dtype,
         max_model_len=inp.max_model_len,
         gpu_memory_gib=inp.gpu_memory_gib,
         gpu_memory_utilization=util,
-        requested_gib=requested / gib,
-        weights_gib_per_gpu=max(weights) / gib,
-        weights_gib_per_stage=tuple(w / gib for w in weights),
-        activation_gib=act / gib,
-        non_torch_gib=non_torch / gib,
-        cudagraph_gib=cg / gib,
-        available_kv_cache_gib_per_gpu=available[worst] / gib,
-        kv_cache_bytes_per_token_per_gpu=bpt[worst],
-        per_request_state_bytes_per_gpu=state[worst],
-        block_size=block,
-        kv_cache_blocks=num_blocks,
-        kv_cache_tokens=kv_tokens,
-        max_concurrency=concurrency,
+        requested_gib=budget.requested / GIB,
+        weights_gib_per_gpu=max(budget.weights) / GIB,
+        weights_gib_per_stage=tuple(w / GIB for w in budget.weights),
+        activation_gib=budget.activations[worst] / GIB,
+        non_torch_gib=budget.non_torch / GIB,
+        cudagraph_gib=budget.cudagraphs_counted / GIB,
+        available_kv_cache_gib_per_gpu=budget.available[worst] / GIB,
+        kv_cache_bytes_per_token_per_gpu=kv.bytes_per_token,
+        per_request_state_bytes_per_gpu=kv.request_state,
+        block_size=kv.block_size,
+        kv_cache_blocks=kv.blocks,
+        kv_cache_tokens=kv.tokens,
+        max_concurrency=kv.concurrency,
         min_concurrency=inp.min_concurrency,
-        max_num_batched_tokens=mnbt,
-        max_num_seqs=max_num_seqs,
-        fits=fits,
-        reasons=tuple(reasons),
-        uncertain=tuple(dict.fromkeys(uncertain)),
-        notes=tuple(notes),
-        cudagraph_capture_gib=graphs / gib,
-        dsa_workspace_bytes_per_context_token=dsa_workspace_bytes_per_context_token(arch, settings),
+        max_num_batched_tokens=settings.max_num_batched_tokens,
+        max_num_seqs=settings.max_num_seqs,
+        fits=verdict.fits,
+        reasons=tuple(_reasons(inp, precision, kv_dtype, budget, kv, verdict)),
+        uncertain=tuple(dict.fromkeys(_uncertainties(inp, budget, kv, verdict))),
+        notes=tuple(_notes(inp, layout)),
+        cudagraph_capture_gib=budget.cudagraph_estimate / GIB,
+        dsa_workspace_bytes_per_context_token=dsa_workspace_bytes_per_context_token(
+            inp.model.architecture, settings
+        ),
         vllm_version=format_version(inp.vllm_version),
     )
 

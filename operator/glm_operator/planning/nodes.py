@@ -30,10 +30,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from glm_operator.catalog.estimated_gpus import estimate_gpu
-from glm_operator.catalog.gpus import GpuType, gpu_from_labels, gpu_from_resource_name
-
-GPU_RESOURCE = "nvidia.com/gpu"
-_NVIDIA_PREFIX = "nvidia.com/"
+from glm_operator.catalog.gpus import (
+    GFD_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    NVIDIA_RESOURCE_PREFIX,
+    GpuType,
+    gpu_from_labels,
+    gpu_from_resource_name,
+)
 
 # Node label keys placement reads (by prefix): the GPU type and size (GPU Feature Discovery, GKE,
 # EKS, Karpenter's well-known labels) and the node pool a node belongs to (Karpenter, GKE). The
@@ -41,7 +45,7 @@ _NVIDIA_PREFIX = "nvidia.com/"
 # labels (kubelet's and the controller-manager's beta.kubernetes.io/*, topology, NFD features,
 # users' own) never change a plan, so a node cache can drop them and need not re-plan on them.
 PLACEMENT_LABEL_PREFIXES = (
-    _NVIDIA_PREFIX,
+    NVIDIA_RESOURCE_PREFIX,
     "karpenter.sh/",
     "karpenter.k8s.aws/",
     "cloud.google.com/",
@@ -138,7 +142,7 @@ def _pools_of(node: Mapping[str, Any]) -> tuple[GpuPool, ...]:
     allocatable = status.get("allocatable") or status.get("capacity") or {}
     pools: list[GpuPool] = []
     for resource, raw in allocatable.items():
-        if not resource.startswith(_NVIDIA_PREFIX):
+        if not resource.startswith(NVIDIA_RESOURCE_PREFIX):
             continue
         count = _quantity(raw)
         if count <= 0:
@@ -150,8 +154,8 @@ def _pools_of(node: Mapping[str, Any]) -> tuple[GpuPool, ...]:
                 estimated, why = estimate_gpu(value, labels)
             elif gpu is None:
                 why = (
-                    "the node has nvidia.com/gpu but no GPU product label; label it with GPU Feature "
-                    "Discovery (nvidia.com/gpu.product), or list the catalog types of other nodes in "
+                    f"the node has {GPU_RESOURCE} but no GPU product label; label it with GPU Feature "
+                    f"Discovery ({GFD_PRODUCT_LABEL}), or list the catalog types of other nodes in "
                     "gpu.products"
                 )
             known = gpu or estimated

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from glm_operator.catalog.gpus import NVIDIA_RESOURCE_PREFIX
 from glm_operator.planning.nodes import unavailable_nodes
 
 DEFAULT_NODE_GRACE_SECONDS = 300.0
@@ -37,8 +38,6 @@ DEFAULT_NODE_GRACE_SECONDS = 300.0
 NOT_READY = "NotReady"
 UNKNOWN = "Unknown"
 CORDONED = "Cordoned"
-
-_GPU_RESOURCE_PREFIXES = ("nvidia.com/",)
 
 
 @dataclass(frozen=True)
@@ -117,7 +116,7 @@ def pod_gpu_requests(pod: Mapping[str, Any]) -> dict[str, int]:
         resources = container.get("resources") or {}
         amounts = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
         for resource, raw in amounts.items():
-            if not str(resource).startswith(_GPU_RESOURCE_PREFIXES):
+            if not str(resource).startswith(NVIDIA_RESOURCE_PREFIX):
                 continue
             try:
                 count = int(str(raw))

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from glm_operator.catalog.estimated_gpus import NOT_IN_CATALOG
-from glm_operator.catalog.gpus import GFD_PRODUCT_LABEL, GpuType, find_gpu, load_gpus
+from glm_operator.catalog.gpus import GFD_PRODUCT_LABEL, GPU_RESOURCE, GpuType, find_gpu, load_gpus
 from glm_operator.catalog.models import CatalogError, ResolvedModel, parse_quantization_config, resolve_model
 from glm_operator.planning.fit import (
     FitInput,
@@ -560,52 +560,40 @@ def _best_failure(tried: list[_Evaluated]) -> _Evaluated | None:
     )
 
 
-def _rejection(
-    request: PlacementRequest,
-    base: ResolvedModel,
-    group: _Group,
-    context: int,
-    tried: list[_Evaluated],
-    notes: list[str],
-) -> Rejection:
-    gpu = group.gpu
-    if (
-        base.architecture.attention in ("mla+dsa", "hybrid")
-        and gpu.compute_capability < base.min_compute_capability
-    ):
-        newer = [g.name for g in load_gpus() if g.compute_capability >= base.min_compute_capability]
-        return Rejection(
-            gpu.name,
-            f"{base.name} needs vLLM's sparse-MLA (DSA) kernels, available from compute capability "
-            f"{base.min_compute_capability:.1f}; {gpu.name} is {gpu.compute_capability:.1f}. fix: "
-            f"gpu.products with GPU types of compute capability {base.min_compute_capability:.1f} or newer "
-            f"({', '.join(newer[:4])})",
-        )
-    if not tried:
-        why = "; ".join(notes) or _no_shape(request, gpu)
-        return Rejection(gpu.name, f"no valid shape on {gpu.name}: {why}")
-    best = _best_failure(tried)
-    if best is None or best.fit is None:
-        errors = sorted({t.error or "" for t in tried})
-        fix = (
-            "fix: quantization auto and gpu.tensorParallelSize 0 (the planner chooses), or gpu.products "
-            f"with more memory per GPU than {gpu.name}'s {gpu.memory_gib:g} GiB"
-        )
-        return Rejection(gpu.name, f"no valid shape on {gpu.name}: {'; '.join(errors)}. {fix}")
-    fit = best.fit
-    parts = [f"nothing fits on {gpu.name}; best is {_describe_failure(best, context)}"]
+def _newer_gpu_rejection(base: ResolvedModel, gpu: GpuType) -> Rejection:
+    """A DSA/hybrid model on a GPU older than its kernels need, with the GPU types that have them."""
+    newer = [g.name for g in load_gpus() if g.compute_capability >= base.min_compute_capability]
+    return Rejection(
+        gpu.name,
+        f"{base.name} needs vLLM's sparse-MLA (DSA) kernels, available from compute capability "
+        f"{base.min_compute_capability:.1f}; {gpu.name} is {gpu.compute_capability:.1f}. fix: "
+        f"gpu.products with GPU types of compute capability {base.min_compute_capability:.1f} or newer "
+        f"({', '.join(newer[:4])})",
+    )
+
+
+def _context_fixes(
+    request: PlacementRequest, base: ResolvedModel, fit: FitResult, context: int
+) -> tuple[list[str], int | None]:
+    """The context (or minConcurrency) the best failed shape would hold, and the longest sequence
+    it holds once (None when its weights leave no KV cache)."""
     fixes: list[str] = []
-    max_ctx: int | None = None
-    if fit.available_kv_cache_gib_per_gpu > 0:
-        once = min(max_context_for(fit, 1.0), base.max_context)
-        at_min = min(max_context_for(fit, max(request.min_concurrency, 1e-9)), base.max_context)
-        max_ctx = once
-        if once < context:
-            fixes.append(f"contextLength <= {once} (the longest sequence it holds even once)")
-        if request.min_concurrency > 1 and at_min >= 1:
-            fixes.append(f"contextLength <= {at_min} for minConcurrency {request.min_concurrency:g}")
-        if fit.max_concurrency >= 1 and request.min_concurrency > fit.max_concurrency:
-            fixes.append(f"or minConcurrency <= {math.floor(fit.max_concurrency * 100) / 100:g}")
+    if fit.available_kv_cache_gib_per_gpu <= 0:
+        return fixes, None
+    once = min(max_context_for(fit, 1.0), base.max_context)
+    at_min = min(max_context_for(fit, max(request.min_concurrency, 1e-9)), base.max_context)
+    if once < context:
+        fixes.append(f"contextLength <= {once} (the longest sequence it holds even once)")
+    if request.min_concurrency > 1 and at_min >= 1:
+        fixes.append(f"contextLength <= {at_min} for minConcurrency {request.min_concurrency:g}")
+    if fit.max_concurrency >= 1 and request.min_concurrency > fit.max_concurrency:
+        fixes.append(f"or minConcurrency <= {math.floor(fit.max_concurrency * 100) / 100:g}")
+    return fixes, once
+
+
+def _shape_fixes(request: PlacementRequest, base: ResolvedModel, group: _Group, context: int) -> list[str]:
+    """The multi-node shape or the quantization that would fit where the request rules them out."""
+    fixes: list[str] = []
     if not (request.allow_multi_node or request.pipeline_parallel_size > 1) and len(group.pools) > 1:
         multi, _, _ = _choose(request, base, group, context, multi_node=True)
         if multi is not None:
@@ -618,6 +606,34 @@ def _rejection(
         alt, _, _ = _choose(auto_req, base, group, context, multi_node=False)
         if alt is not None and alt.candidate.quantization != request.quantization:
             fixes.append(f"quantization {alt.candidate.quantization} would fit at {_shape(alt.candidate)}")
+    return fixes
+
+
+def _rejection(
+    request: PlacementRequest,
+    base: ResolvedModel,
+    group: _Group,
+    context: int,
+    tried: list[_Evaluated],
+    notes: list[str],
+) -> Rejection:
+    """Why nothing fits on a group, from its best failed candidate, with the smallest fixes."""
+    gpu = group.gpu
+    if _needs_newer_gpu(base, gpu):
+        return _newer_gpu_rejection(base, gpu)
+    if not tried:
+        why = "; ".join(notes) or _no_shape(request, gpu)
+        return Rejection(gpu.name, f"no valid shape on {gpu.name}: {why}")
+    best = _best_failure(tried)
+    if best is None or best.fit is None:
+        errors = sorted({t.error or "" for t in tried})
+        fix = (
+            "fix: quantization auto and gpu.tensorParallelSize 0 (the planner chooses), or gpu.products "
+            f"with more memory per GPU than {gpu.name}'s {gpu.memory_gib:g} GiB"
+        )
+        return Rejection(gpu.name, f"no valid shape on {gpu.name}: {'; '.join(errors)}. {fix}")
+    fixes, max_ctx = _context_fixes(request, base, best.fit, context)
+    fixes += _shape_fixes(request, base, group, context)
     if not fixes:  # the weights alone do not fit, at every precision and split tried
         fixes.append(
             f"gpu.products with more GPU memory per node than {group.max_gpus_per_node} x "
@@ -625,6 +641,7 @@ def _rejection(
             + ("" if request.quantization == "auto" else ", quantization auto (a lower precision)")
             + ("" if request.allow_multi_node else ", or gpu.allowMultiNode: true with more nodes")
         )
+    parts = [f"nothing fits on {gpu.name}; best is {_describe_failure(best, context)}"]
     parts.append("fix: " + "; ".join(fixes))
     return Rejection(gpu.name, ". ".join(parts), max_ctx)
 
@@ -665,15 +682,36 @@ def _group_pools(grouped: PoolGroups, details: list[str], rejected: list[Rejecti
     ]
 
 
-def plan_placement(request: PlacementRequest) -> Plan:
-    """Choose variants (GPU type, TP, PP, quantization, replicas) for a request; see module docstring."""
-    base = _resolve(request)
+@dataclass(frozen=True, eq=False)
+class _Chosen:
+    """A group's winning candidate and the candidates tried before it."""
+
+    group: _Group
+    pick: _Evaluated
+    tried: list[_Evaluated]
+
+    def capacity(self, when_available: bool = False) -> int:
+        """Replicas of the chosen shape the group's free GPUs hold (nodes autoscalers add included)."""
+        return self.group.capacity(self.pick.candidate.tp, self.pick.candidate.pp, when_available)
+
+    def existing_capacity(self, when_available: bool = False) -> int:
+        """Replicas of the chosen shape the nodes that exist now hold."""
+        return self.group.existing_capacity(self.pick.candidate.tp, self.pick.candidate.pp, when_available)
+
+
+def _context_length(request: PlacementRequest, base: ResolvedModel) -> int:
+    """The max_model_len to plan: spec.contextLength, else the default up to the model's limit."""
     context = request.context_length or min(DEFAULT_CONTEXT_LENGTH, base.max_context)
     if context > base.max_context:
         raise PlanningInputError(
             f"spec.contextLength {context} exceeds {base.name}'s limit of {base.max_context} tokens; "
             f"set contextLength <= {base.max_context}"
         )
+    return context
+
+
+def _check_pinned(request: PlacementRequest, base: ResolvedModel) -> None:
+    """Refuse a pinned quantization or TP the model cannot be served with on any GPU."""
     if request.quantization in ("int8", "int4") and not _has_checkpoint(base, request.quantization):
         raise PlanningInputError(
             f"spec.quantization {request.quantization}: no {request.quantization} checkpoint of {base.name} "
@@ -685,166 +723,221 @@ def plan_placement(request: PlacementRequest) -> Plan:
         err = parallelism_error(base.architecture, request.tensor_parallel_size)
         if err:
             raise PlanningInputError(f"spec.gpu.tensorParallelSize: {err}; use 0 to let the planner choose")
-    grouped = group_pools(request.pools)
+
+
+def _allowed_products(request: PlacementRequest, grouped: PoolGroups) -> list[str]:
+    """``gpu.products`` resolved against the catalog and the estimated GPU types on the nodes."""
     # Both walk every pool, and find something only if grouping found an estimated or unknown GPU
     # type (it files a pool without gpu_product as unknown, one with an estimate and a name as
     # estimated); a cluster of catalog GPUs has neither: skip the two walks then.
-    odd_pools = bool(grouped.estimated or grouped.unknown)
-    allowed = allowed_products(
+    if not (grouped.estimated or grouped.unknown):
+        return allowed_products(request.gpu_products, set(), {})
+    return allowed_products(
         request.gpu_products,
-        {p.gpu_product for p in request.pools if p.estimated is not None} if odd_pools else set(),
+        {p.gpu_product for p in request.pools if p.estimated is not None},
         {
             p.product_label: p.unknown_reason or f"GPU type {p.product_label!r} is not in the catalog"
             for p in request.pools
             if not p.gpu_product and p.product_label
-        }
-        if odd_pools
-        else {},
+        },
     )
 
+
+def _filter_by_products(
+    allowed: list[str], groups: list[_Group], details: list[str], rejected: list[Rejection]
+) -> tuple[list[_Group], dict[str, int]]:
+    """The groups ``gpu.products`` allows and its preference order (empty: any type, no order);
+    allowed types no node has are rejected with the fix."""
+    if not allowed:
+        return groups, {}
+    order = {name: i for i, name in enumerate(allowed)}
+    present = {g.gpu.name for g in groups}
+    for name in allowed:
+        if name not in present:
+            rejected.append(
+                Rejection(
+                    name,
+                    f"no schedulable node has {name} GPUs. fix: add {name} nodes (or a node pool that "
+                    "provides them), or list the GPU types the cluster has in gpu.products",
+                )
+            )
+    skipped = sorted({g.gpu.name for g in groups if g.gpu.name not in order})
+    if skipped:
+        details.append(f"not in gpu.products, not used: {', '.join(skipped)}")
+    return [g for g in groups if g.gpu.name in order], order
+
+
+def _needs_newer_gpu(base: ResolvedModel, gpu: GpuType) -> bool:
+    """Sparse-MLA (DSA) and hybrid models need kernels a GPU older than the model's minimum lacks."""
+    return (
+        base.architecture.attention in ("mla+dsa", "hybrid")
+        and gpu.compute_capability < base.min_compute_capability
+    )
+
+
+def _choose_shape(
+    request: PlacementRequest, base: ResolvedModel, group: _Group, context: int, details: list[str]
+) -> _Chosen | Rejection:
+    """The first fitting candidate on one group (one node per replica first, then several where
+    allowed or PP is pinned), or the group's rejection with the smallest fix."""
+    gpu = group.gpu
+    if _needs_newer_gpu(base, gpu):
+        return _rejection(request, base, group, context, [], [])
+    multi_only = request.pipeline_parallel_size > 1
+    pick, tried, notes = (None, [], []) if multi_only else _choose(request, base, group, context, False)
+    if pick is None and (request.allow_multi_node or multi_only):
+        mpick, mtried, mnotes = _choose(request, base, group, context, True)
+        if mpick is not None:
+            if not multi_only:
+                details.append(
+                    f"{gpu.name}: no single node fits, using {mpick.candidate.pp} nodes per replica"
+                )
+            pick = mpick
+        tried += mtried
+        notes += mnotes
+    if pick is None:
+        return _rejection(request, base, group, context, tried, notes)
+    return _Chosen(group, pick, tried)
+
+
+def _order_by_preference(chosen: list[_Chosen], order: dict[str, int]) -> None:
+    """Sort in place: the ``gpu.products`` order, else nodes that exist first, then what autoscalers
+    can add, then memory (free capacity counts nodes in an outage grace period as back)."""
+    if order:
+        chosen.sort(key=lambda c: (order[c.group.gpu.name], -c.capacity(True)))
+    else:
+        chosen.sort(
+            key=lambda c: (
+                -c.existing_capacity(True),
+                -c.capacity(True),
+                -c.group.gpu.memory_gib,
+                c.group.gpu.name,
+            )
+        )
+
+
+def _variant(
+    request: PlacementRequest,
+    base: ResolvedModel,
+    chosen: _Chosen,
+    context: int,
+    replicas: int,
+    reason: str,
+    notes: list[str],
+) -> Variant:
+    """The Variant of a chosen shape given ``replicas`` of it."""
+    group, ev = chosen.group, chosen.pick
+    assert ev.fit is not None
+    fit, cand = ev.fit, ev.candidate
+    _, flag = _model_for(base, cand.quantization)
+    return Variant(
+        gpu_product=group.gpu.name,
+        resource_name=group.resource_name,
+        node_selector=dict(group.node_selector),
+        model_id=ev.model.model_id,
+        tensor_parallel_size=cand.tp,
+        pipeline_parallel_size=cand.pp,
+        gpus_per_replica=cand.tp * cand.pp,
+        nodes_per_replica=cand.pp,
+        quantization=fit.quantization,
+        quantization_flag=flag,
+        kv_cache_dtype=request.kv_cache_dtype,
+        gpu_memory_utilization=request.gpu_memory_utilization,
+        weights_gib_per_gpu=fit.weights_gib_per_gpu,
+        available_kv_cache_gib_per_gpu=fit.available_kv_cache_gib_per_gpu,
+        kv_cache_bytes_per_token_per_gpu=fit.kv_cache_bytes_per_token_per_gpu,
+        kv_cache_tokens=fit.kv_cache_tokens,
+        max_concurrency=fit.max_concurrency,
+        max_num_seqs=_max_num_seqs(request, fit, context),
+        max_model_len=context,
+        replicas=replicas,
+        capacity_replicas=chosen.capacity(),
+        enable_expert_parallel=any("expert-parallel" in n for n in fit.notes),
+        reason=reason,
+        notes=tuple(notes),
+        new_node_replicas=max(0, replicas - chosen.existing_capacity()),
+        node_pools=group.elastic_pools,
+    )
+
+
+def _spread_replicas(
+    request: PlacementRequest,
+    base: ResolvedModel,
+    chosen: list[_Chosen],
+    context: int,
+    details: list[str],
+    uncertain: list[str],
+) -> tuple[list[Variant], int]:
+    """Fill the preferred variant up to its free capacity, then the next; the variants (those left
+    without replicas kept as ready alternatives) and the replicas none can host."""
+    variants: list[Variant] = []
+    remaining = request.replicas
+    for item in chosen:
+        assert item.pick.fit is not None
+        take = min(remaining, item.capacity())
+        remaining -= take
+        reason, notes = _variant_reason(request, base, item.group, item.pick, item.tried, context)
+        uncertain.extend(item.pick.fit.uncertain)
+        variant = _variant(request, base, item, context, take, reason, notes)
+        variants.append(variant)
+        new_nodes = variant.new_node_replicas
+        pools = ", ".join(item.group.elastic_pools)
+        waiting = f" ({new_nodes} wait for new nodes from {pools})" if new_nodes else ""
+        details.append(f"{reason} Replicas: {take} of capacity {variant.capacity_replicas}{waiting}.")
+    return _with_unique_keys(variants), max(0, remaining)
+
+
+def _explain_nothing_planned(
+    context: int, groups: list[_Group], rejected: list[Rejection], details: list[str]
+) -> None:
+    """Details for a plan without variants: no GPU nodes, a context no type holds, every rejection."""
+    if not groups and not rejected:
+        details.append(
+            "no schedulable GPU nodes of a known type. fix: add GPU nodes labelled by GPU Feature "
+            f"Discovery ({GFD_PRODUCT_LABEL}) of a type gpu.products allows (any catalog type when "
+            "it is empty), or a node pool that provides them"
+        )
+    holds = [r.max_context_length for r in rejected if r.max_context_length is not None]
+    if holds and max(holds) < context:
+        details.append(
+            f"contextLength {context} cannot be held even once by any allowed GPU type. fix: "
+            f"contextLength <= {max(holds)}"
+        )
+    if rejected:
+        details.append("not planned: " + "; ".join(f"{r.gpu_product}: {r.reason}" for r in rejected))
+
+
+def plan_placement(request: PlacementRequest) -> Plan:
+    """Choose variants (GPU type, TP, PP, quantization, replicas) for a request; see module docstring."""
+    base = _resolve(request)  # rule 1
+    context = _context_length(request, base)
+    _check_pinned(request, base)
+    grouped = group_pools(request.pools)  # rule 2
+    allowed = _allowed_products(request, grouped)
     details: list[str] = [
         f"model {base.model_id}: {base.architecture.attention} attention, context {context} "
         f"(limit {base.max_context}), minConcurrency {request.min_concurrency:g}",
         request.engine.describe(),
     ]
     rejected: list[Rejection] = []
-    groups = _group_pools(grouped, details, rejected)
-    if allowed:
-        order = {name: i for i, name in enumerate(allowed)}
-        present = {g.gpu.name for g in groups}
-        for name in allowed:
-            if name not in present:
-                rejected.append(
-                    Rejection(
-                        name,
-                        f"no schedulable node has {name} GPUs. fix: add {name} nodes (or a node pool that "
-                        "provides them), or list the GPU types the cluster has in gpu.products",
-                    )
-                )
-        skipped = sorted({g.gpu.name for g in groups if g.gpu.name not in order})
-        if skipped:
-            details.append(f"not in gpu.products, not used: {', '.join(skipped)}")
-        groups = [g for g in groups if g.gpu.name in order]
-    else:
-        order = {}
-
-    chosen: list[tuple[_Group, _Evaluated, list[_Evaluated]]] = []
-    for group in groups:
-        gpu = group.gpu
-        if (
-            base.architecture.attention in ("mla+dsa", "hybrid")
-            and gpu.compute_capability < base.min_compute_capability
-        ):
-            rejected.append(_rejection(request, base, group, context, [], []))
-            continue
-        multi_only = request.pipeline_parallel_size > 1
-        pick, tried, notes = (None, [], []) if multi_only else _choose(request, base, group, context, False)
-        if pick is None and (request.allow_multi_node or multi_only):
-            mpick, mtried, mnotes = _choose(request, base, group, context, True)
-            if mpick is not None:
-                if not multi_only:
-                    details.append(
-                        f"{gpu.name}: no single node fits, using {mpick.candidate.pp} nodes per replica"
-                    )
-                pick = mpick
-            tried += mtried
-            notes += mnotes
-        if pick is None:
-            rejected.append(_rejection(request, base, group, context, tried, notes))
-            continue
-        chosen.append((group, pick, tried))
-
-    # order: preference list, else by free capacity then memory
-    def capacity_of(item: tuple[_Group, _Evaluated, list[_Evaluated]], when_available: bool = False) -> int:
-        g, ev, _ = item
-        return g.capacity(ev.candidate.tp, ev.candidate.pp, when_available)
-
-    def existing_of(item: tuple[_Group, _Evaluated, list[_Evaluated]], when_available: bool = False) -> int:
-        g, ev, _ = item
-        return g.existing_capacity(ev.candidate.tp, ev.candidate.pp, when_available)
-
-    if order:
-        chosen.sort(key=lambda it: (order[it[0].gpu.name], -capacity_of(it, True)))
-    else:  # nodes that exist first, then what autoscalers can add
-        chosen.sort(
-            key=lambda it: (
-                -existing_of(it, True),
-                -capacity_of(it, True),
-                -it[0].gpu.memory_gib,
-                it[0].gpu.name,
-            )
-        )
-
-    variants: list[Variant] = []
-    remaining = request.replicas
+    groups, order = _filter_by_products(allowed, _group_pools(grouped, details, rejected), details, rejected)
+    chosen: list[_Chosen] = []
+    for group in groups:  # rules 3 and 4
+        shape = _choose_shape(request, base, group, context, details)
+        if isinstance(shape, Rejection):
+            rejected.append(shape)
+        else:
+            chosen.append(shape)
+    _order_by_preference(chosen, order)  # rule 5
     uncertain: list[str] = list(base.notes)
-    for group, ev, tried in chosen:
-        assert ev.fit is not None
-        fit = ev.fit
-        cand = ev.candidate
-        capacity = capacity_of((group, ev, tried))
-        take = min(remaining, capacity)
-        remaining -= take
-        new_nodes = max(0, take - existing_of((group, ev, tried)))
-        _, flag = _model_for(base, cand.quantization)
-        reason, notes = _variant_reason(request, base, group, ev, tried, context)
-        uncertain.extend(fit.uncertain)
-        variants.append(
-            Variant(
-                gpu_product=group.gpu.name,
-                resource_name=group.resource_name,
-                node_selector=dict(group.node_selector),
-                model_id=ev.model.model_id,
-                tensor_parallel_size=cand.tp,
-                pipeline_parallel_size=cand.pp,
-                gpus_per_replica=cand.tp * cand.pp,
-                nodes_per_replica=cand.pp,
-                quantization=fit.quantization,
-                quantization_flag=flag,
-                kv_cache_dtype=request.kv_cache_dtype,
-                gpu_memory_utilization=request.gpu_memory_utilization,
-                weights_gib_per_gpu=fit.weights_gib_per_gpu,
-                available_kv_cache_gib_per_gpu=fit.available_kv_cache_gib_per_gpu,
-                kv_cache_bytes_per_token_per_gpu=fit.kv_cache_bytes_per_token_per_gpu,
-                kv_cache_tokens=fit.kv_cache_tokens,
-                max_concurrency=fit.max_concurrency,
-                max_num_seqs=_max_num_seqs(request, fit, context),
-                max_model_len=context,
-                replicas=take,
-                capacity_replicas=capacity,
-                enable_expert_parallel=any("expert-parallel" in n for n in fit.notes),
-                reason=reason,
-                notes=tuple(notes),
-                new_node_replicas=new_nodes,
-                node_pools=group.elastic_pools,
-            )
-        )
-        waiting = (
-            f" ({new_nodes} wait for new nodes from {', '.join(group.elastic_pools)})" if new_nodes else ""
-        )
-        details.append(f"{reason} Replicas: {take} of capacity {capacity}{waiting}.")
-    variants = _with_unique_keys(variants)
-    shortfall = max(0, remaining)
+    variants, shortfall = _spread_replicas(request, base, chosen, context, details, uncertain)
     if variants and shortfall:
         details.append(
             f"shortfall: {shortfall} of {request.replicas} replicas do not fit in the free GPUs "
             "of the allowed types"
         )
     if not variants:
-        if not groups and not rejected:
-            details.append(
-                "no schedulable GPU nodes of a known type. fix: add GPU nodes labelled by GPU Feature "
-                "Discovery (nvidia.com/gpu.product) of a type gpu.products allows (any catalog type when "
-                "it is empty), or a node pool that provides them"
-            )
-        holds = [r.max_context_length for r in rejected if r.max_context_length is not None]
-        if holds and max(holds) < context:
-            details.append(
-                f"contextLength {context} cannot be held even once by any allowed GPU type. fix: "
-                f"contextLength <= {max(holds)}"
-            )
-        if rejected:
-            details.append("not planned: " + "; ".join(f"{r.gpu_product}: {r.reason}" for r in rejected))
+        _explain_nothing_planned(context, groups, rejected, details)
     return Plan(
         fits=bool(variants),
         model_id=base.model_id,
@@ -859,66 +952,65 @@ def plan_placement(request: PlacementRequest) -> Plan:
     )
 
 
-def _variant_reason(
-    request: PlacementRequest,
-    base: ResolvedModel,
-    group: _Group,
-    ev: _Evaluated,
-    tried: list[_Evaluated],
-    context: int,
-) -> tuple[str, list[str]]:
+def _why_not_smaller_or_higher(
+    request: PlacementRequest, ev: _Evaluated, tried: list[_Evaluated], context: int
+) -> str:
+    """What the candidates tried before the pick gave: a smaller TP, a higher precision."""
     assert ev.fit is not None
-    gpu = group.gpu
-    cand = ev.candidate
-    fit = ev.fit
-    where = f"{_shape(cand)} on {gpu.name}" + (
-        f" ({group.resource_name})" if group.resource_name != "nvidia.com/gpu" else ""
-    )
-    reason = (
-        f"{where}, {fit.quantization}: {fit.max_concurrency:.2f} concurrent {context}-token sequences "
-        f"(>= minConcurrency {request.min_concurrency:g}), {fit.weights_gib_per_gpu:.1f} GiB weights and "
-        f"{fit.available_kv_cache_gib_per_gpu:.1f} GiB KV cache per GPU"
-    )
+    cand, fit = ev.candidate, ev.fit
+    out = ""
     failed = [t for t in tried if t is not ev]
     smaller = [
         t for t in failed if t.candidate.quantization == cand.quantization and t.candidate.tp < cand.tp
     ]
     if smaller:
-        reason += f"; {_describe_failure(smaller[-1], context)}"
+        out += f"; {_describe_failure(smaller[-1], context)}"
     higher = [
         t for t in failed if PRECISION_RANK[t.candidate.quantization] < PRECISION_RANK[fit.quantization]
     ]
     if higher and request.quantization == "auto":
         best = _best_failure(higher)
         if best is not None:
-            reason += f"; higher precision does not fit ({_describe_failure(best, context)})"
-    notes: list[str] = [*request.engine.notes, *fit.notes]
+            out += f"; higher precision does not fit ({_describe_failure(best, context)})"
+    return out
+
+
+def _pcie_reason(
+    request: PlacementRequest,
+    base: ResolvedModel,
+    group: _Group,
+    ev: _Evaluated,
+    tried: list[_Evaluated],
+    context: int,
+) -> str:
+    """On GPUs without NVLink: that the pick runs TP > 2 over PCIe, or that a higher precision would
+    have needed it."""
+    assert ev.fit is not None
+    gpu, cand, fit = group.gpu, ev.candidate, ev.fit
     if cand.penalised:
-        reason += f"; TP={cand.tp} over PCIe (no NVLink) is slow, chosen because no shape with TP <= 2 fits"
-    elif not gpu.nvlink and request.quantization == "auto" and PRECISION_RANK[fit.quantization] > 0:
-        # did a higher precision fit only with TP > 2 over PCIe?
-        penal = [
-            t
-            for t in tried
-            if t.candidate.penalised
-            and PRECISION_RANK[t.candidate.quantization] < PRECISION_RANK[fit.quantization]
-        ]
-        if not penal:
-            for c in _candidates(request, base, group, False)[0]:
-                if c.penalised and PRECISION_RANK[c.quantization] < PRECISION_RANK[fit.quantization]:
-                    alt = _evaluate(request, base, gpu, c, context)
-                    if alt.fit is not None and alt.fit.fits:
-                        reason += (
-                            f"; {c.quantization} would need TP={c.tp} over PCIe, so {fit.quantization} at "
-                            f"TP={cand.tp} was preferred (set quantization: {c.quantization} to force it)"
-                        )
-                        break
-    if gpu.memory_source.startswith(NOT_IN_CATALOG):
-        notes.append(f"{gpu.name} {gpu.memory_source}")
-    fp8 = _fp8_note(gpu, fit.quantization)
-    if fp8:
-        notes.append(fp8)
-        reason += "; FP8 runs as W8A16 (Marlin) here"
+        return f"; TP={cand.tp} over PCIe (no NVLink) is slow, chosen because no shape with TP <= 2 fits"
+    if gpu.nvlink or request.quantization != "auto" or PRECISION_RANK[fit.quantization] == 0:
+        return ""
+    # did a higher precision fit only with TP > 2 over PCIe?
+    rank = PRECISION_RANK[fit.quantization]
+    if any(t.candidate.penalised and PRECISION_RANK[t.candidate.quantization] < rank for t in tried):
+        return ""
+    for c in _candidates(request, base, group, False)[0]:
+        if c.penalised and PRECISION_RANK[c.quantization] < rank:
+            alt = _evaluate(request, base, gpu, c, context)
+            if alt.fit is not None and alt.fit.fits:
+                return (
+                    f"; {c.quantization} would need TP={c.tp} over PCIe, so {fit.quantization} at "
+                    f"TP={cand.tp} was preferred (set quantization: {c.quantization} to force it)"
+                )
+    return ""
+
+
+def _checkpoint_notes(base: ResolvedModel, ev: _Evaluated) -> list[str]:
+    """Which checkpoint the variant serves where it is not the one named, or one it still needs."""
+    assert ev.fit is not None
+    fit = ev.fit
+    notes = []
     if fit.quantization in ("int8", "int4") and ev.model.checkpoint_quantization is None:
         notes.append(
             f"{fit.quantization} needs a pre-quantized (AWQ/GPTQ) checkpoint of {base.name}: "
@@ -934,6 +1026,39 @@ def _variant_reason(
         )
     elif ev.model.model_id != base.model_id:
         notes.append(f"serves the official FP8 checkpoint {ev.model.model_id}")
+    return notes
+
+
+def _variant_reason(
+    request: PlacementRequest,
+    base: ResolvedModel,
+    group: _Group,
+    ev: _Evaluated,
+    tried: list[_Evaluated],
+    context: int,
+) -> tuple[str, list[str]]:
+    """Why this shape on this group, in one sentence, and the notes that go with it."""
+    assert ev.fit is not None
+    gpu = group.gpu
+    fit = ev.fit
+    where = f"{_shape(ev.candidate)} on {gpu.name}" + (
+        f" ({group.resource_name})" if group.resource_name != GPU_RESOURCE else ""
+    )
+    reason = (
+        f"{where}, {fit.quantization}: {fit.max_concurrency:.2f} concurrent {context}-token sequences "
+        f"(>= minConcurrency {request.min_concurrency:g}), {fit.weights_gib_per_gpu:.1f} GiB weights and "
+        f"{fit.available_kv_cache_gib_per_gpu:.1f} GiB KV cache per GPU"
+    )
+    reason += _why_not_smaller_or_higher(request, ev, tried, context)
+    reason += _pcie_reason(request, base, group, ev, tried, context)
+    notes: list[str] = [*request.engine.notes, *fit.notes]
+    if gpu.memory_source.startswith(NOT_IN_CATALOG):
+        notes.append(f"{gpu.name} {gpu.memory_source}")
+    fp8 = _fp8_note(gpu, fit.quantization)
+    if fp8:
+        notes.append(fp8)
+        reason += "; FP8 runs as W8A16 (Marlin) here"
+    notes.extend(_checkpoint_notes(base, ev))
     return reason + ".", notes
 
 
@@ -950,7 +1075,7 @@ def _with_unique_keys(variants: list[Variant]) -> list[Variant]:
     for v in variants:
         key = v.gpu_product.lower()
         if counts[v.gpu_product] > 1:
-            if v.resource_name != "nvidia.com/gpu":
+            if v.resource_name != GPU_RESOURCE:
                 key += "-" + v.resource_name.split("/")[-1]
             elif v.node_selector and GFD_PRODUCT_LABEL not in v.node_selector:
                 label = next(iter(v.node_selector))

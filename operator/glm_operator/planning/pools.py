@@ -41,11 +41,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from glm_operator.catalog.gpus import PRODUCT_LABELS, GpuType, find_gpu, gpu_from_labels
+from glm_operator.catalog.gpus import GPU_RESOURCE, PRODUCT_LABELS, GpuType, find_gpu, gpu_from_labels
 from glm_operator.catalog.instance_types import InstanceType, find_instance_type
 from glm_operator.catalog.models import CatalogError
 
-GPU_RESOURCE = "nvidia.com/gpu"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 NODEPOOL_LABEL = "karpenter.sh/nodepool"
 KARPENTER_GPU_COUNT_LABEL = "karpenter.k8s.aws/instance-gpu-count"
@@ -174,48 +173,62 @@ def parse_karpenter_nodepools(
     pools: list[ElasticPool] = []
     notes: list[str] = []
     for np in nodepools:
-        meta = np.get("metadata") or {}
-        name = str(meta.get("name", ""))
-        if meta.get("deletionTimestamp"):
-            continue
-        template = (np.get("spec") or {}).get("template") or {}
-        labels = {str(k): str(v) for k, v in ((template.get("metadata") or {}).get("labels") or {}).items()}
-        requirements = _requirements(np)
-        type_names = _in_values(requirements, INSTANCE_TYPE_LABEL) or []
-        known = [m for m in (find_instance_type(t) for t in type_names) if m is not None]
-        gpu, selector = _gpu_type(labels, requirements, known)
-        if gpu is None:
-            if any(k in labels for k in _PRODUCT_KEYS) or known:
-                notes.append(f"NodePool {name}: GPU type not recognised from its labels or instance types")
-            continue
-        machines = [m for m in known if m.gpu.name == gpu.name]
-        shapes = sorted({m.gpus for m in machines}, reverse=True)
-        if not shapes:
-            counts = _in_values(requirements, KARPENTER_GPU_COUNT_LABEL)
-            if counts is None and GFD_COUNT_LABEL in labels:
-                counts = [labels[GFD_COUNT_LABEL]]
-            shapes = sorted({int(c) for c in counts or [] if str(c).isdigit() and int(c) > 0}, reverse=True)
-        if not shapes:
-            notes.append(
-                f"NodePool {name} ({gpu.name}): not counted as capacity, its machine size is unknown; name "
-                f"instance types ({INSTANCE_TYPE_LABEL} In [...]) in its requirements"
-            )
-            continue
-        headroom, limit_note = _karpenter_headroom(np, machines, shapes[0])
-        in_use = int(_quantity(((np.get("status") or {}).get("resources") or {}).get(GPU_RESOURCE, 0)))
-        pools.append(
-            ElasticPool(
-                name=f"NodePool {name}",
-                gpu_product=gpu.name,
-                node_selector=selector or ((NODEPOOL_LABEL, name),),
-                machine_gpus=tuple(shapes),
-                headroom_gpus=headroom,
-                limit_note=limit_note,
-                machine_names=tuple(m.name for m in sorted(machines, key=lambda m: -m.gpus)),
-                in_flight_gpus=max(0, in_use - ready.get(name, 0)),
-            )
-        )
+        pool = _nodepool_pool(np, ready, notes)
+        if pool is not None:
+            pools.append(pool)
     return tuple(pools), tuple(notes)
+
+
+def _nodepool_pool(np: Mapping[str, Any], ready: Mapping[str, int], notes: list[str]) -> ElasticPool | None:
+    """One NodePool's elastic pool, or None (a note in ``notes`` when it has GPUs but cannot be used)."""
+    meta = np.get("metadata") or {}
+    name = str(meta.get("name", ""))
+    if meta.get("deletionTimestamp"):
+        return None
+    template = (np.get("spec") or {}).get("template") or {}
+    labels = {str(k): str(v) for k, v in ((template.get("metadata") or {}).get("labels") or {}).items()}
+    requirements = _requirements(np)
+    type_names = _in_values(requirements, INSTANCE_TYPE_LABEL) or []
+    known = [m for m in (find_instance_type(t) for t in type_names) if m is not None]
+    gpu, selector = _gpu_type(labels, requirements, known)
+    if gpu is None:
+        if any(k in labels for k in _PRODUCT_KEYS) or known:
+            notes.append(f"NodePool {name}: GPU type not recognised from its labels or instance types")
+        return None
+    machines = [m for m in known if m.gpu.name == gpu.name]
+    shapes = _machine_shapes(machines, requirements, labels)
+    if not shapes:
+        notes.append(
+            f"NodePool {name} ({gpu.name}): not counted as capacity, its machine size is unknown; name "
+            f"instance types ({INSTANCE_TYPE_LABEL} In [...]) in its requirements"
+        )
+        return None
+    headroom, limit_note = _karpenter_headroom(np, machines, shapes[0])
+    in_use = int(_quantity(((np.get("status") or {}).get("resources") or {}).get(GPU_RESOURCE, 0)))
+    return ElasticPool(
+        name=f"NodePool {name}",
+        gpu_product=gpu.name,
+        node_selector=selector or ((NODEPOOL_LABEL, name),),
+        machine_gpus=tuple(shapes),
+        headroom_gpus=headroom,
+        limit_note=limit_note,
+        machine_names=tuple(m.name for m in sorted(machines, key=lambda m: -m.gpus)),
+        in_flight_gpus=max(0, in_use - ready.get(name, 0)),
+    )
+
+
+def _machine_shapes(
+    machines: list[InstanceType], requirements: list[Mapping[str, Any]], labels: Mapping[str, str]
+) -> list[int]:
+    """GPUs per machine a NodePool launches, largest first: from its known instance types, else its
+    GPU-count requirement or label (empty: unknown)."""
+    shapes = sorted({m.gpus for m in machines}, reverse=True)
+    if shapes:
+        return shapes
+    counts = _in_values(requirements, KARPENTER_GPU_COUNT_LABEL)
+    if counts is None and GFD_COUNT_LABEL in labels:
+        counts = [labels[GFD_COUNT_LABEL]]
+    return sorted({int(c) for c in counts or [] if str(c).isdigit() and int(c) > 0}, reverse=True)
 
 
 def _matches(node: Mapping[str, Any], selector: Mapping[str, str]) -> bool:

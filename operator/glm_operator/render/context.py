@@ -23,14 +23,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from glm_operator.api.v1alpha1 import API_VERSION, DEFAULT_SERVING_PORT, HF_CACHE_MOUNT_PATH, KIND
+from glm_operator.catalog.gpus import GPU_RESOURCE
 from glm_operator.render import names
 
-DEFAULT_IMAGE_PORT = 8000
-GLMDEPLOYMENT_API_VERSION = "inference.glm.dev/v1alpha1"
-GLMDEPLOYMENT_KIND = "GLMDeployment"
-DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 MODELS_MOUNT_PATH = "/models"
-HF_CACHE_MOUNT_PATH = "/root/.cache/huggingface"
 
 # Precisions vLLM reads from the checkpoint itself; "auto"/"bf16" never need a flag.
 _NO_FLAG_PRECISIONS = frozenset({"auto", "bf16", "bfloat16"})
@@ -44,8 +41,8 @@ class OwnerReference:
 
     name: str
     uid: str
-    api_version: str = GLMDEPLOYMENT_API_VERSION
-    kind: str = GLMDEPLOYMENT_KIND
+    api_version: str = API_VERSION
+    kind: str = KIND
 
 
 @dataclass(frozen=True)
@@ -162,7 +159,7 @@ class WorkloadContext:
     model_source: str = ""  # "" = hf://<model_id>
     pipeline_parallel_size: int = 1
     nodes_per_replica: int = 1
-    port: int = DEFAULT_IMAGE_PORT
+    port: int = DEFAULT_SERVING_PORT
     quantization: str | None = None  # value of --quantization; see vllm_quantization_flag
     kv_cache_dtype: str | None = None  # None = auto
     dtype: str | None = None  # --dtype, e.g. "float16" on GPUs without bf16
@@ -173,7 +170,7 @@ class WorkloadContext:
     reasoning_parser: str | None = None  # default --reasoning-parser; extraArgs can override it
     env: tuple[Mapping[str, Any], ...] = ()  # Kubernetes EnvVar dicts; override ours by name
     resources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # user requests/limits
-    resource_name: str = DEFAULT_GPU_RESOURCE  # or a per-type name such as nvidia.com/a100-80gb
+    resource_name: str = GPU_RESOURCE  # or a per-type name such as nvidia.com/a100-80gb
     node_selector_terms: tuple[NodeSelectorTerm, ...] = ()  # required node affinity; () = none
     tolerations: tuple[Mapping[str, Any], ...] = ()  # user tolerations, after the GPU taint's
     node_selector: Mapping[str, str] = field(default_factory=dict)

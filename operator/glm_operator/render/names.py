@@ -1,7 +1,8 @@
 """Names, labels, selectors and the spec hash of every object the operator creates.
 
 This is the only module that spells a label key or builds a child name, so the controller,
-the templates and the tests agree on them.
+the templates and the tests agree on them (the API group and the GPU-type label, which the planner
+reads back from pods, come from :mod:`glm_operator.api.v1alpha1`).
 
 Rules (after the prometheus-community charts' ``_helpers.tpl``):
 - child names are DNS-1035 labels (lowercase alphanumerics and '-', starting with a letter),
@@ -22,7 +23,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-GROUP = "inference.glm.dev"
+from glm_operator.api.v1alpha1 import GROUP
+from glm_operator.api.v1alpha1 import LABEL_GPU_PRODUCT as LABEL_GPU_PRODUCT
 
 LABEL_NAME = "app.kubernetes.io/name"
 LABEL_INSTANCE = "app.kubernetes.io/instance"
@@ -31,7 +33,6 @@ LABEL_PART_OF = "app.kubernetes.io/part-of"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_DEPLOYMENT = f"{GROUP}/deployment"
 LABEL_VARIANT = f"{GROUP}/variant"
-LABEL_GPU_PRODUCT = f"{GROUP}/gpu-product"
 LABEL_SPEC_HASH = f"{GROUP}/spec-hash"
 
 ANNOTATION_PLAN = f"{GROUP}/plan"
@@ -44,7 +45,7 @@ COMPONENT_INFERENCE = "inference"
 # component keeps them out of the Service and out of the scale subresource's selector.
 COMPONENT_WORKER = "worker"
 
-MAX_NAME_LENGTH = 63
+MAX_DNS_LABEL_LENGTH = 63  # a child object's name (DNS-1035 label)
 MAX_LABEL_VALUE_LENGTH = 63
 # A LeaderWorkerSet makes one StatefulSet per group named "<lws>-<group index>"; the StatefulSet
 # controller labels its pods with controller-revision-hash "<statefulset>-<hash of ~10 chars>",
@@ -61,7 +62,7 @@ def short_hash(text: str, length: int = _HASH_SUFFIX_LENGTH) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
 
 
-def truncate_name(name: str, max_length: int = MAX_NAME_LENGTH) -> str:
+def truncate_name(name: str, max_length: int = MAX_DNS_LABEL_LENGTH) -> str:
     """``name`` if it fits, else a prefix + '-' + hash of the whole name, at most ``max_length``."""
     if len(name) <= max_length:
         return name
@@ -70,7 +71,7 @@ def truncate_name(name: str, max_length: int = MAX_NAME_LENGTH) -> str:
     return f"{prefix}-{short_hash(name)}"
 
 
-def dns_label(name: str, max_length: int = MAX_NAME_LENGTH) -> str:
+def dns_label(name: str, max_length: int = MAX_DNS_LABEL_LENGTH) -> str:
     """A DNS-1035 label made from ``name``: lowercase, invalid runs turned into '-', starts with a letter.
 
     Custom resource names are DNS-1123 subdomains (dots allowed, up to 253 characters, may start
@@ -97,7 +98,7 @@ def label_value(value: str) -> str:
 
 def workload_name(deployment_name: str, variant_name: str, *, multi_node: bool = False) -> str:
     """Name of the Deployment (or LeaderWorkerSet when ``multi_node``) serving one variant."""
-    limit = MAX_LEADERWORKERSET_NAME_LENGTH if multi_node else MAX_NAME_LENGTH
+    limit = MAX_LEADERWORKERSET_NAME_LENGTH if multi_node else MAX_DNS_LABEL_LENGTH
     return dns_label(f"{deployment_name}-{variant_name}", limit)
 
 

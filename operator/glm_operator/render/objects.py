@@ -36,17 +36,20 @@ from typing import Any
 import jinja2
 import yaml
 
+from glm_operator.api.v1alpha1 import HF_CACHE_MOUNT_PATH
 from glm_operator.api.vllm_args import sets_flag
+from glm_operator.catalog.gpus import GPU_RESOURCE
 from glm_operator.render import names
 from glm_operator.render.context import (
-    DEFAULT_GPU_RESOURCE,
-    HF_CACHE_MOUNT_PATH,
     MODELS_MOUNT_PATH,
     NodeSelectorTerm,
     WorkloadContext,
 )
 
-GPU_TAINT_TOLERATION: dict[str, str] = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+# GPU node pools (GKE, EKS, AKS) taint their nodes with the GPU resource name
+GPU_TAINT_TOLERATION: dict[str, str] = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+#: apiVersion of the LeaderWorkerSets rendered for multi-node variants (leaderworkerset.yaml.j2)
+LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 VLLM_CONTAINER_NAME = "vllm"
 WORKER_CONTAINER_NAME = "vllm-worker"
 STARTUP_PROBE_PERIOD_SECONDS = 10
@@ -387,7 +390,7 @@ def pod_resources(ctx: WorkloadContext) -> dict[str, dict[str, str]]:
     Any GPU count the user wrote under ``nvidia.com/gpu`` or the variant's resource name is
     replaced: the GPU count is the plan's decision.
     """
-    gpu_keys = {DEFAULT_GPU_RESOURCE, ctx.resource_name}
+    gpu_keys = {GPU_RESOURCE, ctx.resource_name}
     merged: dict[str, dict[str, str]] = {}
     for section in ("limits", "requests"):
         user = ctx.resources.get(section, {}) or {}
