@@ -18,6 +18,10 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) ## Python virtualenv with the package and test tools
 
+# Debian packages (hack/system-packages.sh): installed as root, else one line naming the command.
+# Each target that needs them checks first, before any build or download.
+PACKAGES = bash hack/system-packages.sh
+
 tools: ## Build the Kubernetes/etcd/KWOK/Helm/simulator binaries into the cache (no-op when cached)
 	bash hack/build-tools.sh
 
@@ -51,20 +55,30 @@ lint: venv ## ruff, mypy, import contracts
 unit: venv ## unit tests (pure code, no cluster)
 	$(BIN)/python -m pytest tests/unit -q
 
-e2e: deps ## e2e tests on the local control plane with simulated GPU nodes
+e2e: ## e2e tests on the local control plane with simulated GPU nodes
+	@$(PACKAGES) test
+	@$(MAKE) --no-print-directory deps
 	$(BIN)/python -m pytest tests/e2e -q
 
-test: deps lint ## everything: lint, types, unit and e2e tests
+test: ## everything: lint, types, unit, e2e and contract tests
+	@$(PACKAGES) test
+	@$(MAKE) --no-print-directory deps lint
 	$(BIN)/python -m pytest tests -q --durations=25
 
-cluster: deps ## start the local cluster (kubeconfig in .cluster/kubeconfig)
+cluster: ## start the local cluster (kubeconfig in .cluster/kubeconfig)
+	@$(PACKAGES) demo
+	@$(MAKE) --no-print-directory deps
 	$(BIN)/python -m tests.harness.local_cluster up
 
 cluster-down: venv ## stop the local cluster (and the e2e tests' one, if GLM_KEEP_CLUSTER=1 left it up)
 	$(BIN)/python -m tests.harness.local_cluster down
-	@if [ -f .cluster-e2e/state.json ]; then $(BIN)/python -m tests.harness.local_cluster down --state-dir .cluster-e2e; fi
+	@for d in .cluster-e2e; do \
+	  if [ -f $$d/state.json ]; then $(BIN)/python -m tests.harness.local_cluster down --state-dir $$d; fi; \
+	done
 
-demo: venv tools prometheus ## main job: local simulated GPU cluster, then show its GPU nodes
+demo: ## main job: local simulated GPU cluster, then show its GPU nodes
+	@$(PACKAGES) demo
+	@$(MAKE) --no-print-directory venv tools prometheus
 	bash hack/demo.sh
 
 generate: venv ## regenerate committed artifacts (CRD, chart CRD copy, install.yaml)
