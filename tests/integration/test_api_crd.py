@@ -195,12 +195,8 @@ def test_defaults_are_applied_by_the_apiserver(cluster: SessionCluster, namespac
         input=yaml.safe_dump(manifest(GOOD)),
     )
     spec = json.loads(result.stdout)["spec"]
-    assert spec["gpu"] == {
-        "allowMultiNode": False,
-        "memoryUtilization": 0.9,
-        "pipelineParallelSize": 0,
-        "tensorParallelSize": 0,
-    }
+    # No memoryUtilization default: left out, it is the vLLM release's own (planning.engine).
+    assert spec["gpu"] == {"allowMultiNode": False, "pipelineParallelSize": 0, "tensorParallelSize": 0}
     assert spec["serving"] == {"port": 8000}
     assert (spec["quantization"], spec["kvCacheDtype"], spec["contextLength"], spec["replicas"]) == (
         "auto",
