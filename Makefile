@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help deps venv tools prometheus prometheus-operator-crds vllm vllm-flags contract lint unit e2e test cluster cluster-down demo generate verify bench image image-save
+.PHONY: help deps venv tools prometheus prometheus-operator-crds vllm vllm-flags contract lint unit integration e2e test cluster cluster-down demo generate verify bench image image-save
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -17,6 +17,10 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 venv: $(STAMP) ## Python virtualenv with the package and test tools
+
+# Debian packages (hack/system-packages.sh): installed as root, else one line naming the command.
+# Each target that needs them checks first, before any build or download.
+PACKAGES = bash hack/system-packages.sh
 
 tools: ## Build the Kubernetes/etcd/KWOK/Helm/simulator binaries into the cache (no-op when cached)
 	bash hack/build-tools.sh
@@ -48,23 +52,38 @@ lint: venv ## ruff, mypy, import contracts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-unit: venv ## unit tests (pure code, no cluster)
+unit: venv ## unit tests: pure code, no external binary
 	$(BIN)/python -m pytest tests/unit -q
 
-e2e: deps ## e2e tests on the local control plane with simulated GPU nodes
+integration: ## tests with a real binary but no full cluster: helm, haproxy -c, kube-apiserver + etcd
+	@$(PACKAGES) integration
+	@$(MAKE) --no-print-directory venv tools
+	$(BIN)/python -m pytest tests/integration -q
+
+e2e: ## e2e tests on the local control plane with simulated GPU nodes
+	@$(PACKAGES) test
+	@$(MAKE) --no-print-directory deps
 	$(BIN)/python -m pytest tests/e2e -q
 
-test: deps lint ## everything: lint, types, unit and e2e tests
-	$(BIN)/python -m pytest tests -q --durations=25
+test: ## everything: lint, types, unit, integration, e2e and contract tests
+	@$(PACKAGES) test
+	@$(MAKE) --no-print-directory deps lint
+	$(BIN)/python -m pytest tests/unit tests/integration tests/e2e tests/contract -q --durations=25
 
-cluster: deps ## start the local cluster (kubeconfig in .cluster/kubeconfig)
+cluster: ## start the local cluster (kubeconfig in .cluster/kubeconfig)
+	@$(PACKAGES) demo
+	@$(MAKE) --no-print-directory deps
 	$(BIN)/python -m tests.harness.local_cluster up
 
-cluster-down: venv ## stop the local cluster (and the e2e tests' one, if GLM_KEEP_CLUSTER=1 left it up)
+cluster-down: venv ## stop the local cluster (and the test tiers' ones, if GLM_KEEP_CLUSTER=1 left them up)
 	$(BIN)/python -m tests.harness.local_cluster down
-	@if [ -f .cluster-e2e/state.json ]; then $(BIN)/python -m tests.harness.local_cluster down --state-dir .cluster-e2e; fi
+	@for d in .cluster-e2e .cluster-integration; do \
+	  if [ -f $$d/state.json ]; then $(BIN)/python -m tests.harness.local_cluster down --state-dir $$d; fi; \
+	done
 
-demo: venv tools prometheus ## main job: local simulated GPU cluster, then show its GPU nodes
+demo: ## main job: local simulated GPU cluster, then show its GPU nodes
+	@$(PACKAGES) demo
+	@$(MAKE) --no-print-directory venv tools prometheus
 	bash hack/demo.sh
 
 generate: venv ## regenerate committed artifacts (CRD, chart CRD copy, install.yaml)

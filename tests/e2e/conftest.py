@@ -14,14 +14,13 @@ from __future__ import annotations
 import itertools
 import os
 import re
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.harness.cluster import LocalCluster, repo_root
+from tests.harness.cluster import LocalCluster, SessionCluster, repo_root, session
 from tests.harness.lws import LeaderWorkerSetController
 from tests.harness.operator import RunningOperator
 
@@ -40,30 +39,8 @@ def forbidden_lines(log: str) -> list[str]:
     return [line for line in log.splitlines() if _FORBIDDEN.search(line)]
 
 
-class E2ECluster:
-    """What e2e tests get: kubeconfig, binaries, kubectl/helm runners, fresh namespaces."""
-
-    def __init__(self, local: LocalCluster) -> None:
-        self.local = local
-        self.kubeconfig: Path = local.kubeconfig
-        self.bin_dir: Path = local.bin_dir
-        self.namespaces: list[str] = []
-
-    def kubectl(
-        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
-    ) -> subprocess.CompletedProcess[str]:
-        return self.local.kubectl(*args, input=input, check=check, timeout=timeout)
-
-    def helm(
-        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
-    ) -> subprocess.CompletedProcess[str]:
-        return self.local.helm(*args, input=input, check=check, timeout=timeout)
-
-    def namespace(self, name_prefix: str = "t") -> str:
-        name = f"{name_prefix}-{os.getpid()}-{next(_counter)}"[:63]
-        self.kubectl("create", "namespace", name)
-        self.namespaces.append(name)
-        return name
+# What e2e tests get: kubeconfig, binaries, kubectl/helm runners, fresh namespaces.
+E2ECluster = SessionCluster
 
 
 def delete_namespace(cluster: E2ECluster, name: str, timeout: float = 60, until_gone: bool = False) -> None:
@@ -111,16 +88,9 @@ def cluster() -> Iterator[E2ECluster]:
     E2E_STATE_DIR.mkdir(parents=True, exist_ok=True)
     started = local.up(nodes=[NODES])
     local.stop_extra_processes()  # a reused cluster's extra processes would compete for the Lease
-    e2e = E2ECluster(local)
-    try:
+    with session(local, started) as e2e:
         LeaderWorkerSetController(local).up()
         yield e2e
-    finally:
-        if started and not os.environ.get("GLM_KEEP_CLUSTER"):
-            local.down()
-        else:
-            for ns in e2e.namespaces:
-                local.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
 @pytest.fixture(scope="session")

@@ -11,30 +11,18 @@ import random
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
 
-from tests.harness.cluster import repo_root
+from tests.harness.cluster import repo_root, wait_for
 from tests.harness.samples import create_prerequisites, volume_selector
 
 from .conftest import NODES, E2ECluster, RunningOperator, delete_namespace
 
 pytestmark = pytest.mark.e2e
 SAMPLES = repo_root() / "manifests" / "samples"
-T = TypeVar("T")
-
-
-def wait_for(predicate: Callable[[], T], timeout: float = 60.0, what: str = "condition") -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"{what} not reached within {timeout:.0f}s (last: {last!r})")
 
 
 def get(cluster: E2ECluster, ns: str, kind: str, name: str | None = None, selector: str | None = None) -> Any:

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.harness.chart import CHART, KUBE_VERSION
+
 from .conftest import E2ECluster, delete_namespace
-from .test_chart import CHART, KUBE_VERSION, wait_established
 
 pytestmark = pytest.mark.e2e
 
@@ -80,7 +81,7 @@ def test_helm_install_upgrade_uninstall(cluster: E2ECluster, values: str) -> Non
         result = cluster.helm(*args, timeout=240)
         assert "STATUS: deployed" in result.stdout, result.stdout + result.stderr
         for crd in chart_crds(cluster):
-            wait_established(cluster, crd)
+            cluster.local.wait_crds_established(crd)
         dep = deployment(cluster, release, namespace)
         expected_replicas = 1 if values == "namespaced" else 2
         assert dep["status"].get("readyReplicas") == expected_replicas, dep["status"]

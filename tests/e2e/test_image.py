@@ -28,10 +28,10 @@ import pytest
 import yaml
 
 from tests.harness import container
+from tests.harness.chart import CHART, KUBE_VERSION, apply_crds
 from tests.harness.cluster import LocalCluster, free_port, repo_root
 
 from .conftest import NODES, E2ECluster, delete_namespace, forbidden_lines
-from .test_chart import CHART, KUBE_VERSION, apply_crds
 from .test_controller import phase_is, wait_for
 
 pytestmark = pytest.mark.e2e

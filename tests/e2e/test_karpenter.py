@@ -191,7 +191,7 @@ def test_queue_grows_to_the_pool_limit_then_drains_and_karpenter_removes_the_nod
         prometheus = PrometheusServer(tmp_path, [(emulator.port, {"namespace": ens})])
         prometheus.start()
         operator.stop()
-        operator.start("--prometheus-url", prometheus.url)
+        operator.start("--prometheus-url", prometheus.url, remember=False)  # start() goes back
         timeline: list[tuple[float, str, int, int, int]] = []
         started = time.monotonic()
 

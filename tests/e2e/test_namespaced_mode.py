@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.chart import template
+
 from .conftest import E2ECluster, RunningOperator, delete_namespace, forbidden_lines
-from .test_chart import template
 from .test_controller import apply, children, glmd, phase_is, small, wait_for
 
 pytestmark = pytest.mark.e2e

@@ -22,11 +22,11 @@ import pytest
 from glm_operator.render import names
 from glm_operator.render.context import OwnerReference
 from glm_operator.render.monitoring import relabelings, render_pod_monitor
+from tests.harness.chart import template
 from tests.harness.prometheus_operator import POD_MONITOR_CRD_NAME, pod_monitor_crd_file
 
 from ..unit.test_render import make_ctx
 from .conftest import E2ECluster, RunningOperator, delete_namespace
-from .test_chart import template
 from .test_controller import apply, condition, glmd, phase_is, small, wait_for
 
 pytestmark = pytest.mark.e2e

@@ -3,7 +3,10 @@
 etcd, kube-apiserver, kube-controller-manager and kube-scheduler run as plain processes built
 from Go modules (``hack/build-tools.sh``); KWOK plays the kubelet for fake nodes so the real
 scheduler binds pods and KWOK marks them Running/Ready. Every component listens on 127.0.0.1
-on a free port; the admin kubeconfig is written to ``<state_dir>/kubeconfig``.
+on a free port; the admin kubeconfig is written to ``<state_dir>/kubeconfig``. With
+``apiserver_only`` just etcd and kube-apiserver run (the integration tests): the API, its
+validation, admission and CRDs, but no controller (no default ServiceAccount, no namespace
+deletion), no scheduler and no node.
 
 Safety: KWOK gives fake pods 10.x IPs and Services get ClusterIPs from 10.96.0.0/16. Nothing
 here (and nothing in the tests) dials those addresses: only the apiserver on loopback.
@@ -15,6 +18,7 @@ idempotent (it reuses a healthy cluster) and ``down()`` stops every process grou
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import secrets
@@ -25,13 +29,15 @@ import ssl
 import subprocess
 import time
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+APISERVER_COMPONENTS = COMPONENTS[:2]
 SERVICE_CIDR = "10.96.0.0/16"
+T = TypeVar("T")
 
 
 class ClusterError(RuntimeError):
@@ -69,6 +75,12 @@ class LocalCluster:
     bin_dir: Path = field(default_factory=default_bin_dir)
     # component -> flags appended to its command line (e.g. a benchmark's node-monitor grace)
     extra_args: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    # etcd and kube-apiserver only: no controller-manager, scheduler or KWOK
+    apiserver_only: bool = False
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        return APISERVER_COMPONENTS if self.apiserver_only else COMPONENTS
 
     @property
     def kubeconfig(self) -> Path:
@@ -116,7 +128,7 @@ class LocalCluster:
     def is_running(self) -> bool:
         server, token = self.server_url(), self.token()
         pids = self._pids()
-        if not server or not token or set(pids) != set(COMPONENTS):
+        if not server or not token or set(pids) != set(self.components):
             return False
         if not all(_alive(pid) for pid in pids.values()):
             return False
@@ -125,12 +137,14 @@ class LocalCluster:
     # -- lifecycle ---------------------------------------------------------------------------
     def up(self, nodes: Sequence[Path] = (), timeout: float = 120.0) -> bool:
         """Start the cluster unless a healthy one is running. Returns True if it started one."""
+        if nodes and self.apiserver_only:
+            raise ClusterError("no node can be Ready without KWOK: nodes need apiserver_only=False")
         if self.is_running():
             if nodes:
                 self.apply_nodes(nodes)
             return False
         self.down()
-        missing = [c for c in (*COMPONENTS, "kubectl") if not (self.bin_dir / c).exists()]
+        missing = [c for c in (*self.components, "kubectl") if not (self.bin_dir / c).exists()]
         if missing:
             raise ClusterError(
                 f"missing binaries in {self.bin_dir}: {', '.join(missing)}; run hack/build-tools.sh first"
@@ -139,7 +153,8 @@ class LocalCluster:
         for sub in ("etcd", "certs", "logs"):
             shutil.rmtree(sd / sub, ignore_errors=True)
             (sd / sub).mkdir(parents=True, exist_ok=True)
-        ports = {name: free_port() for name in ("etcd", "etcd_peer", "apiserver", "kcm", "sched", "kwok")}
+        controllers = () if self.apiserver_only else ("kcm", "sched", "kwok")
+        ports = {name: free_port() for name in ("etcd", "etcd_peer", "apiserver", *controllers)}
         token = secrets.token_hex(16)
         (sd / "tokens.csv").write_text(f"{token},admin,admin,system:masters\n")
         sa_key = sd / "certs" / "sa.key"
@@ -205,6 +220,8 @@ class LocalCluster:
                 raise ClusterError(f"kube-apiserver not ready after {timeout:.0f}s; see {sd / 'logs'}")
             time.sleep(0.3)
         self._write_kubeconfig(server, token)
+        if self.apiserver_only:
+            return True
         kube_crt = sd / "certs" / "apiserver.crt"
         start(
             "kube-controller-manager",
@@ -431,6 +448,62 @@ class LocalCluster:
         self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
         return self.run_tool("helm", *args, input=input, check=check, timeout=timeout)
+
+
+class SessionCluster:
+    """What a tier's session cluster fixture gives its tests: kubeconfig, binaries, kubectl/helm
+    runners, fresh namespaces (e2e: the full local cluster; integration: kube-apiserver + etcd)."""
+
+    _counter = itertools.count()
+
+    def __init__(self, local: LocalCluster) -> None:
+        self.local = local
+        self.kubeconfig: Path = local.kubeconfig
+        self.bin_dir: Path = local.bin_dir
+        self.namespaces: list[str] = []
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        return self.local.kubectl(*args, input=input, check=check, timeout=timeout)
+
+    def helm(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        return self.local.helm(*args, input=input, check=check, timeout=timeout)
+
+    def namespace(self, name_prefix: str = "t") -> str:
+        name = f"{name_prefix}-{os.getpid()}-{next(self._counter)}"[:63]
+        self.kubectl("create", "namespace", name)
+        self.namespaces.append(name)
+        return name
+
+
+@contextlib.contextmanager
+def session(local: LocalCluster, started: bool) -> Iterator[SessionCluster]:
+    """A tier's cluster for the length of its fixture: stopped at the end when this run ``started``
+    it (unless ``GLM_KEEP_CLUSTER`` is set), otherwise left up less the namespaces made through it."""
+    cluster = SessionCluster(local)
+    try:
+        yield cluster
+    finally:
+        if started and not os.environ.get("GLM_KEEP_CLUSTER"):
+            local.down()
+        else:
+            for ns in cluster.namespaces:
+                local.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def wait_for(predicate: Callable[[], T], timeout: float = 60.0, what: str = "condition") -> T:
+    """Poll ``predicate`` every 0.5 s until it returns something true; return that."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(0.5)
+    raise AssertionError(f"{what} not reached within {timeout:.0f}s (last: {last!r})")
 
 
 def _alive(pid: int) -> bool:

@@ -11,8 +11,9 @@ time naming the field, or ``not-planned``: accepted, then ``Planned=False`` with
 the field and the fix. None of them may be planned to running pods (the hostile-input review found
 15 such specs accepted and planned).
 
-Used by ``tests/unit/test_hostile_specs.py`` (pydantic + planner, every case) and
-``tests/e2e/test_hostile_specs.py`` (the real apiserver).
+Used by ``tests/unit/test_hostile_specs.py`` (pydantic + planner, every case),
+``tests/integration/test_hostile_specs.py`` (the real apiserver's dry runs) and
+``tests/e2e/test_hostile_specs.py`` (a sample applied for real, reconciled by the operator).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ INLINE_CONFIG: dict[str, Any] = {
 }
 
 
+GROUP, VERSION, PLURAL = "inference.glm.dev", "v1alpha1", "glmdeployments"
 REFUSED = "refused"
 NOT_PLANNED = "not-planned"
 
@@ -473,3 +475,38 @@ def largest_inline_specs() -> list[HostileCase]:
         )
         for name, config in configs.items()
     ]
+
+
+def manifest(case: HostileCase, name: str) -> dict[str, Any]:
+    """The GLMDeployment ``name`` with the case's spec."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "GLMDeployment",
+        "metadata": {"name": name},
+        "spec": case.spec,
+    }
+
+
+def create(api: Any, ns: str, obj: dict[str, Any], dry_run: bool = True) -> dict[str, Any]:
+    """POST ``obj`` (a GLMDeployment or one of its children) with the kubernetes client ``api``,
+    ``dryRun=All`` unless ``dry_run`` is false; the GLMDeployment with strict field validation."""
+    from kubernetes import client
+
+    kind = obj["kind"]
+    body: Any = obj  # the typed client wants its models; it sends a dict as it is
+    dry = "All" if dry_run else None
+    out: Any
+    if kind == "GLMDeployment":
+        out = client.CustomObjectsApi(api).create_namespaced_custom_object(
+            GROUP, VERSION, ns, PLURAL, body, dry_run=dry, field_validation="Strict"
+        )
+        return dict(out)
+    if kind == "Deployment":
+        out = client.AppsV1Api(api).create_namespaced_deployment(ns, body, dry_run=dry)
+    elif kind == "Service":
+        out = client.CoreV1Api(api).create_namespaced_service(ns, body, dry_run=dry)
+    elif kind == "PodDisruptionBudget":
+        out = client.PolicyV1Api(api).create_namespaced_pod_disruption_budget(ns, body, dry_run=dry)
+    else:
+        raise AssertionError(f"unexpected child kind {kind}")
+    return dict(out.to_dict())

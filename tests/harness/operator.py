@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import yaml
@@ -56,6 +56,11 @@ class RunningOperator:
         self.log_path = workdir / "operator.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.operator_namespace = OPERATOR_NAMESPACE
+        # What start() was last given (added to the harness's own arguments and environment), and
+        # what the process started last runs with.
+        self.args: tuple[str, ...] = ()
+        self.env: dict[str, str] = {}
+        self.launched: tuple[tuple[str, ...], dict[str, str]] = ((), {})
 
     def install(
         self,
@@ -84,7 +89,24 @@ class RunningOperator:
         cfg["contexts"][0]["context"]["user"] = "operator"
         self.kubeconfig.write_text(json.dumps(cfg))
 
-    def start(self, *extra: str, env: dict[str, str] | None = None) -> None:
+    def start(self, *extra: str, env: Mapping[str, str] | None = None, remember: bool = True) -> None:
+        """Start ``glm-operator run`` with ``extra`` arguments and ``env`` on top of the harness's own.
+
+        They are remembered (unless ``remember=False``: for this run only): ``start()`` with
+        neither runs it with the remembered ones, as a test that stopped the operator means when it
+        starts it again, so no restart drops a flag such as the session's ``--node-grace-seconds``.
+        ``restarted_on_exit`` restarts it exactly as it last ran.
+        """
+        if extra or env is not None:
+            args, run_env = tuple(extra), dict(env or {})
+            if remember:
+                self.args, self.env = args, run_env
+        else:
+            args, run_env = self.args, self.env
+        self._launch(args, run_env)
+
+    def _launch(self, extra: tuple[str, ...], extra_env: dict[str, str]) -> None:
+        self.launched = (extra, extra_env)
         env = {
             **os.environ,
             "KUBECONFIG": str(self.kubeconfig),
@@ -93,7 +115,7 @@ class RunningOperator:
             # leader may take its own Lease back at once.
             "POD_NAME": f"glm-operator-{self.workdir.name}",
             "MALLOC_ARENA_MAX": "2",  # as the image sets it (Containerfile)
-            **(env or {}),
+            **extra_env,
         }
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
         self.proc = subprocess.Popen(
@@ -112,8 +134,8 @@ class RunningOperator:
 
     @contextlib.contextmanager
     def restarted_on_exit(self) -> Iterator[list[int]]:
-        """Restart the operator whenever it exits, as the kubelet restarts a container; yields
-        the list of exit codes seen."""
+        """Restart the operator whenever it exits, as the kubelet restarts a container (with the
+        same arguments and environment); yields the list of exit codes seen."""
         codes: list[int] = []
         done = threading.Event()
 
@@ -122,7 +144,7 @@ class RunningOperator:
                 proc = self.proc
                 if proc is not None and proc.poll() is not None:
                     codes.append(int(proc.returncode))
-                    self.start()
+                    self._launch(*self.launched)
 
         thread = threading.Thread(target=watch, daemon=True)
         thread.start()

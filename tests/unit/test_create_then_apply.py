@@ -1,5 +1,6 @@
 """New workloads are POSTed, then their fields handed to the apply entry (clients.managed_fields);
-the e2e counterpart (tests/e2e/test_create_then_apply.py) checks the pruning on a real apiserver."""
+the integration counterpart (tests/integration/test_create_then_apply.py) checks the pruning on a
+real apiserver."""
 
 from __future__ import annotations
 

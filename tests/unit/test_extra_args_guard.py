@@ -1,8 +1,8 @@
 """The extraArgs guard without vLLM: the spellings from the attack run, and ordinary flags.
 
 The contract test (tests/contract) proves the generated list is vLLM's own and checks every
-spelling against vLLM's parser; tests/e2e/test_extra_args_guard.py runs the CEL form on a real
-apiserver.
+spelling against vLLM's parser; tests/integration/test_extra_args_guard.py runs the CEL form on a
+real apiserver.
 """
 
 from __future__ import annotations

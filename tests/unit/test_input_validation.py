@@ -1,8 +1,8 @@
 """The validators added after the hostile-input review: exact messages, and the CRD carries the same rules.
 
 Image references, model sources, vLLM arguments, env values and inline configs that cannot work
-are refused naming the field and the fix (tests/e2e/test_hostile_specs.py sends the same cases to
-a real apiserver); the planner's "does not fit" rejections name the field to change and the fix.
+are refused naming the field and the fix (tests/integration/test_hostile_specs.py sends the same
+cases to a real apiserver); the planner's "does not fit" rejections name the field to change and the fix.
 """
 
 from __future__ import annotations

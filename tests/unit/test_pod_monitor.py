@@ -24,7 +24,6 @@ from glm_operator.render.monitoring import (
 )
 from glm_operator.render.objects import render_deployment, render_leaderworkerset
 
-from .test_chart import by_kind, documents, helm, render  # noqa: F401 - helm is a fixture
 from .test_desired import body, observe
 from .test_render import make_ctx
 
@@ -165,28 +164,6 @@ def test_compute_desired_prunes_the_pod_monitor_when_not_wanted() -> None:
     assert d.prune == ((POD_MONITOR_API_VERSION, "PodMonitor", "g"),)
     kept = compute_desired(observe(body(**L4_SPEC), pod_monitor=True, pod_monitors=[existing]))
     assert kept.prune == ()
-
-
-def test_chart_passes_the_mode_and_grants_podmonitors_in_both_rbac_modes(helm: Any) -> None:  # noqa: F811
-    def rules(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-        return [r for doc in by_kind(docs, kind) for r in doc["rules"] if "podmonitors" in r["resources"]]
-
-    docs = documents(render(helm).stdout)
-    (deployment,) = by_kind(docs, "Deployment")
-    assert "--pod-monitor=auto" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    (rule,) = rules(docs, "ClusterRole")
-    assert rule["apiGroups"] == ["monitoring.coreos.com"] and {"create", "patch", "delete"} <= set(
-        rule["verbs"]
-    )
-
-    namespaced = documents(render(helm, "--set", "watchNamespaces={a,b}").stdout)
-    assert not rules(namespaced, "ClusterRole")
-    assert len(rules(namespaced, "Role")) == 2
-
-    off = documents(render(helm, "--set", "prometheus.podMonitor=off").stdout)
-    (rule,) = rules(off, "ClusterRole")
-    assert set(rule["verbs"]) == {"get", "list", "watch", "delete"}  # prune only
-    assert render(helm, "--set", "prometheus.podMonitor=yes", check=False).returncode != 0
 
 
 def test_a_refused_pod_monitor_says_how_to_fix_it() -> None:

@@ -5,8 +5,8 @@ These models are the only definition of the API. The CustomResourceDefinition in
 so every field carries a description (``kubectl explain`` is the manual), its default and its
 bounds. Cross-field rules are written twice, on purpose: once as a pydantic validator (so offline
 commands such as ``glm-operator plan`` reject the same specs) and once as a CEL rule in
-``x-kubernetes-validations`` (so the apiserver rejects them); ``tests/e2e/test_api_crd.py`` checks
-that both reject the same table of bad specs.
+``x-kubernetes-validations`` (so the apiserver rejects them); ``tests/integration/test_api_crd.py``
+checks that both reject the same table of bad specs.
 
 Python attributes are snake_case; the wire format (aliases) is camelCase. Both names are accepted
 on input (``populate_by_name``); dump with ``by_alias=True, exclude_none=True`` for Kubernetes.

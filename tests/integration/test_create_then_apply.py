@@ -8,8 +8,7 @@ from typing import Any
 from kubernetes import config as k8s_config
 
 from glm_operator.clients.kube import FIELD_MANAGER, KubeClient
-
-from .conftest import E2ECluster
+from tests.harness.cluster import SessionCluster
 
 
 def deployment(ns: str, name: str, *, extra_label: bool, args: list[str]) -> dict[str, Any]:
@@ -38,7 +37,7 @@ def managers(obj: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def test_a_posted_child_hands_its_fields_to_apply_and_a_dropped_field_is_removed(
-    cluster: E2ECluster, ns: str
+    cluster: SessionCluster, ns: str
 ) -> None:
     api = KubeClient(k8s_config.new_client_from_config(str(cluster.kubeconfig)))
     created = api.create_or_apply(deployment(ns, "posted", extra_label=True, args=["--a", "--b"]))
@@ -64,7 +63,7 @@ def test_a_posted_child_hands_its_fields_to_apply_and_a_dropped_field_is_removed
 
 
 def test_an_apply_hands_over_a_child_that_was_applied_before_and_updated_since(
-    cluster: E2ECluster, ns: str
+    cluster: SessionCluster, ns: str
 ) -> None:
     """An object with both entries of the manager (applied, then written by create/update with
     the same manager name): the Update entry's fields are merged into the Apply entry."""
@@ -82,7 +81,9 @@ def test_an_apply_hands_over_a_child_that_was_applied_before_and_updated_since(
     assert managers(applied) == [(FIELD_MANAGER, "Apply")]
 
 
-def test_the_hand_over_of_a_child_changed_since_it_was_read_re_reads_it(cluster: E2ECluster, ns: str) -> None:
+def test_the_hand_over_of_a_child_changed_since_it_was_read_re_reads_it(
+    cluster: SessionCluster, ns: str
+) -> None:
     api = KubeClient(k8s_config.new_client_from_config(str(cluster.kubeconfig)))
     created = api.create(deployment(ns, "stale", extra_label=True, args=["--a"]))
     cluster.kubectl("annotate", "deployment", "stale", "-n", ns, "someone=else")  # a newer version

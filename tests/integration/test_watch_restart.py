@@ -24,10 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import E2ECluster, delete_namespace
-from .test_controller import wait_for
+from tests.harness.cluster import SessionCluster, wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.integration
 
 GROUP = "guard.test.glm.dev"
 CRD_NAME = f"widgets.{GROUP}"
@@ -89,7 +88,7 @@ else:
 
 
 class KopfProcess:
-    def __init__(self, cluster: E2ECluster, tmp_path: Path, ns: str, restart: bool) -> None:
+    def __init__(self, cluster: SessionCluster, tmp_path: Path, ns: str, restart: bool) -> None:
         script = tmp_path / "widgets_operator.py"
         script.write_text(OPERATOR)
         self.log_path = tmp_path / f"widgets-{'thread' if restart else 'kopf'}.log"
@@ -116,33 +115,33 @@ class KopfProcess:
         self.log_file.close()
 
 
-def install_crd(cluster: E2ECluster) -> None:
+def install_crd(cluster: SessionCluster) -> None:
     cluster.kubectl("apply", "-f", "-", input=CRD)
     cluster.local.wait_crds_established(CRD_NAME)
 
 
-def delete_crd(cluster: E2ECluster) -> None:
+def delete_crd(cluster: SessionCluster) -> None:
     cluster.kubectl("delete", "crd", CRD_NAME, "--ignore-not-found", "--timeout=60s")
 
 
-def widget(cluster: E2ECluster, ns: str, name: str) -> None:
+def widget(cluster: SessionCluster, ns: str, name: str) -> None:
     manifest = f"apiVersion: {GROUP}/v1\nkind: Widget\nmetadata: {{name: {name}, namespace: {ns}}}\n"
     cluster.kubectl("apply", "-f", "-", input=manifest)
 
 
 @pytest.fixture
-def widgets(cluster: E2ECluster, tmp_path: Path) -> Iterator[tuple[E2ECluster, Path, str]]:
-    ns = cluster.namespace("wg")
+def widgets(cluster: SessionCluster, ns: str, tmp_path: Path) -> Iterator[tuple[SessionCluster, Path, str]]:
     delete_crd(cluster)
     install_crd(cluster)
     try:
         yield cluster, tmp_path, ns
     finally:
         delete_crd(cluster)
-        delete_namespace(cluster, ns)
 
 
-def start_and_see_first_widget(cluster: E2ECluster, tmp_path: Path, ns: str, restart: bool) -> KopfProcess:
+def start_and_see_first_widget(
+    cluster: SessionCluster, tmp_path: Path, ns: str, restart: bool
+) -> KopfProcess:
     op = KopfProcess(cluster, tmp_path, ns, restart)
     wait_for(lambda: "started" in op.log(), 60, "the operator's start-up")
     widget(cluster, ns, "first")
@@ -150,7 +149,7 @@ def start_and_see_first_widget(cluster: E2ECluster, tmp_path: Path, ns: str, res
     return op
 
 
-def test_kopf_by_itself_stops_when_the_crd_goes(widgets: tuple[E2ECluster, Path, str]) -> None:
+def test_kopf_by_itself_stops_when_the_crd_goes(widgets: tuple[SessionCluster, Path, str]) -> None:
     cluster, tmp_path, ns = widgets
     op = start_and_see_first_widget(cluster, tmp_path, ns, restart=False)
     try:
@@ -162,7 +161,7 @@ def test_kopf_by_itself_stops_when_the_crd_goes(widgets: tuple[E2ECluster, Path,
 
 
 def test_in_the_watch_thread_kopf_is_started_again_and_sees_the_crd_come_back(
-    widgets: tuple[E2ECluster, Path, str],
+    widgets: tuple[SessionCluster, Path, str],
 ) -> None:
     cluster, tmp_path, ns = widgets
     op = start_and_see_first_widget(cluster, tmp_path, ns, restart=True)

@@ -14,11 +14,11 @@ import pytest
 from pydantic import ValidationError
 
 from glm_operator.api import spec_from_dict
+from tests.harness.cluster import SessionCluster
 
-from .conftest import E2ECluster
 from .test_api_crd import dry_run, manifest, namespace  # noqa: F401  (fixture)
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.integration
 
 REFUSED = [
     ["-tp=8"],
@@ -53,7 +53,7 @@ def spec_with(extra_args: list[str]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("extra_args", REFUSED, ids=[" ".join(a) for a in REFUSED])
 def test_managed_flag_spellings_are_refused_at_apply(
-    cluster: E2ECluster,
+    cluster: SessionCluster,
     namespace: str,  # noqa: F811
     extra_args: list[str],
 ) -> None:
@@ -68,7 +68,7 @@ def test_managed_flag_spellings_are_refused_at_apply(
 
 @pytest.mark.parametrize("extra_args", ACCEPTED, ids=[" ".join(a) for a in ACCEPTED])
 def test_ordinary_vllm_flags_are_accepted(
-    cluster: E2ECluster,
+    cluster: SessionCluster,
     namespace: str,  # noqa: F811
     extra_args: list[str],
 ) -> None:
@@ -78,7 +78,7 @@ def test_ordinary_vllm_flags_are_accepted(
 
 
 def test_the_guard_holds_the_maximum_extra_args_within_the_cel_cost_budget(
-    cluster: E2ECluster,
+    cluster: SessionCluster,
     namespace: str,  # noqa: F811
 ) -> None:
     """64 arguments of 1,024 characters (the schema's bounds) are evaluated, not refused for cost."""

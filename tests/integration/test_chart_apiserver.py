@@ -1,6 +1,6 @@
-"""The Helm chart against the real apiserver: lint, server-side dry run, and RBAC that is exactly
-enough (the operator's ServiceAccount can do its job, hold its leader-election Lease in the release
-namespace only, and cannot read Secrets)."""
+"""The Helm chart against the real kube-apiserver (no controller, no pod): lint, server-side dry run,
+and RBAC that is exactly enough (the operator's ServiceAccount can do its job, hold its
+leader-election Lease in the release namespace only, and cannot read Secrets)."""
 
 from __future__ import annotations
 
@@ -13,43 +13,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .conftest import E2ECluster
+from tests.harness.chart import CHART, KUBE_VERSION, apply_crds, template
+from tests.harness.cluster import SessionCluster
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-CHART = ROOT / "charts" / "glm-operator"
-GLM_CRD = ROOT / "crds" / "glmdeployments.inference.glm.dev.yaml"
-KUBE_VERSION = "1.34.4"
 
 
-def template(cluster: E2ECluster, release: str, namespace: str, *sets: str) -> str:
-    args = ["template", release, str(CHART), "--namespace", namespace, "--kube-version", KUBE_VERSION]
-    for value in sets:
-        args += ["--set", value]
-    return cluster.helm(*args).stdout
-
-
-def apply_crds(cluster: E2ECluster) -> None:
-    """The GLMDeployment CRD, so that `kubectl auth can-i` can resolve its resource names through
-    discovery (the chart has no other CRD: leader election uses a built-in Lease)."""
-    cluster.kubectl(
-        "apply", "--server-side", "--force-conflicts", "--field-manager=glm-e2e-chart", "-f", str(GLM_CRD)
-    )
-    wait_established(cluster, "glmdeployments.inference.glm.dev")
-
-
-def wait_established(cluster: E2ECluster, crd: str, timeout: float = 60) -> None:
-    """Poll, not `kubectl wait`: on a CRD created a moment ago that has no status yet, `kubectl
-    wait --for=condition=Established` fails at once (".status.conditions accessor error")."""
-    query = "jsonpath={.status.conditions[?(@.type=='Established')].status}"
-    deadline = time.monotonic() + timeout
-    while cluster.kubectl("get", "crd", crd, "-o", query, check=False).stdout != "True":
-        assert time.monotonic() < deadline, f"CRD {crd} not Established within {timeout:.0f}s"
-        time.sleep(0.3)
-
-
-def test_helm_lint(cluster: E2ECluster) -> None:
+def test_helm_lint(cluster: SessionCluster) -> None:
     for values in (None, CHART / "ci" / "namespaced-values.yaml"):
         args = ["lint", str(CHART), "--strict", "--kube-version", KUBE_VERSION]
         if values is not None:
@@ -60,7 +32,7 @@ def test_helm_lint(cluster: E2ECluster) -> None:
 
 
 @pytest.mark.parametrize("mode", ["cluster-wide", "namespaced", "service-monitor"])
-def test_rendered_chart_passes_server_side_dry_run(cluster: E2ECluster, mode: str) -> None:
+def test_rendered_chart_passes_server_side_dry_run(cluster: SessionCluster, mode: str) -> None:
     apply_crds(cluster)
     namespace = cluster.namespace("chart-dry")
     sets = ["crds.keep=true"]
@@ -82,7 +54,7 @@ def test_rendered_chart_passes_server_side_dry_run(cluster: E2ECluster, mode: st
     assert ("service/" in result.stdout) == (mode == "service-monitor"), result.stdout
 
 
-def test_install_yaml_passes_server_side_dry_run(cluster: E2ECluster) -> None:
+def test_install_yaml_passes_server_side_dry_run(cluster: SessionCluster) -> None:
     """install.yaml creates its own namespace, so dry-run the objects that do not live in it."""
     apply_crds(cluster)
     text = (ROOT / "manifests" / "install.yaml").read_text()
@@ -91,7 +63,7 @@ def test_install_yaml_passes_server_side_dry_run(cluster: E2ECluster) -> None:
         "-f", "-", input=text, check=False,
     )  # fmt: skip
     # Namespaced objects can fail only because a dry run does not really create the namespace (it
-    # exists already when the operator e2e tests installed their RBAC into it on this cluster).
+    # exists already on a cluster where the operator's RBAC was installed into it).
     errors = [line for line in result.stderr.splitlines() if line.strip()]
     assert all('namespaces "glm-operator-system" not found' in line for line in errors), result.stderr
     if not errors:
@@ -106,7 +78,7 @@ def test_install_yaml_passes_server_side_dry_run(cluster: E2ECluster) -> None:
 
 
 class Installed:
-    def __init__(self, cluster: E2ECluster, release: str, namespace: str) -> None:
+    def __init__(self, cluster: SessionCluster, release: str, namespace: str) -> None:
         self.cluster = cluster
         self.release = release
         self.namespace = namespace
@@ -140,7 +112,7 @@ class Installed:
 
 
 @pytest.fixture(scope="module")
-def cluster_wide(cluster: E2ECluster) -> Iterator[Installed]:
+def cluster_wide(cluster: SessionCluster) -> Iterator[Installed]:
     """The chart really applied (RBAC, ServiceAccount), with no operator pods."""
     apply_crds(cluster)
     namespace = cluster.namespace("chart-rbac")
@@ -251,7 +223,7 @@ def test_no_kopf_peering_access(cluster_wide: Installed) -> None:
         assert not cluster_wide.can_access(verb, "kopf.dev", "kopfpeerings", "default"), verb
 
 
-def test_namespaced_mode_rbac(cluster: E2ECluster) -> None:
+def test_namespaced_mode_rbac(cluster: SessionCluster) -> None:
     apply_crds(cluster)
     namespace = cluster.namespace("chart-nsop")
     watched = cluster.namespace("chart-nsw")

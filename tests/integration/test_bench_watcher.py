@@ -13,15 +13,13 @@ import pytest
 from kubernetes import client, config
 
 from tests.bench_module import controller_bench
+from tests.harness.cluster import SessionCluster, wait_for
 
-from .conftest import E2ECluster
-from .test_controller import wait_for
-
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.integration
 
 
 def test_the_bench_watch_stamps_every_event_once_across_re_opened_watches_and_stops_at_once(
-    cluster: E2ECluster, ns: str
+    cluster: SessionCluster, ns: str
 ) -> None:
     bench = controller_bench()
     api = config.new_client_from_config(config_file=str(cluster.kubeconfig))

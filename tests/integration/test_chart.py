@@ -1,7 +1,7 @@
-"""The Helm chart: rendering, RBAC shape, hardening, and manifests/install.yaml drift.
+"""The Helm chart rendered by the real helm: RBAC shape, hardening, and manifests/install.yaml drift.
 
 These tests need the helm binary that `make tools` builds (hack/build-tools.sh). When it is
-missing they fail with that instruction instead of skipping: CI always builds it.
+missing they fail with that instruction instead of skipping: CI always builds it. No cluster.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "glm-operator"
 INSTALL = ROOT / "manifests" / "install.yaml"
@@ -370,3 +371,25 @@ def test_prometheus_settings_reach_the_operator(
     assert custom.metrics_port == 9100
     operator = container(documents(render(helm, "--set", "prometheus.url=http://p:9090").stdout))
     assert not [arg for arg in operator["args"] if arg.startswith(("--waiting-query", "--running-query"))]
+
+
+def test_chart_passes_the_mode_and_grants_podmonitors_in_both_rbac_modes(helm: Path) -> None:
+    def rules(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+        return [r for doc in by_kind(docs, kind) for r in doc["rules"] if "podmonitors" in r["resources"]]
+
+    docs = documents(render(helm).stdout)
+    (deployment,) = by_kind(docs, "Deployment")
+    assert "--pod-monitor=auto" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    (rule,) = rules(docs, "ClusterRole")
+    assert rule["apiGroups"] == ["monitoring.coreos.com"] and {"create", "patch", "delete"} <= set(
+        rule["verbs"]
+    )
+
+    namespaced = documents(render(helm, "--set", "watchNamespaces={a,b}").stdout)
+    assert not rules(namespaced, "ClusterRole")
+    assert len(rules(namespaced, "Role")) == 2
+
+    off = documents(render(helm, "--set", "prometheus.podMonitor=off").stdout)
+    (rule,) = rules(off, "ClusterRole")
+    assert set(rule["verbs"]) == {"get", "list", "watch", "delete"}  # prune only
+    assert render(helm, "--set", "prometheus.podMonitor=yes", check=False).returncode != 0
