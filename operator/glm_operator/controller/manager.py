@@ -79,15 +79,7 @@ class Manager:
         self.clock = clock or LoopClock()
         self.liveness_endpoint = liveness_endpoint
         api.on_request = metrics.count_api_request
-        self.elector: LeaderElector | None = None
-        if config.leader_election:
-            self.elector = LeaderElector(
-                election_api or KubeClient(api.api, timeout=4.0),
-                config.lease_namespace,
-                config.lease_name,
-                config.identity,
-            )
-            api.may_write = self.elector.may_write  # no write leaves a replica that does not lead
+        self.elector = self._elector(election_api)
         self._leading = asyncio.Event()
         self._stopping = asyncio.Event()
         self.exit_code = 0
@@ -108,23 +100,7 @@ class Manager:
         )
         self.recorder = EventRecorder(api, hold=self.applier.after_workload_writes)
         self.gateways = GatewayReconciler(api, self.gateway_queue)
-        self.autoscaler: Autoscaler | None = None
-        if config.prometheus_url:
-            self.autoscaler = Autoscaler(
-                prometheus=PrometheusQueueClient(
-                    config.prometheus_url,
-                    waiting_query=config.waiting_query,
-                    running_query=config.running_query,
-                ),
-                api=api,
-                cache=self.cache,
-                nodepools=self.nodepools,
-                recorder=self.recorder,
-                queue=self.queue,
-                config=config,
-                clock=self.clock,
-                is_leader=self.is_leader,
-            )
+        self.autoscaler = self._autoscaler()
         self.reconciler = GLMDeploymentReconciler(
             api=api,
             cache=self.cache,
@@ -150,6 +126,38 @@ class Manager:
         self.discovery.on_pod_monitors_change = self._pod_monitors_changed
         self.discovery.load_pod_monitors = self._load_pod_monitors
         self.watches: WatchThread | None = None
+
+    def _elector(self, election_api: KubeClient | None) -> LeaderElector | None:
+        if not self.config.leader_election:
+            return None
+        elector = LeaderElector(
+            election_api or KubeClient(self.api.api, timeout=4.0),
+            self.config.lease_namespace,
+            self.config.lease_name,
+            self.config.identity,
+        )
+        self.api.may_write = elector.may_write  # no write leaves a replica that does not lead
+        return elector
+
+    def _autoscaler(self) -> Autoscaler | None:
+        """The built-in autoscaler, when a Prometheus URL is configured."""
+        config = self.config
+        if not config.prometheus_url:
+            return None
+        prometheus = PrometheusQueueClient(
+            config.prometheus_url, waiting_query=config.waiting_query, running_query=config.running_query
+        )
+        return Autoscaler(
+            prometheus=prometheus,
+            api=self.api,
+            cache=self.cache,
+            nodepools=self.nodepools,
+            recorder=self.recorder,
+            queue=self.queue,
+            config=config,
+            clock=self.clock,
+            is_leader=self.is_leader,
+        )
 
     # -- leadership ------------------------------------------------------------------------------
     def is_leader(self) -> bool:
@@ -249,9 +257,12 @@ class Manager:
                     level, "start-up list failed: %s; retrying every 1 s", summarize_api_error(exc).line()
                 )
                 await asyncio.sleep(1.0)
-        self.watches = WatchThread(
-            registry(self.handlers, loop), self.config.namespaces, self.liveness_endpoint, settings
-        )
+        # Plain namespace names (a namespaced install, whose Roles allow nothing else): one watch
+        # per namespace and resource. Patterns: one cluster-wide watch per resource, filtered here
+        # (EventHandlers.watches_namespace), as the start-up list is; kopf would open one stream per
+        # matching namespace and resource (80 for 10 namespaces, each with its own TLS buffers).
+        watched = tuple(plain_namespaces(self.config.namespaces) or ())
+        self.watches = WatchThread(registry(self.handlers, loop), watched, self.liveness_endpoint, settings)
         self.watches.on_restart = metrics.WATCH_RESTARTS.inc
         self.watches.start()
         log.info(
