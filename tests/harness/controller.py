@@ -29,7 +29,11 @@ class Wired:
     clock: ManualClock
 
     def queued(self) -> list[Key]:
-        """The keys a worker would take now, in order, each marked done."""
+        """The keys a worker would take once the routine delay of child and pod events is over,
+        in order, each marked done."""
+        from glm_operator.controller.event_handlers import ROUTINE_DELAY
+
+        self.clock.advance(ROUTINE_DELAY)
         return drain(self.queue)
 
 

@@ -34,6 +34,11 @@ from glm_operator.render import names
 
 log = logging.getLogger(__name__)
 
+# A pod going Pending -> scheduled -> Running -> Ready sends four events in a second, and its
+# workload's status follows: the events of a child or pod run the owner's reconcile this much
+# later, once for all of them (a spec change runs at once).
+ROUTINE_DELAY = 0.5
+
 
 def owner_key(obj: Mapping[str, Any]) -> Key | None:
     """The GLMDeployment a child object or pod belongs to, from the operator's labels."""
@@ -75,9 +80,9 @@ class EventHandlers:
         """A namespace the operator serves (``--namespace`` patterns), and not being deleted."""
         return namespace not in self.cache.owned.terminating and namespace_matches(self.namespaces, namespace)
 
-    def _enqueue(self, key: Key, cause: str) -> None:
+    def _enqueue(self, key: Key, cause: str, delay: float = 0.0) -> None:
         metrics.ENQUEUED.labels(cause=cause).inc()
-        self.queue.add(key)
+        self.queue.add_after(key, delay)
 
     # -- GLMDeployments ------------------------------------------------------------------------
     def on_glmdeployment(self, event_type: str | None, obj: dict[str, Any]) -> None:
@@ -115,7 +120,7 @@ class EventHandlers:
                 # availableReplicas or a condition, a PodDisruptionBudget's counters
                 metrics.FILTERED.labels(kind=kind).inc()
                 return
-        self._enqueue(key, "child")
+        self._enqueue(key, "child", ROUTINE_DELAY)
 
     def on_pod(self, event_type: str | None, obj: dict[str, Any]) -> None:
         key = owner_key(obj)
@@ -129,7 +134,7 @@ class EventHandlers:
                 self.cache.owned.delete_pod(key, uid)
             else:
                 self.cache.owned.set_pod(key, obj)
-            self._enqueue(key, "pod")
+            self._enqueue(key, "pod", ROUTINE_DELAY)
 
     # -- GPU supply ----------------------------------------------------------------------------
     def on_node(self, event_type: str | None, obj: dict[str, Any]) -> None:
