@@ -1053,6 +1053,14 @@ class PlanStatus(_APIModel):
     )
     rejected: list[RejectedVariant] = Field(default_factory=list, description="GPU types that were not used.")
     summary: str | None = Field(None, description="One-line summary of the plan.")
+    fixes: list[str] = Field(
+        default_factory=list,
+        description=(
+            "When nothing fits: changes that would fit (another GPU type of the cluster in gpu.products, "
+            "gpu.allowMultiNode and how many nodes, a lower quantization), each found by planning again "
+            "with it, cheapest first (fewest GPUs per replica), with the shape it would get."
+        ),
+    )
 
 
 class AutoscalerStatus(_APIModel):

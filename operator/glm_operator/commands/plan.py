@@ -169,6 +169,8 @@ def _table(plan: Plan) -> str:
         lines += [f"note {v.gpu_product}: {n}" for n in v.notes]
     for r in plan.rejected:
         lines.append(f"rejected {r.gpu_product}: {r.reason}")
+    for i, f in enumerate(plan.fixes, 1):
+        lines.append(f"fix {i}{' (cheapest)' if i == 1 else ''}: {f.describe()}")
     lines += [f"- {d}" for d in plan.details]
     lines += [f"! {u}" for u in plan.uncertain]
     return "\n".join(lines)

@@ -33,6 +33,7 @@ NO_FIT_FIX = (
     "(gpu.products), a lower quantization or a shorter contextLength, gpu.allowMultiNode: true, or give "
     "the NodePool larger instance types or higher limits."
 )
+MAX_FIXES_SHOWN = 3  # in the one-line summary (status.plan.fixes has them all)
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def plan_summary(plan: Plan) -> str:
     """One line: what was placed where, or why nothing fits."""
     if not plan.fits:
         rejected = "; ".join(f"{r.gpu_product}: {r.reason}" for r in plan.rejected)
-        return "does not fit: " + (rejected[:900] or "no GPU type to plan on")
+        return "does not fit: " + _fixes_text(plan) + (rejected[:900] or "no GPU type to plan on")
     parts = [
         f"{v.replicas}x {v.gpu_product} TP={v.tensor_parallel_size}"
         + (f" PP={v.pipeline_parallel_size}" if v.pipeline_parallel_size > 1 else "")
@@ -93,6 +94,17 @@ def plan_summary(plan: Plan) -> str:
     if plan.shortfall_replicas:
         text += f"; {plan.shortfall_replicas} replica(s) short of GPUs"
     return text
+
+
+def _fixes_text(plan: Plan) -> str:
+    """The cheapest changes that fit, first in the message so that no truncation loses them."""
+    if not plan.fixes:
+        return ""
+    first, *others = plan.fixes[:MAX_FIXES_SHOWN]
+    text = f"cheapest fix: {first.describe()}"
+    if others:
+        text += "; other fixes: " + "; ".join(f.describe() for f in others)
+    return text + ". Rejected: "
 
 
 def placed_variants(plan: Plan) -> list[Variant]:

@@ -35,6 +35,10 @@ decision was taken. The rules (docs/DESIGN.md and README "What you write, what y
 6. ``max_num_seqs`` (unless ``serving.maxNumSeqs`` pins it) = clamp(floor(kv_tokens / min(context,
    4096)), minConcurrency, 256): as many sequences as the KV pool holds at a typical 4k-token
    occupancy, never above vLLM's default 256 nor below the requested concurrency.
+7. When no variant is left, the request is planned again with what the spec rules out relaxed (a
+   GPU type the cluster has outside ``gpu.products``, ``allowMultiNode`` and how many nodes, a
+   lower pinned quantization): ``Plan.fixes`` are those that fit, cheapest first
+   (:mod:`glm_operator.planning.fixes`).
 
 The fit of a (type, quantization, TP, PP) does not depend on the node, so per-node work is
 O(nodes) grouping and capacity counting; the fits are computed once per group.
@@ -48,7 +52,7 @@ import functools
 import math
 import operator
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from glm_operator.catalog.estimated_gpus import NOT_IN_CATALOG
@@ -63,6 +67,7 @@ from glm_operator.planning.fit import (
     max_context_for,
     parallelism_error,
 )
+from glm_operator.planning.fixes import Fix, cheapest_fixes
 from glm_operator.planning.nodes import GpuPool, PoolGroups, group_pools
 from glm_operator.planning.product_filter import allowed_products
 from glm_operator.planning.request import DEFAULT_CONTEXT_LENGTH, PlacementRequest, PlanningInputError
@@ -171,6 +176,7 @@ class Plan:
     shortfall_replicas: int
     uncertain: tuple[str, ...] = field(default=())
     vllm_version: str = ""  # the release the memory budget was planned for
+    fixes: tuple[Fix, ...] = ()  # when nothing fits: changes that would fit, cheapest first (planning.fixes)
 
     @property
     def replicas_planned(self) -> int:
@@ -189,6 +195,7 @@ class Plan:
             "details": list(self.details),
             "uncertain": list(self.uncertain),
             "vllm_version": self.vllm_version,
+            "fixes": [f.to_dict() for f in self.fixes],
         }
 
 
@@ -662,8 +669,6 @@ def _no_shape(request: PlacementRequest, gpu: GpuType) -> str:
 
 
 def _replace_quantization(request: PlacementRequest, quantization: str) -> PlacementRequest:
-    from dataclasses import replace
-
     return replace(request, quantization=quantization)
 
 
@@ -908,7 +913,18 @@ def _explain_nothing_planned(
 
 
 def plan_placement(request: PlacementRequest) -> Plan:
-    """Choose variants (GPU type, TP, PP, quantization, replicas) for a request; see module docstring."""
+    """Choose variants (GPU type, TP, PP, quantization, replicas) for a request; see module docstring.
+    A plan without variants carries the cheapest changes that would fit (rule 7)."""
+    plan = _plan(request)
+    if plan.fits:
+        return plan
+    allowed = frozenset(_allowed_products(request, group_pools(request.pools)))
+    fixes = cheapest_fixes(request, allowed, _plan, MAX_PIPELINE_PARALLEL)
+    return replace(plan, fixes=fixes) if fixes else plan
+
+
+def _plan(request: PlacementRequest) -> Plan:
+    """``plan_placement`` without the search for fixes."""
     base = _resolve(request)  # rule 1
     context = _context_length(request, base)
     _check_pinned(request, base)
@@ -1065,8 +1081,6 @@ def _variant_reason(
 def _with_unique_keys(variants: list[Variant]) -> list[Variant]:
     """Give every variant a key unique in the plan (a GPU type can appear through several groups:
     ``nvidia.com/gpu`` on whole nodes and a per-type resource on mixed machines, or two labellers)."""
-    from dataclasses import replace
-
     counts: dict[str, int] = {}
     for v in variants:
         counts[v.gpu_product] = counts.get(v.gpu_product, 0) + 1
