@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import math
 import threading
 import time
 import urllib.parse
@@ -17,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
+
+from glm_operator.planning.knee import percentile as percentile  # one definition, the load tool's
 
 
 @dataclass(frozen=True)
@@ -27,14 +28,6 @@ class Result:
     first_byte_seconds: float
     body: bytes
     headers: Mapping[str, str]
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The ``q`` quantile (0..1) by nearest rank; NaN for no values."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
 class _Client(threading.local):

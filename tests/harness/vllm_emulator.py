@@ -11,7 +11,14 @@ It also answers the OpenAI routes a gateway forwards, with a latency model so qu
 ``POST /v1/chat/completions`` and ``/v1/completions`` (``"stream": true`` gives server-sent
 events), ``GET /v1/models``. One request takes ``LatencyModel.service_seconds(prompt tokens,
 max_tokens)`` once it holds one of ``max_concurrency`` slots (more requests wait, as in vLLM's
-queue); a prompt is ``len(text) // 4`` tokens. Every answer carries ``X-Served-By: <name>``.
+queue); a prompt is ``len(text) // 4`` tokens, or its length when it is a list of token ids. With
+``LatencyModel.batch_knee`` the decode slows down as a batch grows past it, like a GPU's decode
+step once it stops being bound by reading the weights: each output token takes
+``seconds_per_output_token * max(1, running / batch_knee)``, so output tokens/s stop rising at
+``batch_knee`` requests in flight while the inter-token latency climbs (the knee a load test looks
+for). A streamed ``/v1/completions`` answer sends ``choices[0].text`` (chat: ``delta.content``),
+one chunk per token up to ``MAX_STREAM_CHUNKS``, and with ``stream_options.include_usage`` a last
+chunk with ``usage``. Every answer carries ``X-Served-By: <name>``.
 ``GET /admin/stats`` returns counters (requests, most in flight, prefix-cache hits: a chat request
 whose messages before the last one were all part of an earlier request on this server counts as
 a hit, as vLLM's automatic prefix caching would find them in its cache).
@@ -53,6 +60,13 @@ class LatencyModel:
     base_seconds: float = 0.0
     seconds_per_prompt_token: float = 0.0
     seconds_per_output_token: float = 0.0
+    batch_knee: int = 0  # requests in flight beyond which each decode step slows down (0: never)
+
+    def decode_factor(self, running: int) -> float:
+        """How much slower one output token is with ``running`` requests in flight."""
+        if self.batch_knee <= 0:
+            return 1.0
+        return max(1.0, running / self.batch_knee)
 
     def prefill_seconds(self, prompt_tokens: int) -> float:
         return self.base_seconds + prompt_tokens * self.seconds_per_prompt_token
@@ -75,6 +89,14 @@ def _prompt_text(body: Mapping[str, Any]) -> tuple[str, list[str]]:
         return json.dumps(messages), digests
     prompt = body.get("prompt")
     return (prompt if isinstance(prompt, str) else json.dumps(prompt)), []
+
+
+def _prompt_tokens(body: Mapping[str, Any], text: str) -> int:
+    """Token ids are counted as they are; text as four characters a token."""
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
+        return len(prompt)
+    return len(text) // 4
 
 
 def _escape(value: str) -> str:
@@ -171,6 +193,10 @@ class VLLMMetricsEmulator:
         """Empty the emulated prefix cache."""
         with self._lock:
             self._seen_prefixes.clear()
+
+    def running(self) -> int:
+        with self._lock:
+            return self._stats["in_flight"]
 
     def _end(self) -> None:
         with self._lock:
@@ -272,15 +298,21 @@ class VLLMMetricsEmulator:
                     self._reply(404, json.dumps(error), "application/json")
                     return
                 text, prefixes = _prompt_text(body)
-                prompt_tokens = len(text) // 4
+                prompt_tokens = _prompt_tokens(body, text)
                 if emulator._slots is not None:
                     emulator._slots.acquire()
                 emulator._begin(prefixes)
                 try:
                     if body.get("stream"):
-                        self._stream(model, prompt_tokens, output_tokens)
+                        options = body.get("stream_options")
+                        usage = isinstance(options, Mapping) and bool(options.get("include_usage"))
+                        self._stream(model, prompt_tokens, output_tokens, usage)
                     else:
-                        time.sleep(emulator.latency.service_seconds(prompt_tokens, output_tokens))
+                        factor = emulator.latency.decode_factor(emulator.running())
+                        time.sleep(
+                            emulator.latency.prefill_seconds(prompt_tokens)
+                            + output_tokens * emulator.latency.seconds_per_output_token * factor
+                        )
                         answer = {
                             "id": f"cmpl-{emulator.name}",
                             "object": "chat.completion",
@@ -295,7 +327,7 @@ class VLLMMetricsEmulator:
                     if emulator._slots is not None:
                         emulator._slots.release()
 
-            def _stream(self, model: str, prompt_tokens: int, output_tokens: int) -> None:
+            def _stream(self, model: str, prompt_tokens: int, output_tokens: int, usage: bool) -> None:
                 # No Content-Length: HTTP/1.0 ends the stream by closing the connection, as SSE does.
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -305,12 +337,25 @@ class VLLMMetricsEmulator:
                 time.sleep(emulator.latency.prefill_seconds(prompt_tokens))
                 chunks = max(1, min(output_tokens, MAX_STREAM_CHUNKS))
                 pause = output_tokens * emulator.latency.seconds_per_output_token / chunks
+                chat = self.path == "/v1/chat/completions"
+                # Each chunk is due a pause after the one before; sleeping until that moment, not
+                # for the pause, keeps a busy machine's oversleeping from adding up over the stream.
+                due = time.monotonic()
                 for index in range(chunks):
-                    delta = {"choices": [{"index": 0, "delta": {"content": f"t{index} "}}], "model": model}
-                    self.wfile.write(f"data: {json.dumps(delta)}\n\n".encode())
+                    piece = f"t{index} "
+                    choice: dict[str, Any] = {"index": 0, "text": piece}
+                    if chat:
+                        choice = {"index": 0, "delta": {"content": piece}}
+                    chunk = {"choices": [choice], "model": model}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                     self.wfile.flush()
                     if index + 1 < chunks:
-                        time.sleep(pause)
+                        due += pause * emulator.latency.decode_factor(emulator.running())
+                        time.sleep(max(0.0, due - time.monotonic()))
+                if usage:
+                    counts = {"prompt_tokens": prompt_tokens, "completion_tokens": output_tokens}
+                    last = {"choices": [], "model": model, "usage": counts}
+                    self.wfile.write(f"data: {json.dumps(last)}\n\n".encode())
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
 
@@ -339,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-seconds", type=float, default=0.0, help="fixed time per request")
     parser.add_argument("--seconds-per-prompt-token", type=float, default=0.0)
     parser.add_argument("--seconds-per-output-token", type=float, default=0.0)
+    parser.add_argument(
+        "--batch-knee", type=int, default=0, help="requests in flight beyond which decoding slows down"
+    )
     parser.add_argument("--max-seconds", type=float, default=3600.0, help="exit after this long")
     args = parser.parse_args(argv)
     emulator = VLLMMetricsEmulator(
@@ -346,7 +394,9 @@ def main(argv: list[str] | None = None) -> int:
         port=args.port,
         host=args.host,
         name=args.name,
-        latency=LatencyModel(args.base_seconds, args.seconds_per_prompt_token, args.seconds_per_output_token),
+        latency=LatencyModel(
+            args.base_seconds, args.seconds_per_prompt_token, args.seconds_per_output_token, args.batch_knee
+        ),
         max_concurrency=args.max_concurrency,
     )
     with emulator:
