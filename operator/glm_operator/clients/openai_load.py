@@ -1,0 +1,235 @@
+"""The load test's I/O: streamed OpenAI requests at a sweep of concurrencies (asyncio, stdlib only).
+
+``run_sweep(config)`` runs, for each concurrency *c*, a closed loop of *c* workers that send
+``c * requests_per_worker`` streamed requests in all, and hands each level's samples to the pure
+:func:`glm_operator.planning.knee.summarize_level`. Requests:
+
+- ``/v1/completions`` (default): ``prompt`` is a list of ``input_tokens`` random token ids (below
+  10,000, so within any model's vocabulary; random so that no prefix cache shortens the prefill),
+  with ``ignore_eos: true`` and ``max_tokens: output_tokens`` so that every answer is exactly that
+  long: vLLM needs no tokenizer for it, and with dummy weights the content does not matter;
+- ``/v1/chat/completions``: a user message of ``input_tokens`` short random words (about one token
+  each: the input length is approximate), same ``ignore_eos`` / ``max_tokens``.
+
+Both ask for ``stream: true`` with ``stream_options.include_usage``, so the output token count is
+the server's; without a usage chunk it is the number of chunks that carried text. HTTP/1.1 over
+``asyncio.open_connection`` (TLS for ``https://``), one connection per request, ``Connection:
+close``; the answer is read as server-sent events from a chunked, sized or close-delimited body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import random
+import ssl
+import time
+import urllib.parse
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from glm_operator.planning.knee import LevelResult, RequestSample, summarize_level
+
+COMPLETIONS = "/v1/completions"
+CHAT = "/v1/chat/completions"
+TOKEN_ID_LIMIT = 10_000  # token ids are drawn from [100, this)
+_WORDS = ("alpha", "river", "stone", "green", "table", "cloud", "paper", "light", "north", "music")
+
+
+@dataclass(frozen=True)
+class LoadTestConfig:
+    url: str  # base URL (``http://host:port``, a gateway path prefix allowed) or the endpoint itself
+    model: str
+    concurrencies: tuple[int, ...]
+    input_tokens: int
+    output_tokens: int
+    chat: bool = False
+    requests_per_worker: int = 4
+    api_key: str = ""
+    timeout_s: float = 600.0
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class _Target:
+    scheme: str
+    host: str
+    port: int
+    path: str
+
+    @property
+    def host_header(self) -> str:
+        default = 443 if self.scheme == "https" else 80
+        return self.host if self.port == default else f"{self.host}:{self.port}"
+
+
+def endpoint(url: str, chat: bool) -> _Target:
+    """The host, port and path to POST to; raises ValueError for a URL that is not http(s)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"--url {url!r}: give http://host[:port][/prefix] or https://…")
+    path = parts.path.rstrip("/")
+    if not path.endswith((COMPLETIONS, CHAT)):
+        path += CHAT if chat else COMPLETIONS
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return _Target(parts.scheme, parts.hostname, port, path)
+
+
+def request_body(config: LoadTestConfig, index: int) -> dict[str, Any]:
+    """The JSON body of request ``index`` (its random prompt is seeded by the index)."""
+    rng = random.Random(config.seed * 1_000_003 + index)
+    body: dict[str, Any] = {
+        "model": config.model,
+        "max_tokens": config.output_tokens,
+        "ignore_eos": True,
+        "temperature": 0.0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if config.chat:
+        words = " ".join(rng.choice(_WORDS) for _ in range(config.input_tokens))
+        body["messages"] = [{"role": "user", "content": words}]
+    else:
+        body["prompt"] = [rng.randrange(100, TOKEN_ID_LIMIT) for _ in range(config.input_tokens)]
+    return body
+
+
+async def _body_chunks(reader: asyncio.StreamReader, headers: Mapping[str, str]) -> AsyncIterator[bytes]:
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        while True:
+            size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                return
+            yield await reader.readexactly(size)
+            await reader.readexactly(2)
+    elif "content-length" in headers:
+        yield await reader.readexactly(int(headers["content-length"]))
+    else:
+        while data := await reader.read(65536):
+            yield data
+
+
+def _tokens_in(event: Mapping[str, Any]) -> bool:
+    """Whether a streamed chunk carries output (completion text, chat content or reasoning)."""
+    for choice in event.get("choices") or ():
+        if not isinstance(choice, Mapping):
+            continue
+        delta = choice.get("delta")
+        if not isinstance(delta, Mapping):
+            delta = {}
+        if choice.get("text") or delta.get("content") or delta.get("reasoning_content"):
+            return True
+    return False
+
+
+async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
+    status_line = (await reader.readline()).decode("latin-1").split()
+    if len(status_line) < 2 or not status_line[1].isdigit():
+        raise ConnectionError(f"not an HTTP answer: {' '.join(status_line)[:80]!r}")
+    headers: dict[str, str] = {}
+    while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
+        name, _, value = line.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(status_line[1]), headers
+
+
+async def _stream_once(target: _Target, body: Mapping[str, Any], api_key: str) -> RequestSample:
+    payload = json.dumps(body).encode()
+    head = [
+        f"POST {target.path} HTTP/1.1",
+        f"Host: {target.host_header}",
+        "Content-Type: application/json",
+        "Accept: text/event-stream",
+        f"Content-Length: {len(payload)}",
+        "Connection: close",
+    ]
+    if api_key:
+        head.append(f"Authorization: Bearer {api_key}")
+    context = ssl.create_default_context() if target.scheme == "https" else None
+    start = time.perf_counter()
+    reader, writer = await asyncio.open_connection(target.host, target.port, ssl=context)
+    try:
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
+        await writer.drain()
+        status, headers = await _read_head(reader)
+        if status != 200:
+            text = b"".join([c async for c in _body_chunks(reader, headers)]).decode("utf-8", "replace")
+            return RequestSample(None, (), 0, time.perf_counter() - start, f"HTTP {status}: {text[:200]}")
+        token_times: list[float] = []
+        usage: int | None = None
+        buffer = b""
+        async for data in _body_chunks(reader, headers):
+            now = time.perf_counter()
+            buffer += data.replace(b"\r\n", b"\n")
+            *events, buffer = buffer.split(b"\n\n")
+            for event in events:
+                for line in event.split(b"\n"):
+                    if not line.startswith(b"data:"):
+                        continue
+                    data_field = line[5:].strip()
+                    if data_field == b"[DONE]":
+                        continue
+                    chunk = json.loads(data_field)
+                    if isinstance(chunk.get("usage"), Mapping):
+                        usage = int(chunk["usage"].get("completion_tokens") or 0) or usage
+                    if _tokens_in(chunk):
+                        token_times.append(now)
+    finally:
+        writer.close()
+    end = time.perf_counter()
+    if not token_times:
+        return RequestSample(None, (), 0, end - start, "the stream carried no tokens")
+    gaps = tuple(b - a for a, b in itertools.pairwise(token_times))
+    return RequestSample(token_times[0] - start, gaps, usage or len(token_times), end - start)
+
+
+async def stream_request(
+    target: _Target, body: Mapping[str, Any], api_key: str = "", timeout_s: float = 600.0
+) -> RequestSample:
+    """One streamed request, timed; failures become a sample with ``error`` (never raised)."""
+    start = time.perf_counter()
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await _stream_once(target, body, api_key)
+    except TimeoutError:
+        return RequestSample(
+            None, (), 0, time.perf_counter() - start, f"no full answer within {timeout_s:g} s"
+        )
+    except (OSError, ConnectionError, asyncio.IncompleteReadError, ValueError) as exc:
+        return RequestSample(None, (), 0, time.perf_counter() - start, f"{type(exc).__name__}: {exc}"[:200])
+
+
+async def run_level(
+    target: _Target, config: LoadTestConfig, concurrency: int, first_index: int
+) -> LevelResult:
+    """``concurrency`` workers, closed loop, ``concurrency * requests_per_worker`` requests."""
+    total = concurrency * config.requests_per_worker
+    indexes = iter(range(first_index, first_index + total))
+    samples: list[RequestSample] = []
+
+    async def worker() -> None:
+        for index in indexes:
+            body = request_body(config, index)
+            samples.append(await stream_request(target, body, config.api_key, config.timeout_s))
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return summarize_level(concurrency, samples, time.perf_counter() - start)
+
+
+async def run_sweep(
+    config: LoadTestConfig, on_level: Callable[[LevelResult], None] | None = None
+) -> list[LevelResult]:
+    """Every concurrency of ``config`` in order; ``on_level`` sees each result as it is done."""
+    target = endpoint(config.url, config.chat)
+    results: list[LevelResult] = []
+    first = 0
+    for concurrency in config.concurrencies:
+        level = await run_level(target, config, concurrency, first)
+        first += concurrency * config.requests_per_worker
+        results.append(level)
+        if on_level is not None:
+            on_level(level)
+    return results
