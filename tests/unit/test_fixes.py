@@ -109,6 +109,13 @@ def test_glm45_bf16_on_l4_names_the_fixes_that_fit_cheapest_first() -> None:
     assert stay.kinds == {"multinode", "quantization:int4"} and stay.nodes_per_replica == 3
     assert stay.model_id != "zai-org/GLM-4.5" and stay.quantization == "int4"  # the AWQ checkpoint
     assert stay.model_id in stay.describe() and "over 3 nodes" in stay.describe()
+    # and the L4 rejection itself ends with it
+    (rejection,) = p.rejected
+    assert rejection.gpu_product == L4
+    assert rejection.reason.endswith(
+        "Cheapest on NVIDIA-L4: gpu.allowMultiNode: true and quantization: int4 plans TP=4 x PP=3 int4 "
+        "on 12 NVIDIA-L4 over 3 nodes"
+    )
 
 
 def test_fix_with_more_nodes_says_how_many_the_replica_needs() -> None:

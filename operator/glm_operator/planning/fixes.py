@@ -1,8 +1,9 @@
 """The cheapest changes that would make a rejected plan fit (pure).
 
-When nothing fits, ``cheapest_fixes(request, plan_fn)`` plans the request again with each relaxation
-of what the user ruled out, and keeps those that fit, each with the shape it would get. A fix is
-never written as text alone: it is a plan that succeeded. The relaxations, alone and combined:
+When nothing fits, ``all_fixes(request, allowed, plan_fn, max_nodes)`` plans the request again with
+each relaxation of what the user ruled out, and keeps those that fit, each with the shape it would
+get. A fix is never written as text alone: it is a plan that succeeded. The relaxations, alone and
+combined:
 
 - **a GPU type the cluster has but ``gpu.products`` excludes** (every known type in the pools the
   planner sees, nodes a node autoscaler can add included): ``gpu.products`` with it appended;
@@ -14,10 +15,11 @@ never written as text alone: it is a plan that succeeded. The relaxations, alone
 
 Order, cheapest first: GPUs per replica, then nodes per replica, then GPU memory per replica
 (the smaller GPU of the same count), then fewer changes. Only the cheapest fix of each *kind* (the
-set of fields changed: another GPU type, multi-node, more nodes, each lower precision) is kept, so the
-list shows different ways out rather than five GPU types; a kind is dropped when a subset of its
+set of fields changed: another GPU type, multi-node, more nodes, each lower precision) is shown, so
+the list gives different ways out rather than five GPU types; a kind is dropped when a subset of its
 changes fits at the same or lower cost (another GPU type *and* fp8 is kept only when it takes fewer
-GPUs than that type alone). Only the first ``MAX_FIXES`` are kept.
+GPUs than that type alone). ``shown_fixes`` keeps the first ``MAX_FIXES`` of those; ``cheapest_on``
+gives a rejected GPU type the cheapest fix that still serves on it.
 
 Cost: at most (excluded types + 1) x 3 x (lower precisions + 1) plans, run only for a plan without
 variants; the fits are shared with the planner's memo, so a re-plan of the same spec is cheap.
@@ -26,7 +28,7 @@ variants; the fits are shared with the planner's memo, so a re-plan of the same 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import product
 from typing import TYPE_CHECKING, Any
@@ -103,6 +105,15 @@ class Fix:
             f"{' and '.join(self.changes)}: {shape} {self.quantization} on {where} per replica, "
             f"{self.max_concurrency:.2f} concurrent {self.context_length}-token sequences, serving "
             f"{self.model_id}; {room}"
+        )
+
+    def short(self) -> str:
+        """The changes and the shape they give, without the figures of ``describe``."""
+        nodes = f" over {self.nodes_per_replica} nodes" if self.nodes_per_replica > 1 else ""
+        return (
+            f"{' and '.join(self.changes)} plans TP={self.tensor_parallel_size}"
+            + (f" x PP={self.pipeline_parallel_size}" if self.pipeline_parallel_size > 1 else "")
+            + f" {self.quantization} on {self.gpus_per_replica} {self.gpu_product}{nodes}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -282,13 +293,13 @@ def _relaxed(request: PlacementRequest, combo: tuple[_Relaxation, ...], max_node
     return relaxed
 
 
-def cheapest_fixes(
+def all_fixes(
     request: PlacementRequest,
     allowed: frozenset[str],
     plan_fn: Callable[[PlacementRequest], Plan],
     max_nodes: int,
 ) -> tuple[Fix, ...]:
-    """The changes that make ``request`` plan, cheapest first (see the module docstring).
+    """Every relaxation that plans, cheapest first (see the module docstring).
 
     ``allowed``: the GPU types ``gpu.products`` resolved to; ``plan_fn``: the planner without fixes;
     ``max_nodes``: the most nodes per replica the planner considers."""
@@ -308,10 +319,17 @@ def cheapest_fixes(
         fix = _fix_from(plan, relaxed, combo, hypothetical=any(r.hypothetical_nodes for r in combo))
         if fix is not None:
             fixes.append(fix)
-    return _cheapest_per_kind(fixes)
+    return tuple(sorted(fixes, key=lambda f: (f.cost, f.changes)))
 
 
-def _cheapest_per_kind(fixes: list[Fix]) -> tuple[Fix, ...]:
+def cheapest_on(fixes: Sequence[Fix], gpu_product: str) -> Fix | None:
+    """The cheapest fix that serves on ``gpu_product`` (for that type's rejection)."""
+    return min(
+        (f for f in fixes if f.gpu_product == gpu_product), key=lambda f: (f.cost, f.changes), default=None
+    )
+
+
+def shown_fixes(fixes: Sequence[Fix]) -> tuple[Fix, ...]:
     """The cheapest fix of each kind (which fields change: another GPU type, multi-node, more nodes,
     a lower precision), without a kind that a subset of its changes does as cheaply, cheapest first."""
     best: dict[frozenset[str], Fix] = {}

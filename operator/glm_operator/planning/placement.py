@@ -67,7 +67,7 @@ from glm_operator.planning.fit import (
     max_context_for,
     parallelism_error,
 )
-from glm_operator.planning.fixes import Fix, cheapest_fixes
+from glm_operator.planning.fixes import Fix, all_fixes, cheapest_on, shown_fixes
 from glm_operator.planning.nodes import GpuPool, PoolGroups, group_pools
 from glm_operator.planning.product_filter import allowed_products
 from glm_operator.planning.request import DEFAULT_CONTEXT_LENGTH, PlacementRequest, PlanningInputError
@@ -919,8 +919,21 @@ def plan_placement(request: PlacementRequest) -> Plan:
     if plan.fits:
         return plan
     allowed = frozenset(_allowed_products(request, group_pools(request.pools)))
-    fixes = cheapest_fixes(request, allowed, _plan, MAX_PIPELINE_PARALLEL)
-    return replace(plan, fixes=fixes) if fixes else plan
+    found = all_fixes(request, allowed, _plan, MAX_PIPELINE_PARALLEL)
+    if not found:
+        return plan
+    rejected = tuple(_with_cheapest_fix(r, found) for r in plan.rejected)
+    return replace(plan, fixes=shown_fixes(found), rejected=rejected)
+
+
+def _with_cheapest_fix(rejection: Rejection, fixes: tuple[Fix, ...]) -> Rejection:
+    """A rejected type's reason, ending with the cheapest change that plans on that type."""
+    fix = cheapest_on(fixes, rejection.gpu_product)
+    if fix is None:
+        return rejection
+    return replace(
+        rejection, reason=f"{rejection.reason}. Cheapest on {rejection.gpu_product}: {fix.short()}"
+    )
 
 
 def _plan(request: PlacementRequest) -> Plan:
