@@ -13,8 +13,9 @@ combined:
 - **a lower precision** where ``quantization`` is pinned (fp8, int8, int4 that a checkpoint or vLLM's
   load-time FP8 provides; the checkpoint the variant loads is named).
 
-Order, cheapest first: GPUs per replica, then nodes per replica, then GPU memory per replica
-(the smaller GPU of the same count), then fewer changes. Only the cheapest fix of each *kind* (the
+Order, cheapest first: what the cluster's nodes can run before what needs nodes added, then GPUs
+per replica, nodes per replica, GPU memory per replica (the smaller GPU of the same count), and
+fewer changes. Only the cheapest fix of each *kind* (the
 set of fields changed: another GPU type, multi-node, more nodes, each lower precision) is shown, so
 the list gives different ways out rather than five GPU types; a kind is dropped when a subset of its
 changes fits at the same or lower cost (another GPU type *and* fp8 is kept only when it takes fewer
@@ -40,7 +41,7 @@ from glm_operator.planning.nodes import GpuPool
 from glm_operator.planning.request import PlacementRequest, PlanningInputError
 
 if TYPE_CHECKING:
-    from glm_operator.planning.placement import Plan
+    from glm_operator.planning.placement import Plan, Variant
 
 MAX_FIXES = 5
 LOWER_PRECISIONS = {
@@ -75,8 +76,9 @@ class Fix:
     keys: frozenset[str] = field(default=frozenset(), compare=False)  # which relaxations, for pruning
 
     @property
-    def cost(self) -> tuple[int, int, float, int]:
+    def cost(self) -> tuple[bool, int, int, float, int]:
         return (
+            self.extra_nodes > 0,
             self.gpus_per_replica,
             self.nodes_per_replica,
             self.gpus_per_replica * self.gpu_memory_gib,
@@ -235,13 +237,25 @@ def _merge(patches: list[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _fix_from(
+def _fixes_from(
     plan: Plan, request: PlacementRequest, relaxations: tuple[_Relaxation, ...], hypothetical: bool
+) -> list[Fix]:
+    """The fixes a plan of a relaxed request stands for: one per variant it got (with another GPU
+    type allowed, only that type's: the others would fit without it)."""
+    added = {
+        r.request_changes["gpu_products"][-1] for r in relaxations if "gpu_products" in r.request_changes
+    }
+    return [
+        fix
+        for v in plan.variants
+        if not added or v.gpu_product in added
+        if (fix := _fix_for(v, request, relaxations, hypothetical)) is not None
+    ]
+
+
+def _fix_for(
+    v: Variant, request: PlacementRequest, relaxations: tuple[_Relaxation, ...], hypothetical: bool
 ) -> Fix | None:
-    """The fix a fitting plan of a relaxed request stands for (its preferred variant)."""
-    if not plan.fits:
-        return None
-    v = plan.variants[0]
     try:
         memory = find_gpu(v.gpu_product).memory_gib
     except CatalogError:
@@ -316,9 +330,7 @@ def all_fixes(
             plan = plan_fn(relaxed)
         except (PlanningInputError, FitInputError, CatalogError):
             continue  # e.g. a pinned int4 with no int4 checkpoint of the model
-        fix = _fix_from(plan, relaxed, combo, hypothetical=any(r.hypothetical_nodes for r in combo))
-        if fix is not None:
-            fixes.append(fix)
+        fixes += _fixes_from(plan, relaxed, combo, hypothetical=any(r.hypothetical_nodes for r in combo))
     return tuple(sorted(fixes, key=lambda f: (f.cost, f.changes)))
 
 
@@ -338,6 +350,6 @@ def shown_fixes(fixes: Sequence[Fix]) -> tuple[Fix, ...]:
     kept = [
         f
         for kinds, f in best.items()
-        if not any(other < kinds and g.cost[:3] <= f.cost[:3] for other, g in best.items())
+        if not any(other < kinds and g.cost[:4] <= f.cost[:4] for other, g in best.items())
     ]
     return tuple(sorted(kept, key=lambda f: (f.cost, f.changes)))[:MAX_FIXES]
