@@ -1053,6 +1053,14 @@ class PlanStatus(_APIModel):
     )
     rejected: list[RejectedVariant] = Field(default_factory=list, description="GPU types that were not used.")
     summary: str | None = Field(None, description="One-line summary of the plan.")
+    license: str | None = Field(
+        None,
+        max_length=256,
+        description=(
+            "The model's licence as the operator's catalog records it ('unverified' when the catalog "
+            "could not check it); absent for a model outside the catalog: read its model card."
+        ),
+    )
 
 
 class AutoscalerStatus(_APIModel):

@@ -161,7 +161,8 @@ def _table(plan: Plan) -> str:
         f"model {plan.model_id}, context {plan.context_length}: "
         + ("planned" if plan.fits else "DOES NOT FIT")
         + f", replicas {plan.replicas_planned}/{plan.replicas_requested}"
-        + (f" (shortfall {plan.shortfall_replicas})" if plan.shortfall_replicas else "")
+        + (f" (shortfall {plan.shortfall_replicas})" if plan.shortfall_replicas else ""),
+        f"licence: {plan.license or 'not in the catalog: read the model card'}",
     ]
     if plan.variants:
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]

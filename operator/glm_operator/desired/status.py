@@ -39,6 +39,7 @@ def plan_status(plan: Plan) -> PlanStatus:
         variants=[_variant(v) for v in plan.variants],
         rejected=[RejectedVariant(gpu_product=r.gpu_product, reason=r.reason) for r in plan.rejected],
         summary=plan_summary(plan),
+        license=plan.license or None,
     )
 
 

@@ -171,6 +171,7 @@ class Plan:
     shortfall_replicas: int
     uncertain: tuple[str, ...] = field(default=())
     vllm_version: str = ""  # the release the memory budget was planned for
+    license: str = ""  # the model's licence as the catalog records it; "" outside the catalog
 
     @property
     def replicas_planned(self) -> int:
@@ -189,6 +190,7 @@ class Plan:
             "details": list(self.details),
             "uncertain": list(self.uncertain),
             "vllm_version": self.vllm_version,
+            "license": self.license,
         }
 
 
@@ -949,6 +951,7 @@ def plan_placement(request: PlacementRequest) -> Plan:
         shortfall_replicas=shortfall,
         uncertain=tuple(dict.fromkeys(uncertain)),
         vllm_version=request.engine.version_text,
+        license=base.entry.license if base.entry is not None else "",
     )
 
 
