@@ -32,6 +32,7 @@ from glm_operator.controller.clock import Clock, rfc3339
 from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.discovery import ApiDiscovery
 from glm_operator.controller.nodepools import NodePoolCache
+from glm_operator.controller.pages import PlanPages
 from glm_operator.controller.pod_monitors import PodMonitorMode
 from glm_operator.controller.recorder import EventRecorder
 from glm_operator.controller.retry import retry_failed
@@ -76,9 +77,11 @@ class GLMDeploymentReconciler:
         config: OperatorConfig,
         clock: Clock,
         metrics_status: Callable[[Key], MetricsStatus | None] | None = None,
+        pages: PlanPages | None = None,
     ) -> None:
         """``metrics_status``: the autoscaler's view of its metrics per key; None when no autoscaler
-        runs (no Prometheus configured)."""
+        runs (no Prometheus configured). ``pages``: where each reconcile leaves its plan for the
+        metrics port's plan pages."""
         self.api = api
         self.cache = cache
         self.nodepools = nodepools
@@ -89,6 +92,7 @@ class GLMDeploymentReconciler:
         self.config = config
         self.clock = clock
         self.metrics_status = metrics_status
+        self.pages = pages
         self._planning = concurrent.futures.ThreadPoolExecutor(
             PLANNING_THREADS, thread_name_prefix="planning"
         )
@@ -127,6 +131,8 @@ class GLMDeploymentReconciler:
         if found is None:  # deleted: its children go with it (owner references)
             self.applier.forget(key)
             metrics.forget(*key)
+            if self.pages is not None:
+                self.pages.forget(key)
             return []
         observed, companions = found
         desired = await self.desired(key, observed)
@@ -217,6 +223,8 @@ class GLMDeploymentReconciler:
                 for r in rejected
             ]
         self.recorder.post(body, events)
+        if self.pages is not None:
+            self.pages.record(key, desired.plan, {**(body.get("status") or {}), **status})
         if desired.plan is not None:
             metrics.PLAN_FITS.labels(*key).set(1 if desired.plan.fits else 0)
             for v in desired.plan.variants:

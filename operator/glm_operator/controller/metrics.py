@@ -1,12 +1,25 @@
-"""The operator's own Prometheus metrics (reconciles, errors, durations, plans by GPU type)."""
+"""The operator's own Prometheus metrics (reconciles, errors, durations, plans by GPU type), and the
+HTTP server of the metrics port (``/metrics``; the read-only plan pages under ``/plans``)."""
 
 from __future__ import annotations
 
 import contextlib
+import socketserver
+import threading
+import wsgiref.simple_server
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
 REGISTRY = CollectorRegistry()
+
+
+class Pages(Protocol):
+    """What the metrics port serves under /plans (``controller.pages.PlanPages``)."""
+
+    def respond(self, path: str) -> tuple[int, str]: ...
+
 
 RECONCILES = Counter(
     "glm_operator_reconciles_total", "Reconciles of GLMDeployments by result.", ["result"], registry=REGISTRY
@@ -80,8 +93,51 @@ QUEUE_DEPTH = Gauge(
 )
 
 
-def serve(port: int, host: str = "0.0.0.0") -> None:
-    start_http_server(port, addr=host, registry=REGISTRY)
+class _Server(socketserver.ThreadingMixIn, wsgiref.simple_server.WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _QuietHandler(wsgiref.simple_server.WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+#: The plan pages fetch nothing: no script, no remote style, image or font.
+PAGE_HEADERS = [
+    ("Content-Type", "text/html; charset=utf-8"),
+    ("Cache-Control", "no-store"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'"),
+]
+
+
+def app(pages: Pages | None = None, registry: CollectorRegistry = REGISTRY) -> Callable[..., Iterable[bytes]]:
+    """The metrics port's WSGI app: ``/plans`` and below from ``pages`` (when given), else
+    Prometheus' exposition of ``registry`` (``/metrics``, and any other path, as before)."""
+    metrics_app = make_wsgi_app(registry)
+
+    def dispatch(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = str(environ.get("PATH_INFO") or "/")
+        if pages is not None and (path == "/plans" or path.startswith("/plans/")):
+            code, html = pages.respond(path)
+            body = html.encode()
+            reason = "OK" if code == 200 else "Not Found"
+            start_response(f"{code} {reason}", [*PAGE_HEADERS, ("Content-Length", str(len(body)))])
+            return [body]
+        result: Iterable[bytes] = metrics_app(environ, start_response)
+        return result
+
+    return dispatch
+
+
+def serve(port: int, host: str = "0.0.0.0", pages: Pages | None = None) -> wsgiref.simple_server.WSGIServer:
+    """Serve ``app(pages)`` on ``host:port`` from a daemon thread; returns the server."""
+    server = wsgiref.simple_server.make_server(
+        host, port, app(pages), server_class=_Server, handler_class=_QuietHandler
+    )
+    threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
+    return server
 
 
 def forget(namespace: str, name: str) -> None:
