@@ -223,9 +223,9 @@ class GLMDeploymentReconciler:
                 for r in rejected
             ]
         self.recorder.post(body, events)
+        now = {**(body.get("status") or {}), **status}
         if self.pages is not None:
-            self.pages.record(key, desired.plan, {**(body.get("status") or {}), **status})
-        if desired.plan is not None:
-            metrics.PLAN_FITS.labels(*key).set(1 if desired.plan.fits else 0)
-            for v in desired.plan.variants:
-                metrics.PLANNED_REPLICAS.labels(*key, v.gpu_product).set(v.replicas)
+            self.pages.record(key, desired.plan, now)
+        metrics.record(
+            key, desired.plan, now, str(((body.get("spec") or {}).get("model") or {}).get("id") or "")
+        )

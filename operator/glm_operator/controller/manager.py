@@ -171,12 +171,14 @@ class Manager:
 
     def _started_leading(self) -> None:
         self.applier.forget()  # a peer may have led in between: send every child once
+        metrics.LEADER.set(1)
         self._leading.set()
         self.queue.add_all(self.cache.owned.glmdeployments)
         self.gateway_queue.add_all(self.gateways.bodies)
 
     def _stopped_leading(self) -> None:
         """Lost the Lease: cancel every reconcile in flight, then exit non-zero."""
+        metrics.LEADER.set(0)
         self._leading.clear()
         for task in [*self._tasks, *self.applier.stop()]:
             task.cancel()

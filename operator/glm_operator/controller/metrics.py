@@ -7,10 +7,13 @@ import contextlib
 import socketserver
 import threading
 import wsgiref.simple_server
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+
+from glm_operator.api.v1alpha1 import PHASES
+from glm_operator.planning.placement import Plan
 
 REGISTRY = CollectorRegistry()
 
@@ -91,6 +94,59 @@ QUEUE_DEPTH = Gauge(
     ["namespace", "name"],
     registry=REGISTRY,
 )
+# Per GLMDeployment, from the status each reconcile writes (``record``): what the dashboards and
+# alerts of the chart (glm_operator.monitoring) join with vLLM's and the GPUs' own series.
+INFO = Gauge(
+    "glm_operator_glmdeployment_info",
+    "1 per GLMDeployment: model_name is the served model name vLLM labels its series with; model the "
+    "checkpoint or catalog id of spec.model.",
+    ["namespace", "name", "model_name", "model"],
+    registry=REGISTRY,
+)
+PHASE = Gauge(
+    "glm_operator_glmdeployment_phase",
+    "1 for the GLMDeployment's status.phase, 0 for the other phases.",
+    ["namespace", "name", "phase"],
+    registry=REGISTRY,
+)
+DESIRED_REPLICAS = Gauge(
+    "glm_operator_desired_replicas",
+    "status.desiredReplicas: spec.replicas, or the autoscaler's decision.",
+    ["namespace", "name"],
+    registry=REGISTRY,
+)
+READY_REPLICAS = Gauge(
+    "glm_operator_ready_replicas",
+    "status.readyReplicas: replicas whose vLLM server is ready.",
+    ["namespace", "name"],
+    registry=REGISTRY,
+)
+PLANNED_KV_TOKENS = Gauge(
+    "glm_operator_planned_kv_cache_tokens",
+    "KV-cache tokens the plan expects one replica of this GPU type to hold (status.plan kvCacheTokens).",
+    ["namespace", "name", "gpu_product"],
+    registry=REGISTRY,
+)
+PLANNED_GPUS = Gauge(
+    "glm_operator_planned_gpus",
+    "GPUs the placed replicas of this GPU type take: replicas x GPUs per replica.",
+    ["namespace", "name", "gpu_product"],
+    registry=REGISTRY,
+)
+PLANNED_GPU_MEMORY = Gauge(
+    "glm_operator_planned_gpu_memory_bytes",
+    "Memory vLLM may take on each GPU of this type: its memory x gpu_memory_utilization.",
+    ["namespace", "name", "gpu_product"],
+    registry=REGISTRY,
+)
+LEADER = Gauge(
+    "glm_operator_leader",
+    "1 while this replica holds the Lease and reconciles (always 1 without leader election), else 0.",
+    registry=REGISTRY,
+)
+_PER_VARIANT = (PLANNED_REPLICAS, PLANNED_KV_TOKENS, PLANNED_GPUS, PLANNED_GPU_MEMORY)
+_PER_OBJECT = (PLAN_FITS, QUEUE_DEPTH, DESIRED_REPLICAS, READY_REPLICAS)
+_GIB = 2**30
 
 
 class _Server(socketserver.ThreadingMixIn, wsgiref.simple_server.WSGIServer):
@@ -140,14 +196,48 @@ def serve(port: int, host: str = "0.0.0.0", pages: Pages | None = None) -> wsgir
     return server
 
 
+def _remove_series(gauge: Gauge, namespace: str, name: str) -> None:
+    """Every series of ``gauge`` whose first two labels are this GLMDeployment's."""
+    for labels in list(gauge._metrics):
+        if labels[0] == namespace and labels[1] == name:
+            with contextlib.suppress(KeyError):
+                gauge.remove(*labels)
+
+
 def forget(namespace: str, name: str) -> None:
     """Drop the per-object series of a deleted GLMDeployment."""
-    for gauge in (PLAN_FITS, QUEUE_DEPTH):
+    for gauge in _PER_OBJECT:
         with contextlib.suppress(KeyError):
             gauge.remove(namespace, name)
-    for labels in list(PLANNED_REPLICAS._metrics):
-        if labels[0] == namespace and labels[1] == name:
-            PLANNED_REPLICAS.remove(*labels)
+    for gauge in (*_PER_VARIANT, INFO, PHASE):
+        _remove_series(gauge, namespace, name)
+
+
+def record(key: tuple[str, str], plan: Plan | None, status: Mapping[str, Any], model: str) -> None:
+    """The per-GLMDeployment gauges from what a reconcile planned and the status now holds
+    (``status``: the object's status with the reconcile's fields written over it). Series of GPU
+    types the plan no longer has go away."""
+    namespace, name = key
+    _remove_series(INFO, namespace, name)
+    INFO.labels(namespace, name, str(status.get("model") or ""), model).set(1)
+    phase = str(status.get("phase") or "")
+    for value in PHASES:
+        PHASE.labels(namespace, name, value).set(1 if value == phase else 0)
+    if isinstance(status.get("desiredReplicas"), int):
+        DESIRED_REPLICAS.labels(namespace, name).set(status["desiredReplicas"])
+    READY_REPLICAS.labels(namespace, name).set(int(status.get("readyReplicas") or 0))
+    if plan is None:
+        return
+    PLAN_FITS.labels(namespace, name).set(1 if plan.fits else 0)
+    for gauge in _PER_VARIANT:
+        _remove_series(gauge, namespace, name)
+    for v in plan.variants:
+        PLANNED_REPLICAS.labels(namespace, name, v.gpu_product).set(v.replicas)
+        PLANNED_KV_TOKENS.labels(namespace, name, v.gpu_product).set(v.kv_cache_tokens)
+        PLANNED_GPUS.labels(namespace, name, v.gpu_product).set(v.replicas * v.gpus_per_replica)
+        PLANNED_GPU_MEMORY.labels(namespace, name, v.gpu_product).set(
+            round(v.gpu_memory_gib * v.gpu_memory_utilization * _GIB)
+        )
 
 
 def count_api_request(method: str) -> None:
