@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from glm_operator import __version__
 
-COMMANDS = ("estimate", "plan", "crd", "run", "gateway", "vllm_flags")
+COMMANDS = ("estimate", "plan", "crd", "run", "gateway", "vllm_flags", "monitoring")
 
 
 class UserError(Exception):

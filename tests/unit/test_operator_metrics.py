@@ -49,6 +49,7 @@ def test_a_reconcile_sets_the_gauges_of_its_status_and_a_deletion_drops_them() -
     assert phases == {p: 1.0 if p == status["phase"] else 0.0 for p in PHASES}
     assert value("glm_operator_desired_replicas", namespace=ns, name=name) == status["desiredReplicas"]
     assert value("glm_operator_ready_replicas", namespace=ns, name=name) == 0
+    assert value("glm_operator_max_replicas", namespace=ns, name=name) == body["spec"].get("replicas", 1)
     for v in status["plan"]["variants"]:
         labels = {"namespace": ns, "name": name, "gpu_product": v["gpuProduct"]}
         assert value("glm_operator_planned_kv_cache_tokens", **labels) == v["kvCacheTokens"]
@@ -63,9 +64,11 @@ def test_a_reconcile_sets_the_gauges_of_its_status_and_a_deletion_drops_them() -
     # the spec now allows L4 only: the H100/A100 series go, L4's come
     body = copy.deepcopy(written)
     body["spec"] = {**body["spec"], "gpu": {"products": ["L4"]}, "quantization": "int4"}
+    body["spec"]["autoscaling"] = {"minReplicas": 1, "maxReplicas": 5}
     body["metadata"]["generation"] = 2
     r.wired.handlers.on_glmdeployment("MODIFIED", api.put(body))
     r.reconcile(key)
+    assert value("glm_operator_max_replicas", namespace=ns, name=name) == 5
     products = {s["gpu_product"] for s in series("glm_operator_planned_kv_cache_tokens", ns, name)}
     status = api.get_object(API_VERSION, KIND, *key)["status"]
     assert products == {v["gpuProduct"] for v in status["plan"]["variants"]} == {"NVIDIA-L4"}
@@ -74,7 +77,8 @@ def test_a_reconcile_sets_the_gauges_of_its_status_and_a_deletion_drops_them() -
     r.reconcile(key)
     for family in ("info", "phase"):
         assert not series(f"glm_operator_glmdeployment_{family}", ns, name)
-    for gauge in ("planned_kv_cache_tokens", "planned_gpus", "planned_gpu_memory_bytes", "ready_replicas"):
+    gauges = ("planned_kv_cache_tokens", "planned_gpus", "planned_gpu_memory_bytes", "ready_replicas")
+    for gauge in (*gauges, "max_replicas"):
         assert not series(f"glm_operator_{gauge}", ns, name), gauge
 
 

@@ -24,6 +24,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from glm_operator.api.v1alpha1 import AutoscalingSpec, GLMDeploymentSpec
 from glm_operator.clients.kube import KubeClient
 from glm_operator.controller import metrics
 from glm_operator.controller.applier import Applier, Rejection
@@ -226,6 +227,17 @@ class GLMDeploymentReconciler:
         now = {**(body.get("status") or {}), **status}
         if self.pages is not None:
             self.pages.record(key, desired.plan, now)
+        spec = body.get("spec") or {}
         metrics.record(
-            key, desired.plan, now, str(((body.get("spec") or {}).get("model") or {}).get("id") or "")
+            key, desired.plan, now, str((spec.get("model") or {}).get("id") or ""), max_replicas(spec)
         )
+
+
+def max_replicas(spec: Mapping[str, Any]) -> int | None:
+    """spec.autoscaling.maxReplicas, else spec.replicas (what the queue alert compares against)."""
+    autoscaling = spec.get("autoscaling")
+    if isinstance(autoscaling, Mapping):
+        value = autoscaling.get("maxReplicas", AutoscalingSpec.model_fields["max_replicas"].default)
+    else:
+        value = spec.get("replicas", GLMDeploymentSpec.model_fields["replicas"].default)
+    return value if isinstance(value, int) else None

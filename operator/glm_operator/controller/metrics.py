@@ -27,6 +27,8 @@ class Pages(Protocol):
 RECONCILES = Counter(
     "glm_operator_reconciles_total", "Reconciles of GLMDeployments by result.", ["result"], registry=REGISTRY
 )
+for _result in ("ok", "error"):
+    RECONCILES.labels(result=_result)  # both from the start: the error-ratio alert reads 0, not nothing
 RECONCILE_SECONDS = Histogram(
     "glm_operator_reconcile_duration_seconds",
     "Time of one reconcile (observe, plan, apply, status).",
@@ -115,6 +117,12 @@ DESIRED_REPLICAS = Gauge(
     ["namespace", "name"],
     registry=REGISTRY,
 )
+MAX_REPLICAS = Gauge(
+    "glm_operator_max_replicas",
+    "Most replicas the GLMDeployment may get: spec.autoscaling.maxReplicas, else spec.replicas.",
+    ["namespace", "name"],
+    registry=REGISTRY,
+)
 READY_REPLICAS = Gauge(
     "glm_operator_ready_replicas",
     "status.readyReplicas: replicas whose vLLM server is ready.",
@@ -145,7 +153,7 @@ LEADER = Gauge(
     registry=REGISTRY,
 )
 _PER_VARIANT = (PLANNED_REPLICAS, PLANNED_KV_TOKENS, PLANNED_GPUS, PLANNED_GPU_MEMORY)
-_PER_OBJECT = (PLAN_FITS, QUEUE_DEPTH, DESIRED_REPLICAS, READY_REPLICAS)
+_PER_OBJECT = (PLAN_FITS, QUEUE_DEPTH, DESIRED_REPLICAS, MAX_REPLICAS, READY_REPLICAS)
 _GIB = 2**30
 
 
@@ -213,11 +221,19 @@ def forget(namespace: str, name: str) -> None:
         _remove_series(gauge, namespace, name)
 
 
-def record(key: tuple[str, str], plan: Plan | None, status: Mapping[str, Any], model: str) -> None:
+def record(
+    key: tuple[str, str],
+    plan: Plan | None,
+    status: Mapping[str, Any],
+    model: str,
+    max_replicas: int | None = None,
+) -> None:
     """The per-GLMDeployment gauges from what a reconcile planned and the status now holds
     (``status``: the object's status with the reconcile's fields written over it). Series of GPU
-    types the plan no longer has go away."""
+    types the plan no longer has go away. ``max_replicas``: the most replicas the spec allows."""
     namespace, name = key
+    if max_replicas is not None:
+        MAX_REPLICAS.labels(namespace, name).set(max_replicas)
     _remove_series(INFO, namespace, name)
     INFO.labels(namespace, name, str(status.get("model") or ""), model).set(1)
     phase = str(status.get("phase") or "")
