@@ -4,6 +4,7 @@
 #   charts/glm-operator/templates/crd.yaml       the same CRD as a Helm template
 #   crds/glmgateways.inference.glm.dev.yaml      and charts/.../crd-glmgateway.yaml: the GLMGateway CRD
 #   charts/glm-operator/monitoring/alerts.yaml   the chart's alert rules (glm-operator monitoring alerts)
+#   charts/glm-operator/monitoring/dashboards/   its Grafana dashboards (glm-operator monitoring dashboards)
 #   manifests/install.yaml                       the chart rendered with default values
 # OUT_DIR=<dir> writes them under <dir> instead of the checkout (the drift tests use that).
 # Needs helm: $HELM, else the cached tool build (hack/build-tools.sh), else helm on PATH.
@@ -30,6 +31,7 @@ mkdir -p "$out/crds" "$out/charts/glm-operator/templates" "$out/charts/glm-opera
 "$python" -m glm_operator.cli crd --kind GLMGateway -o yaml >"$out/crds/glmgateways.inference.glm.dev.yaml"
 "$python" -m glm_operator.cli crd --kind GLMGateway -o helm >"$out/charts/glm-operator/templates/crd-glmgateway.yaml"
 "$python" -m glm_operator.cli monitoring alerts >"$out/charts/glm-operator/monitoring/alerts.yaml"
+"$python" -m glm_operator.cli monitoring dashboards --out-dir "$out/charts/glm-operator/monitoring/dashboards"
 
 # Render from a copy of the chart that holds the freshly generated CRD template.
 work=$(mktemp -d)

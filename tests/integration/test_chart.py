@@ -90,6 +90,9 @@ def test_install_yaml_is_the_rendered_chart(helm: Path, tmp_path: Path) -> None:
         "charts/glm-operator/monitoring/alerts.yaml",
     ):
         assert (ROOT / generated).read_text() == (tmp_path / generated).read_text(), generated
+    dashboards = "charts/glm-operator/monitoring/dashboards"
+    committed = {p.name: p.read_text() for p in (ROOT / dashboards).glob("*.json")}
+    assert committed == {p.name: p.read_text() for p in (tmp_path / dashboards).glob("*.json")}, hint
 
 
 def test_install_yaml_contents() -> None:
@@ -412,3 +415,37 @@ def test_prometheus_rule_only_when_enabled(helm: Path) -> None:
     assert rule["spec"] == alerts.rule_groups()
     for item in rule["spec"]["groups"][0]["rules"]:
         assert item["annotations"]["runbook"], item["alert"]
+
+
+def test_dashboards_only_when_enabled(helm: Path) -> None:
+    import json
+
+    from glm_operator.monitoring import dashboards
+
+    assert not by_kind(documents(render(helm).stdout), "ConfigMap")
+    on = (
+        "--set",
+        "monitoring.dashboards.enabled=true",
+        "--set",
+        "monitoring.dashboards.annotations.grafana_folder=GLM",
+    )
+    maps = by_kind(documents(render(helm, *on).stdout), "ConfigMap")
+    assert len(maps) == len(dashboards.VIEWS) == 5
+    uids = set()
+    for config_map in maps:
+        assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+        assert config_map["metadata"]["annotations"] == {"grafana_folder": "GLM"}
+        assert config_map["metadata"]["namespace"] == "glm-operator-system"
+        (text,) = config_map["data"].values()
+        board = json.loads(text)
+        uids.add(board["uid"])
+        assert board["panels"], board["uid"]
+    assert uids == {view.uid for view in dashboards.VIEWS}
+    elsewhere = (
+        "--set",
+        "monitoring.dashboards.enabled=true",
+        "--set",
+        "monitoring.dashboards.namespace=grafana",
+    )
+    (other, *_) = by_kind(documents(render(helm, *elsewhere).stdout), "ConfigMap")
+    assert other["metadata"]["namespace"] == "grafana"

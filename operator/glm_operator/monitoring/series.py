@@ -54,6 +54,9 @@ OP_RECONCILES = "glm_operator_reconciles_total"
 OP_RECONCILE_SECONDS_BUCKET = "glm_operator_reconcile_duration_seconds_bucket"
 OP_QUEUE_WAIT_BUCKET = "glm_operator_queue_wait_seconds_bucket"
 OP_AUTOSCALER_DECISIONS = "glm_operator_autoscaler_decisions_total"
+OP_OBSERVED_WAITING = "glm_operator_observed_waiting_requests"
+OP_ENQUEUED = "glm_operator_enqueued_total"
+OP_API_REQUESTS = "glm_operator_api_requests_total"
 
 #: One series per GLMDeployment: namespace, name, model_name.
 DEPLOYMENT_OF_MODEL = f"max by (namespace, name, model_name) ({OP_INFO})"
