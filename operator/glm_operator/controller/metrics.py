@@ -59,6 +59,8 @@ API_REQUESTS = Counter(
     ["method"],
     registry=REGISTRY,
 )
+for _method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+    API_REQUESTS.labels(method=_method)  # the operator dashboard's graph shows 0, not nothing
 ENQUEUED = Counter(
     "glm_operator_enqueued_total",
     "GLMDeployment keys put on the work queue, by what caused it (glmdeployment, pod, child, node, resync).",
@@ -90,6 +92,8 @@ AUTOSCALER_DECISIONS = Counter(
     ["direction"],
     registry=REGISTRY,
 )
+for _direction in ("up", "down", "hold", "unavailable"):
+    AUTOSCALER_DECISIONS.labels(direction=_direction)  # the dashboard's graph shows 0, not nothing
 QUEUE_DEPTH = Gauge(
     "glm_operator_observed_waiting_requests",
     "Waiting requests seen by the autoscaler per GLMDeployment.",
