@@ -102,9 +102,9 @@ ALERTS: tuple[Alert, ...] = (
         summary="{{ $labels.namespace }}/{{ $labels.name }}: replicas are not ready",
         description="Fewer replicas have been ready than desired for 15 minutes: pods crash-loop, "
         "wait for GPUs, or load the model slowly.",
-        runbook="`kubectl describe glmdeployment` (the ReplicasReady condition names the failing pod's "
-        "reason: CrashLoopBackOff with its last log line, OOMKilled, Unschedulable) and `kubectl "
-        "logs` of that pod.",
+        runbook="`kubectl describe glmdeployment`: its Degraded condition names each failing pod's "
+        "reason (CrashLoop, OOMKilled, GPUOutOfMemory, KVCacheTooSmall, ImagePullFailed, "
+        "InsufficientGPU, ...) from its status and vLLM's last log lines, and the fix.",
     ),
     Alert(
         name="GLMGPUMemoryAbovePlan",
@@ -114,10 +114,10 @@ ALERTS: tuple[Alert, ...] = (
         severity="warning",
         summary="{{ $labels.namespace }}/{{ $labels.pod }} uses more GPU memory than planned",
         description="A GPU used by a pod of this namespace holds more than 105 % of what the plan "
-        "lets vLLM take (GPU memory x gpu_memory_utilization).",
-        runbook="Another process shares the GPU, or extraArgs overrides --gpu-memory-utilization: "
-        "remove the override, and keep other workloads off the planned GPUs (taints, or list the "
-        "GPU type in spec.gpu.products only where it is dedicated).",
+        "lets vLLM take (GPU memory x spec.gpu.memoryUtilization).",
+        runbook="Another process shares the GPU: keep other workloads off the planned GPUs (a taint "
+        "on the GPU nodes). If it is vLLM itself, lower spec.gpu.memoryUtilization, which the plan "
+        "and the pods both use.",
     ),
     Alert(
         name="GLMGatewayErrors",
