@@ -31,6 +31,10 @@ INFO = (
 )
 
 KV = "vllm:kv_cache_usage_perc"
+FB_USED = "DCGM_FI_DEV_FB_USED"
+PLANNED_MEMORY = "glm_operator_planned_gpu_memory_bytes"
+H100 = "NVIDIA-H100-80GB-HBM3"
+H100_GPU = {"namespace": "llm", "pod": "glm-h100-0", "gpu": "0", "modelName": "NVIDIA H100 80GB HBM3"}
 LEADER = "glm_operator_leader"
 
 
@@ -102,18 +106,19 @@ CASES = [
          sel("glm_operator_ready_replicas", **DEPLOYMENT): "3x30"},
         False,
     ),
+    # The H100 pod holds more than the H100 variant's share; the B200 variant's larger share of the
+    # same GLMDeployment does not hide it (DCGM's modelName joins the plan's GPU type).
     Case(
         "GLMGPUMemoryAbovePlan",
-        {sel("DCGM_FI_DEV_FB_USED", namespace="llm", pod="glm-h100-0", gpu="0"): "78000x30",
-         sel("glm_operator_planned_gpu_memory_bytes", gpu_product="NVIDIA-H100-80GB-HBM3", **DEPLOYMENT):
-         "70000000000x30"},
-        True, {"namespace": "llm", "pod": "glm-h100-0"},
+        {sel(FB_USED, **H100_GPU): "78000x30",
+         sel(PLANNED_MEMORY, gpu_product=H100, **DEPLOYMENT): "70000000000x30",
+         sel(PLANNED_MEMORY, gpu_product="NVIDIA-B200", **DEPLOYMENT): "165000000000x30"},
+        True, {"namespace": "llm", "pod": "glm-h100-0", "gpu_product": H100},
     ),
     Case(
         "GLMGPUMemoryAbovePlan",
-        {sel("DCGM_FI_DEV_FB_USED", namespace="llm", pod="glm-h100-0", gpu="0"): "60000x30",
-         sel("glm_operator_planned_gpu_memory_bytes", gpu_product="NVIDIA-H100-80GB-HBM3", **DEPLOYMENT):
-         "70000000000x30"},
+        {sel(FB_USED, **H100_GPU): "60000x30",
+         sel(PLANNED_MEMORY, gpu_product=H100, **DEPLOYMENT): "70000000000x30"},
         False,
     ),
     Case(

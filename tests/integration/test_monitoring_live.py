@@ -52,6 +52,7 @@ NAMESPACE = str(BODY["metadata"]["namespace"])
 NAME = "live-monitoring"
 KEY = "sk-test-alice"
 RATE = "30s"
+A100 = "NVIDIA-A100-SXM4-80GB"  # a GPU type of the plan; DCGM's modelName is "NVIDIA A100-SXM4-80GB"
 
 
 @dataclass
@@ -110,7 +111,7 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
     # vLLM (the emulator) behind a real HAProxy configured by the gateway code.
     vllm_port = free_port()
     emulator = VLLMMetricsEmulator({served: (2.0, 3.0)}, vllm_port, name="vllm-0").start()
-    emulator.set(served, kv_cache_usage=0.42, preemptions=1)
+    emulator.set(served, kv_cache_usage=0.97, preemptions=1)  # a full KV cache: its alert's expression holds
     keys = workdir / "keys.map"
     keys.write_text(f"{KEY} alice\n")
     gateway = LocalGateway(workdir / "gw", keys_file=str(keys), slots=2, health_check_interval_seconds=1)
@@ -126,8 +127,8 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
     sync_server = serve_registry(registry)
 
     gpus = [
-        GPU("gpu-node-1", i, namespace=NAMESPACE, pod=f"{NAME}-0", utilisation=87, memory_used_mib=70_000,
-            power_watts=550, temperature_celsius=61)
+        GPU("gpu-node-1", i, A100.replace("-", " ", 1), namespace=NAMESPACE, pod=f"{NAME}-0",
+            utilisation=87, memory_used_mib=79_000, power_watts=550, temperature_celsius=61)
         for i in range(2)
     ]  # fmt: skip
     with DCGMExporterStandIn(gpus) as dcgm:
@@ -220,4 +221,32 @@ def test_the_deployment_dashboard_joins_vllm_to_the_glmdeployment(bed: Bed) -> N
     (model,) = bed.query(selector)
     assert model["metric"]["model_name"] == bed.served_model
     (kv,) = bed.query(dashboard_expr(f'max({series.VLLM_KV_CACHE_USAGE}{{model_name=~"$model_name"}})'))
-    assert float(kv["value"][1]) == 0.42
+    assert float(kv["value"][1]) == 0.97
+
+
+FIRING = {
+    # vLLM reports 97 % KV-cache usage
+    "GLMDeploymentKVCacheFull": {"namespace": NAMESPACE, "pod": f"{NAME}-0"},
+    # the DCGM stand-in's A100s hold 79,000 MiB, the plan lets vLLM take 92 % of an 80 GB A100
+    # (its B200 variant's larger share does not count for them)
+    "GLMGPUMemoryAbovePlan": {
+        "namespace": NAMESPACE,
+        "pod": f"{NAME}-0",
+        "gpu_product": "NVIDIA-A100-SXM4-80GB",
+    },
+    # no pod runs: desired 1, ready 0
+    "GLMDeploymentReplicasNotReady": {"namespace": NAMESPACE, "name": NAME},
+}
+
+
+@pytest.mark.parametrize("alert", alerts.ALERTS, ids=lambda a: a.name)
+def test_alert_expressions_hold_exactly_where_the_bed_meets_them(bed: Bed, alert: alerts.Alert) -> None:
+    """The full expressions (joins included) on real label sets: those whose condition the test bed
+    meets return its series (before `for:`), the others nothing (no 5xx, a leader, a flat queue)."""
+    result = bed.query(alert.expr)
+    if alert.name in FIRING:
+        assert [r["metric"] for r in result] and all(
+            FIRING[alert.name].items() <= r["metric"].items() for r in result
+        ), result
+    else:
+        assert result == [], result

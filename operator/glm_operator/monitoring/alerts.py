@@ -108,13 +108,14 @@ ALERTS: tuple[Alert, ...] = (
     ),
     Alert(
         name="GLMGPUMemoryAbovePlan",
-        signal=f"max by (namespace, pod) ({s.DCGM_FB_USED}) * {_MIB}",
-        condition=f"> on (namespace) group_left () max by (namespace) ({s.OP_PLANNED_GPU_MEMORY}) * 1.05",
+        signal=f"max by (namespace, pod, gpu_product) ({s.with_gpu_product(s.DCGM_FB_USED)}) * {_MIB}",
+        condition="> on (namespace, gpu_product) group_left () "
+        f"max by (namespace, gpu_product) ({s.OP_PLANNED_GPU_MEMORY}) * 1.05",
         for_="10m",
         severity="warning",
         summary="{{ $labels.namespace }}/{{ $labels.pod }} uses more GPU memory than planned",
         description="A GPU used by a pod of this namespace holds more than 105 % of what the plan "
-        "lets vLLM take (GPU memory x spec.gpu.memoryUtilization).",
+        "lets vLLM take on that GPU type (GPU memory x spec.gpu.memoryUtilization).",
         runbook="Another process shares the GPU: keep other workloads off the planned GPUs (a taint "
         "on the GPU nodes). If it is vLLM itself, lower spec.gpu.memoryUtilization, which the plan "
         "and the pods both use.",

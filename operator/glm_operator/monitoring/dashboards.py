@@ -289,6 +289,8 @@ DEPLOYMENT = View(
     ),
 )
 
+_FB_USED = s.with_gpu_product(f"{s.DCGM_FB_USED}{{{_NS}}}")
+
 GPUS = View(
     uid="glm-gpus",
     title="GLM / GPUs",
@@ -313,8 +315,8 @@ GPUS = View(
                     "Memory used and planned",
                     (
                         _q(
-                            f"max by (namespace, pod) ({s.DCGM_FB_USED}{{{_NS}}}) * 1048576",
-                            "{{namespace}}/{{pod}}",
+                            f"max by (namespace, pod, gpu_product) ({_FB_USED}) * 1048576",
+                            "{{namespace}}/{{pod}} ({{gpu_product}})",
                         ),
                         _q(
                             f"max by (namespace, gpu_product) ({s.OP_PLANNED_GPU_MEMORY}{{{_NS}}})",

@@ -62,6 +62,22 @@ OP_API_REQUESTS = "glm_operator_api_requests_total"
 DEPLOYMENT_OF_MODEL = f"max by (namespace, name, model_name) ({OP_INFO})"
 
 
+#: Spaces in a GPU model name that ``with_gpu_product`` turns into dashes ("NVIDIA RTX PRO 6000
+#: Blackwell Server Edition" has six).
+MAX_GPU_NAME_SPACES = 6
+
+
+def with_gpu_product(dcgm_expr: str) -> str:
+    """``dcgm_expr`` with a ``gpu_product`` label: DCGM's ``modelName`` ("NVIDIA H100 80GB HBM3")
+    as GPU feature discovery writes it into the node label the operator plans by
+    ("NVIDIA-H100-80GB-HBM3": spaces become dashes). PromQL replaces one match per label_replace,
+    so each nested call turns the last remaining space into a dash."""
+    expr = f'label_replace({dcgm_expr}, "gpu_product", "$1", "modelName", "(.*)")'
+    for _ in range(MAX_GPU_NAME_SPACES):
+        expr = f'label_replace({expr}, "gpu_product", "$1-$2", "gpu_product", "(.*) (.*)")'
+    return expr
+
+
 def by_deployment(vllm_expr: str) -> str:
     """``vllm_expr`` (labelled namespace, model_name) with the GLMDeployment's ``name`` added."""
     return f"({vllm_expr}) * on (namespace, model_name) group_left (name) {DEPLOYMENT_OF_MODEL}"
