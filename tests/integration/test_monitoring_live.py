@@ -105,6 +105,7 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
     served = str(status["model"])
     metrics.LEADER.set(1)
     metrics.QUEUE_DEPTH.labels(NAMESPACE, NAME).set(0)  # the autoscaler's, when it runs
+    metrics.count_autoscaler_decision(NAMESPACE, NAME, "hold")
     operator_port = free_port()
     operator_server = metrics.serve(operator_port, host="127.0.0.1")
 

@@ -88,3 +88,15 @@ def test_the_leader_gauge_is_set_when_this_replica_starts_leading() -> None:
     assert value("glm_operator_leader") == 0
     manager._started_leading()
     assert value("glm_operator_leader") == 1
+
+
+def test_autoscaler_decisions_are_counted_per_glmdeployment_and_forgotten_with_it() -> None:
+    metrics.count_autoscaler_decision("llm", "scaled", "up")
+    metrics.count_autoscaler_decision("llm", "scaled", "up")
+    counts = {
+        s["direction"]: value("glm_operator_autoscaler_decisions_total", **s)
+        for s in series("glm_operator_autoscaler_decisions_total", "llm", "scaled")
+    }
+    assert counts == {"up": 2, "down": 0, "hold": 0, "unavailable": 0}
+    metrics.forget("llm", "scaled")
+    assert not series("glm_operator_autoscaler_decisions_total", "llm", "scaled")

@@ -88,12 +88,11 @@ WATCH_RESTARTS = Counter(
 )
 AUTOSCALER_DECISIONS = Counter(
     "glm_operator_autoscaler_decisions_total",
-    "Autoscaler decisions by direction (up, down, hold, unavailable).",
-    ["direction"],
+    "Autoscaler decisions per GLMDeployment by direction (up, down, hold, unavailable).",
+    ["namespace", "name", "direction"],
     registry=REGISTRY,
 )
-for _direction in ("up", "down", "hold", "unavailable"):
-    AUTOSCALER_DECISIONS.labels(direction=_direction)  # the dashboard's graph shows 0, not nothing
+AUTOSCALER_DIRECTIONS = ("up", "down", "hold", "unavailable")
 QUEUE_DEPTH = Gauge(
     "glm_operator_observed_waiting_requests",
     "Waiting requests seen by the autoscaler per GLMDeployment.",
@@ -208,8 +207,8 @@ def serve(port: int, host: str = "0.0.0.0", pages: Pages | None = None) -> wsgir
     return server
 
 
-def _remove_series(gauge: Gauge, namespace: str, name: str) -> None:
-    """Every series of ``gauge`` whose first two labels are this GLMDeployment's."""
+def _remove_series(gauge: Gauge | Counter, namespace: str, name: str) -> None:
+    """Every series of ``gauge`` (or counter) whose first two labels are this GLMDeployment's."""
     for labels in list(gauge._metrics):
         if labels[0] == namespace and labels[1] == name:
             with contextlib.suppress(KeyError):
@@ -221,8 +220,8 @@ def forget(namespace: str, name: str) -> None:
     for gauge in _PER_OBJECT:
         with contextlib.suppress(KeyError):
             gauge.remove(namespace, name)
-    for gauge in (*_PER_VARIANT, INFO, PHASE):
-        _remove_series(gauge, namespace, name)
+    for family in (*_PER_VARIANT, INFO, PHASE, AUTOSCALER_DECISIONS):
+        _remove_series(family, namespace, name)
 
 
 def record(
@@ -258,6 +257,14 @@ def record(
         PLANNED_GPU_MEMORY.labels(namespace, name, v.gpu_product).set(
             round(v.gpu_memory_gib * v.gpu_memory_utilization * _GIB)
         )
+
+
+def count_autoscaler_decision(namespace: str, name: str, direction: str) -> None:
+    """One decision of the autoscaler; every direction's series exists from the first one on (the
+    deployment dashboard's graph shows 0, not nothing)."""
+    for each in AUTOSCALER_DIRECTIONS:
+        AUTOSCALER_DECISIONS.labels(namespace, name, each)
+    AUTOSCALER_DECISIONS.labels(namespace, name, direction).inc()
 
 
 def count_api_request(method: str) -> None:

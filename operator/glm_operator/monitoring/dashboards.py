@@ -272,10 +272,11 @@ DEPLOYMENT = View(
                     ),
                 ),
                 Graph(
-                    "Autoscaler decisions (all GLMDeployments)",
+                    "Autoscaler decisions",
                     (
                         _q(
-                            f"sum by (direction) (increase({s.OP_AUTOSCALER_DECISIONS}[{RATE}]))",
+                            "sum by (direction) "
+                            f"(increase({s.OP_AUTOSCALER_DECISIONS}{{{_DEPLOYMENT}}}[{RATE}]))",
                             "{{direction}}",
                         ),
                     ),
