@@ -55,9 +55,9 @@ lint: venv ## ruff, mypy, import contracts
 unit: venv ## unit tests: pure code, no external binary
 	$(BIN)/python -m pytest tests/unit -q
 
-integration: ## tests with a real binary but no full cluster: helm, haproxy -c, kube-apiserver + etcd
+integration: ## tests with a real binary but no full cluster: helm, haproxy, promtool/Prometheus, kube-apiserver + etcd
 	@$(PACKAGES) integration
-	@$(MAKE) --no-print-directory venv tools
+	@$(MAKE) --no-print-directory venv tools prometheus prometheus-operator-crds
 	$(BIN)/python -m pytest tests/integration -q
 
 e2e: ## e2e tests on the local control plane with simulated GPU nodes

@@ -3,6 +3,8 @@
 #   crds/glmdeployments.inference.glm.dev.yaml   from the pydantic models (glm-operator crd)
 #   charts/glm-operator/templates/crd.yaml       the same CRD as a Helm template
 #   crds/glmgateways.inference.glm.dev.yaml      and charts/.../crd-glmgateway.yaml: the GLMGateway CRD
+#   charts/glm-operator/monitoring/alerts.yaml   the chart's alert rules (glm-operator monitoring alerts)
+#   charts/glm-operator/monitoring/dashboards/   its Grafana dashboards (glm-operator monitoring dashboards)
 #   manifests/install.yaml                       the chart rendered with default values
 # OUT_DIR=<dir> writes them under <dir> instead of the checkout (the drift tests use that).
 # Needs helm: $HELM, else the cached tool build (hack/build-tools.sh), else helm on PATH.
@@ -23,11 +25,13 @@ if [[ -z "$helm" || ! -x "$helm" ]]; then
   exit 1
 fi
 
-mkdir -p "$out/crds" "$out/charts/glm-operator/templates" "$out/manifests"
+mkdir -p "$out/crds" "$out/charts/glm-operator/templates" "$out/charts/glm-operator/monitoring" "$out/manifests"
 "$python" -m glm_operator.cli crd -o yaml >"$out/crds/glmdeployments.inference.glm.dev.yaml"
 "$python" -m glm_operator.cli crd -o helm >"$out/charts/glm-operator/templates/crd.yaml"
 "$python" -m glm_operator.cli crd --kind GLMGateway -o yaml >"$out/crds/glmgateways.inference.glm.dev.yaml"
 "$python" -m glm_operator.cli crd --kind GLMGateway -o helm >"$out/charts/glm-operator/templates/crd-glmgateway.yaml"
+"$python" -m glm_operator.cli monitoring alerts >"$out/charts/glm-operator/monitoring/alerts.yaml"
+"$python" -m glm_operator.cli monitoring dashboards --out-dir "$out/charts/glm-operator/monitoring/dashboards"
 
 # Render from a copy of the chart that holds the freshly generated CRD template.
 work=$(mktemp -d)
@@ -35,6 +39,7 @@ trap 'rm -rf "$work"' EXIT
 cp -R "$root/charts/glm-operator" "$work/glm-operator"
 cp "$out/charts/glm-operator/templates/crd.yaml" "$work/glm-operator/templates/crd.yaml"
 cp "$out/charts/glm-operator/templates/crd-glmgateway.yaml" "$work/glm-operator/templates/crd-glmgateway.yaml"
+cp -R "$out/charts/glm-operator/monitoring/." "$work/glm-operator/monitoring/"
 {
   cat <<HEADER
 # glm-operator: everything \`helm install glm-operator charts/glm-operator -n $namespace\` installs,
@@ -54,4 +59,4 @@ HEADER
   "$helm" template glm-operator "$work/glm-operator" \
     --namespace "$namespace" --kube-version "$kube_version" --include-crds
 } >"$out/manifests/install.yaml"
-echo "generated: crds/, charts/glm-operator/templates/crd.yaml, manifests/install.yaml (in $out)"
+echo "generated: crds/, charts/glm-operator/templates/crd.yaml, charts/glm-operator/monitoring/, manifests/install.yaml (in $out)"

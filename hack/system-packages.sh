@@ -2,7 +2,8 @@
 # The Debian packages a make target needs, installed when missing; a no-op when all are present.
 #
 #   hack/system-packages.sh demo          make, openssl (the local cluster's service-account key)
-#   hack/system-packages.sh integration   + haproxy (the gateway's config check)
+#   hack/system-packages.sh integration   + haproxy (the gateway's config check), chromium (the plan
+#                                           page's browser test: headless, loopback and file:// only)
 #   hack/system-packages.sh test          + podman, runc, mmdebstrap (the operator image's e2e test:
 #                                           its base image made locally, run as the chart runs it)
 #
@@ -16,8 +17,8 @@ set -euo pipefail
 set_name=${1:-test}
 case "$set_name" in
   demo) wanted=(make openssl) ;;
-  integration) wanted=(make openssl haproxy) ;;
-  test | e2e) wanted=(make openssl haproxy podman runc mmdebstrap) ;;
+  integration) wanted=(make openssl haproxy chromium) ;;
+  test | e2e) wanted=(make openssl haproxy chromium podman runc mmdebstrap) ;;
   *) echo "usage: $0 demo|integration|test" >&2; exit 2 ;;
 esac
 

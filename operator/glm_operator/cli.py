@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from glm_operator import __version__
 
-COMMANDS = ("estimate", "plan", "crd", "run", "gateway", "vllm_flags", "loadtest")
+COMMANDS = ("estimate", "plan", "crd", "run", "gateway", "vllm_flags", "loadtest", "monitoring")
 
 
 class UserError(Exception):

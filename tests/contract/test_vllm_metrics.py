@@ -10,7 +10,10 @@ from typing import Any
 
 from glm_operator.clients.prometheus import DEFAULT_RUNNING_QUERY, DEFAULT_WAITING_QUERY, render_query
 from glm_operator.commands.vllm_flags import probe, vllm_python
+from glm_operator.monitoring import alerts, dashboards
+from glm_operator.monitoring import series as monitoring_series
 from glm_operator.render.monitoring import SCRAPE_TARGET_LABELS, VLLM_SERIES_LABELS
+from tests.harness.vllm_emulator import VLLM_SERIES
 
 from ..unit.test_pod_monitor import selected_labels
 from .matrix import FIXTURE_NODES, argvs_of, catalog_config, desired_for
@@ -18,13 +21,18 @@ from .matrix import FIXTURE_NODES, argvs_of, catalog_config, desired_for
 MODEL = "zai-org/glm-4-9b-chat"
 
 
-def test_vllm_labels_the_queue_series_the_autoscaler_reads_with_the_served_model_name() -> None:
+def served_argv() -> tuple[list[str], str]:
+    """The vLLM argv the operator renders for MODEL on an L4, and its served model name."""
     desired = desired_for(
         {"model": {"id": MODEL}, "contextLength": 8192, "gpu": {"products": ["L4"]}}, FIXTURE_NODES
     )
     (rendered, *_) = list(argvs_of("glm-4-9b", desired, MODEL))
     argv = list(rendered.argv)
-    served = argv[argv.index("--served-model-name") + 1]
+    return argv, argv[argv.index("--served-model-name") + 1]
+
+
+def test_vllm_labels_the_queue_series_the_autoscaler_reads_with_the_served_model_name() -> None:
+    argv, served = served_argv()
     queries = [
         render_query(q, namespace="llm", model=served) for q in (DEFAULT_WAITING_QUERY, DEFAULT_RUNNING_QUERY)
     ]
@@ -44,3 +52,21 @@ def test_vllm_labels_the_queue_series_the_autoscaler_reads_with_the_served_model
             assert not set(labels) & set(SCRAPE_TARGET_LABELS), (name, labels)  # the scrape's own
     for query in queries:
         assert selected_labels(query) <= VLLM_SERIES_LABELS | set(SCRAPE_TARGET_LABELS)
+
+
+def test_vllm_registers_every_series_the_dashboards_and_alerts_read() -> None:
+    """The chart's dashboards and alerts (glm_operator.monitoring) read these vLLM series, by
+    ``model_name``; the vLLM emulator exposes exactly these names (tests/unit/test_monitoring_series.py)."""
+    exprs = [a.expr for a in alerts.ALERTS] + [q for view in dashboards.VIEWS for q in view.queries()]
+    names = sorted(monitoring_series.vllm_names(exprs))
+    # the emulator's names (a histogram's _sum and _count aside) are exactly these
+    assert names == sorted(n for n in VLLM_SERIES if not n.endswith(("_sum", "_count")))
+    argv, served = served_argv()
+    found: dict[str, list[dict[str, Any]]] = probe(
+        {"op": "metrics", "argv": argv, "config": catalog_config(MODEL, argv[0]), "names": names},
+        vllm_python(),
+    )
+    print(f"\nvLLM series the dashboards and alerts read: { {n: len(v) for n, v in found.items()} }")
+    for name in names:
+        assert found[name], f"vLLM registers no series {name}"
+        assert any(labels.get("model_name") == served for labels in found[name]), (name, found[name])

@@ -97,7 +97,10 @@ class Reconciling:
 
 
 def reconciling(
-    api: Any, config: OperatorConfig | None = None, nodes: list[dict[str, Any]] | None = None
+    api: Any,
+    config: OperatorConfig | None = None,
+    nodes: list[dict[str, Any]] | None = None,
+    pages: Any = None,
 ) -> Reconciling:
     from glm_operator.controller.applier import Applier
     from glm_operator.controller.glmdeployment import GLMDeploymentReconciler
@@ -124,5 +127,6 @@ def reconciling(
         queue=w.queue,
         config=config,
         clock=w.clock,
+        pages=pages,
     )
     return Reconciling(reconciler, w, api, applier)

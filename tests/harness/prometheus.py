@@ -91,3 +91,11 @@ class PrometheusServer:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
         self.proc = None
+
+
+def promtool_binary() -> str:
+    """promtool, shipped next to prometheus in Debian's package (and in upstream's tarballs)."""
+    promtool = Path(prometheus_binary()).with_name("promtool")
+    if not promtool.exists():
+        raise RuntimeError(f"no promtool next to {promtool.parent / 'prometheus'}")
+    return str(promtool)

@@ -1,4 +1,5 @@
-"""The prometheus-operator's PodMonitor CRD, from its pinned Go module (hack/prometheus-operator-crds.sh)."""
+"""The prometheus-operator's CRDs (PodMonitor, ServiceMonitor, PrometheusRule) from its pinned Go module
+(hack/prometheus-operator-crds.sh)."""
 
 from __future__ import annotations
 
@@ -17,3 +18,12 @@ def pod_monitor_crd_file() -> Path:
     if out.returncode != 0:
         raise RuntimeError(f"{script} failed: {out.stderr.strip()[-2000:]}")
     return Path(out.stdout.strip().splitlines()[-1])
+
+
+def monitoring_crd_files() -> dict[str, Path]:
+    """CRD name -> file of the PodMonitor, ServiceMonitor and PrometheusRule CRDs (same version)."""
+    directory = pod_monitor_crd_file().parent
+    return {
+        f"{plural}.monitoring.coreos.com": directory / f"monitoring.coreos.com_{plural}.yaml"
+        for plural in ("podmonitors", "servicemonitors", "prometheusrules")
+    }

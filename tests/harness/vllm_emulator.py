@@ -5,7 +5,11 @@ Serves ``GET /metrics`` in the Prometheus text format with the two gauges the au
 ``engine``, as vLLM v1 writes them), and ``POST /admin/set`` with a JSON body
 ``{"model": "glm-4.5-air", "waiting": 12, "running": 16}`` to change them (either value may be
 left out; an unknown model is added). ``GET /health`` answers 200. The gauges only change through
-``set``/``/admin/set``: serving requests does not move them.
+``set``/``/admin/set``: serving requests does not move them. Besides, per model, the series the
+chart's dashboards and alerts read (``VLLM_SERIES``, checked against vLLM's own in the contract
+test): ``vllm:kv_cache_usage_perc`` and ``vllm:num_preemptions_total`` (set through ``set``), and
+the prompt and generation token counters and the time-to-first-token and inter-token latency
+histograms, which each served request moves by its latency model's figures.
 
 It also answers the OpenAI routes a gateway forwards, with a latency model so queues form:
 ``POST /v1/chat/completions`` and ``/v1/completions`` (``"stream": true`` gives server-sent
@@ -43,11 +47,19 @@ import json
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["LatencyModel", "VLLMMetricsEmulator", "main", "render_metrics"]
+__all__ = [
+    "VLLM_SERIES",
+    "EngineStats",
+    "LatencyHistogram",
+    "LatencyModel",
+    "VLLMMetricsEmulator",
+    "main",
+    "render_metrics",
+]
 
 #: Most SSE chunks one streamed answer is split into (tokens are grouped beyond that).
 MAX_STREAM_CHUNKS = 64
@@ -103,8 +115,69 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def render_metrics(gauges: Mapping[str, tuple[float, float]]) -> str:
-    """Prometheus text exposition of ``{model: (waiting, running)}``."""
+#: Upper bounds of the emulated latency histograms (seconds; a subset of vLLM's).
+LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+#: Every series the emulator exposes, as the names of their samples (what Prometheus stores).
+VLLM_SERIES = (
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:num_preemptions_total",
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+    "vllm:time_to_first_token_seconds_bucket",
+    "vllm:time_to_first_token_seconds_sum",
+    "vllm:time_to_first_token_seconds_count",
+    "vllm:inter_token_latency_seconds_bucket",
+    "vllm:inter_token_latency_seconds_sum",
+    "vllm:inter_token_latency_seconds_count",
+)
+
+
+@dataclass
+class LatencyHistogram:
+    """Cumulative counts per bound of ``LATENCY_BUCKETS`` (then +Inf), as Prometheus exposes them."""
+
+    counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
+    total: float = 0.0
+
+    def observe(self, seconds: float) -> None:
+        for index, bound in enumerate(LATENCY_BUCKETS):
+            if seconds <= bound:
+                self.counts[index] += 1
+        self.counts[-1] += 1
+        self.total += seconds
+
+    def exposition(self, metric: str, labels: str) -> list[str]:
+        bounds = [repr(bound) for bound in LATENCY_BUCKETS] + ["+Inf"]
+        lines = [
+            f'{metric}_bucket{{{labels},le="{b}"}} {float(n)!r}'
+            for b, n in zip(bounds, self.counts, strict=True)
+        ]
+        return [
+            *lines,
+            f"{metric}_sum{{{labels}}} {self.total!r}",
+            f"{metric}_count{{{labels}}} {float(self.counts[-1])!r}",
+        ]
+
+
+@dataclass
+class EngineStats:
+    """What one model's engine reports besides the queue gauges."""
+
+    kv_cache_usage: float = 0.0
+    preemptions: float = 0.0
+    prompt_tokens: float = 0.0
+    generation_tokens: float = 0.0
+    ttft: LatencyHistogram = field(default_factory=LatencyHistogram)
+    itl: LatencyHistogram = field(default_factory=LatencyHistogram)
+
+
+def render_metrics(
+    gauges: Mapping[str, tuple[float, float]], engines: Mapping[str, EngineStats] | None = None
+) -> str:
+    """Prometheus text exposition of ``{model: (waiting, running)}`` and each model's ``EngineStats``."""
     lines = []
     for metric, index, help_text in (
         ("vllm:num_requests_running", 1, "Number of requests in model execution batches."),
@@ -114,6 +187,34 @@ def render_metrics(gauges: Mapping[str, tuple[float, float]]) -> str:
         lines.append(f"# TYPE {metric} gauge")
         for model, values in sorted(gauges.items()):
             lines.append(f'{metric}{{engine="0",model_name="{_escape(model)}"}} {float(values[index])!r}')
+    stats = {model: (engines or {}).get(model) or EngineStats() for model in sorted(gauges)}
+    for metric, kind, attribute, help_text in (
+        ("vllm:kv_cache_usage_perc", "gauge", "kv_cache_usage", "KV-cache usage. 1 means 100 percent usage."),
+        (
+            "vllm:num_preemptions",
+            "counter",
+            "preemptions",
+            "Cumulative number of preemption from the engine.",
+        ),
+        ("vllm:prompt_tokens", "counter", "prompt_tokens", "Number of prefill tokens processed."),
+        ("vllm:generation_tokens", "counter", "generation_tokens", "Number of generation tokens processed."),
+    ):
+        lines.append(f"# HELP {metric} {help_text}")
+        lines.append(f"# TYPE {metric} {kind}")
+        suffix = "_total" if kind == "counter" else ""
+        for model, engine in stats.items():
+            value = float(getattr(engine, attribute))
+            lines.append(f'{metric}{suffix}{{engine="0",model_name="{_escape(model)}"}} {value!r}')
+    for metric, attribute, help_text in (
+        ("vllm:time_to_first_token_seconds", "ttft", "Histogram of time to first token in seconds."),
+        ("vllm:inter_token_latency_seconds", "itl", "Histogram of inter-token latency in seconds."),
+    ):
+        lines.append(f"# HELP {metric} {help_text}")
+        lines.append(f"# TYPE {metric} histogram")
+        for model, engine in stats.items():
+            lines += getattr(engine, attribute).exposition(
+                metric, f'engine="0",model_name="{_escape(model)}"'
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -147,6 +248,7 @@ class VLLMMetricsEmulator:
             raise ValueError(f"the emulator binds to loopback only, not {host}")
         self._lock = threading.Lock()
         self._gauges: dict[str, tuple[float, float]] = dict(models or {})
+        self._engines: dict[str, EngineStats] = {}
         self.latency = latency or LatencyModel()
         self._slots = threading.BoundedSemaphore(max_concurrency) if max_concurrency else None
         self._stats: dict[str, int] = {
@@ -202,17 +304,43 @@ class VLLMMetricsEmulator:
         with self._lock:
             self._stats["in_flight"] -= 1
 
-    def set(self, model: str, *, waiting: float | None = None, running: float | None = None) -> None:
+    def set(
+        self,
+        model: str,
+        *,
+        waiting: float | None = None,
+        running: float | None = None,
+        kv_cache_usage: float | None = None,
+        preemptions: float | None = None,
+    ) -> None:
         with self._lock:
             old_waiting, old_running = self._gauges.get(model, (0.0, 0.0))
             self._gauges[model] = (
                 old_waiting if waiting is None else float(waiting),
                 old_running if running is None else float(running),
             )
+            engine = self._engines.setdefault(model, EngineStats())
+            if kv_cache_usage is not None:
+                engine.kv_cache_usage = float(kv_cache_usage)
+            if preemptions is not None:
+                engine.preemptions = float(preemptions)
+
+    def _served(self, model: str, prompt_tokens: int, output_tokens: int) -> None:
+        """Count one served request in its model's token counters and latency histograms."""
+        with self._lock:
+            engine = self._engines.setdefault(model, EngineStats())
+            engine.prompt_tokens += prompt_tokens
+            engine.generation_tokens += output_tokens
+            engine.ttft.observe(self.latency.prefill_seconds(prompt_tokens))
+            engine.itl.observe(self.latency.seconds_per_output_token)
 
     def snapshot(self) -> dict[str, tuple[float, float]]:
         with self._lock:
             return dict(self._gauges)
+
+    def metrics_text(self) -> str:
+        with self._lock:
+            return render_metrics(self._gauges, self._engines)
 
     def start(self) -> VLLMMetricsEmulator:
         self._thread = threading.Thread(
@@ -245,7 +373,7 @@ class VLLMMetricsEmulator:
 
             def do_GET(self) -> None:
                 if self.path.split("?")[0] == "/metrics":
-                    self._reply(200, render_metrics(emulator.snapshot()), "text/plain; version=0.0.4")
+                    self._reply(200, emulator.metrics_text(), "text/plain; version=0.0.4")
                 elif self.path == "/health":
                     self._reply(200, "", "text/plain")
                 elif self.path == "/v1/models":
@@ -302,6 +430,7 @@ class VLLMMetricsEmulator:
                 if emulator._slots is not None:
                     emulator._slots.acquire()
                 emulator._begin(prefixes)
+                emulator._served(model, prompt_tokens, output_tokens)
                 try:
                     if body.get("stream"):
                         options = body.get("stream_options")

@@ -15,6 +15,7 @@ import yaml
 
 from tests.harness.chart import CHART, KUBE_VERSION, apply_crds, template
 from tests.harness.cluster import SessionCluster
+from tests.harness.prometheus_operator import monitoring_crd_files
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_helm_lint(cluster: SessionCluster) -> None:
-    for values in (None, CHART / "ci" / "namespaced-values.yaml"):
+    for values in (None, CHART / "ci" / "namespaced-values.yaml", CHART / "ci" / "monitoring-values.yaml"):
         args = ["lint", str(CHART), "--strict", "--kube-version", KUBE_VERSION]
         if values is not None:
             args += ["-f", str(values)]
@@ -31,7 +32,7 @@ def test_helm_lint(cluster: SessionCluster) -> None:
         assert "[WARNING]" not in result.stdout and "[ERROR]" not in result.stdout
 
 
-@pytest.mark.parametrize("mode", ["cluster-wide", "namespaced", "service-monitor"])
+@pytest.mark.parametrize("mode", ["cluster-wide", "namespaced", "service-monitor", "monitoring"])
 def test_rendered_chart_passes_server_side_dry_run(cluster: SessionCluster, mode: str) -> None:
     apply_crds(cluster)
     namespace = cluster.namespace("chart-dry")
@@ -41,17 +42,34 @@ def test_rendered_chart_passes_server_side_dry_run(cluster: SessionCluster, mode
         sets.append(f"watchNamespaces={{{watched}}}")
     if mode == "service-monitor":
         sets.append("metrics.serviceMonitor.enabled=true")
+    if mode == "monitoring":
+        sets += [
+            "metrics.serviceMonitor.enabled=true",
+            "monitoring.alerts.enabled=true",
+            "monitoring.dashboards.enabled=true",
+        ]
     rendered = template(cluster, f"dry-{os.getpid()}", namespace, *sets)
     docs = [doc for doc in yaml.safe_load_all(rendered) if doc]
     assert not [doc for doc in docs if doc["apiVersion"].startswith("kopf.dev/")]
     monitors = [doc for doc in docs if doc["kind"] == "ServiceMonitor"]
-    assert len(monitors) == (1 if mode == "service-monitor" else 0)
-    # The Prometheus Operator's CRD is not on this control plane: dry-run everything else.
-    rendered = yaml.safe_dump_all([doc for doc in docs if doc["kind"] != "ServiceMonitor"])
+    assert len(monitors) == (1 if mode in ("service-monitor", "monitoring") else 0)
+    rules = [doc for doc in docs if doc["kind"] == "PrometheusRule"]
+    assert len(rules) == (1 if mode == "monitoring" else 0)
+    if mode == "monitoring":
+        # The Prometheus Operator's real CRDs validate the ServiceMonitor and the PrometheusRule.
+        files = monitoring_crd_files()
+        for crd in files.values():
+            cluster.kubectl("apply", "--server-side", "--field-manager=glm-chart-test", "-f", str(crd))
+        cluster.local.wait_crds_established(*files)
+    else:  # without them: dry-run everything else
+        docs = [doc for doc in docs if doc["kind"] not in ("ServiceMonitor", "PrometheusRule")]
+    rendered = yaml.safe_dump_all(docs)
     result = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=rendered, check=False)
     assert result.returncode == 0, result.stderr
     assert "deployment.apps/" in result.stdout and "(server dry run)" in result.stdout
-    assert ("service/" in result.stdout) == (mode == "service-monitor"), result.stdout
+    assert ("service/" in result.stdout) == (mode in ("service-monitor", "monitoring")), result.stdout
+    assert result.stdout.count("configmap/") == (5 if mode == "monitoring" else 0), result.stdout
+    assert ("prometheusrule.monitoring.coreos.com/" in result.stdout) == (mode == "monitoring"), result.stdout
 
 
 def test_install_yaml_passes_server_side_dry_run(cluster: SessionCluster) -> None:

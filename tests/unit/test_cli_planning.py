@@ -153,11 +153,13 @@ def test_plan_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     ):
         assert key in v
     assert all({"gpu_product", "reason"} <= r.keys() for r in data["rejected"])
+    assert data["license"] == "MIT"  # the catalog's entry for GLM-4.5-Air
 
 
 def test_plan_table(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, _ = run(capsys, "plan", "-f", write(tmp_path, GLMD), "--nodes", str(FIXTURE))
     assert code == 0 and "NVIDIA-H100-80GB-HBM3" in out and "rejected NVIDIA-L4" in out
+    assert out.splitlines()[1] == "licence: MIT"
 
 
 def test_plan_no_fit_exits_1(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -80,6 +80,7 @@ def test_glm_4_5_air_on_h100_renders_one_deployment_and_the_service() -> None:
     assert conds["Planned"]["status"] == "True" and conds["Available"]["status"] == "False"
     assert d.status["selector"].startswith("app.kubernetes.io/component=inference")
     assert [e.reason for e in d.events] == ["Planned"]
+    assert d.status["plan"]["license"] == "MIT"  # from the catalog, shown to the user
 
 
 def test_unfit_model_creates_nothing_and_keeps_running_children() -> None:

@@ -58,3 +58,20 @@ def testplacement_rows_name_the_group_and_role() -> None:
     assert leader[6:] == ("NVIDIA-H100-80GB-HBM3", "8xgpu", "8", "2")
     single = placement_row(pod({}, ["m", "--tensor-parallel-size", "4"], node="x"), products)
     assert single[1:3] == ("-", "server") and single[6:] == ("-", "8xgpu", "4", "1")
+
+
+def test_no_sample_names_a_gpu_type_its_model_cannot_run_on() -> None:
+    """The planner rejects a GPU type below the model's compute capability (GLM-5.x's sparse
+    attention needs 9.0): a sample that lists one promises what the operator will not do."""
+    from glm_operator.catalog.gpus import find_gpu
+    from glm_operator.catalog.models import resolve_model
+
+    for path in sample_files():
+        spec = spec_from_dict(yaml.safe_load(path.read_text())["spec"])
+        model = resolve_model(spec.model.id)
+        for product in spec.gpu.products:
+            gpu = find_gpu(product)
+            assert gpu.compute_capability >= model.min_compute_capability, (
+                f"{path.name}: {product} ({gpu.compute_capability}) cannot run {model.name} "
+                f"(needs {model.min_compute_capability})"
+            )

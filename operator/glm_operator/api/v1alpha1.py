@@ -1061,6 +1061,14 @@ class PlanStatus(_APIModel):
             "with it, cheapest first (fewest GPUs per replica), with the shape it would get."
         ),
     )
+    license: str | None = Field(
+        None,
+        max_length=256,
+        description=(
+            "The model's licence as the operator's catalog records it ('unverified' when the catalog "
+            "could not check it); absent for a model outside the catalog: read its model card."
+        ),
+    )
 
 
 class AutoscalerStatus(_APIModel):

@@ -44,7 +44,14 @@ def register(subparsers: Any) -> None:
         "the operator's vLLM image (its --default-image), used when spec.serving.image is not set; the "
         "image's tag gives the release whose memory rules the plan follows (default %(default)s)",
     )
-    parser.add_argument("--output", "-o", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "--output",
+        "-o",
+        choices=("table", "json", "html"),
+        default="table",
+        help="html: one self-contained page (memory budget per GPU type, rejected types and their "
+        "fixes), e.g. > plan.html",
+    )
     parser.set_defaults(func=run)
 
 
@@ -60,15 +67,29 @@ def _load_documents(path: str, what: str) -> list[Any]:
         raise UserError(f"{what} {path}: malformed YAML{where}") from None
 
 
-def _deployment_spec(path: str) -> Mapping[str, Any]:
+def _deployment(path: str) -> Mapping[str, Any]:
     docs = _load_documents(path, "-f")
     for doc in docs:
         if isinstance(doc, Mapping) and doc.get("kind") in (None, KIND):
-            spec = doc.get("spec")
-            if not isinstance(spec, Mapping):
+            if not isinstance(doc.get("spec"), Mapping):
                 raise UserError(f"-f {path}: the GLMDeployment has no spec mapping")
-            return spec
+            return doc
     raise UserError(f"-f {path}: no GLMDeployment document found")
+
+
+def _deployment_spec(path: str) -> Mapping[str, Any]:
+    spec: Mapping[str, Any] = _deployment(path)["spec"]
+    return spec
+
+
+def _title(path: str) -> str:
+    """The page's title: the GLMDeployment's namespace/name as the file gives them, else the file."""
+    metadata = _deployment(path).get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    if not name:
+        return Path(path).name
+    namespace = metadata.get("namespace") if isinstance(metadata, Mapping) else None
+    return f"{namespace}/{name}" if namespace else str(name)
 
 
 def _nodes(path: str) -> list[Mapping[str, Any]]:
@@ -161,7 +182,8 @@ def _table(plan: Plan) -> str:
         f"model {plan.model_id}, context {plan.context_length}: "
         + ("planned" if plan.fits else "DOES NOT FIT")
         + f", replicas {plan.replicas_planned}/{plan.replicas_requested}"
-        + (f" (shortfall {plan.shortfall_replicas})" if plan.shortfall_replicas else "")
+        + (f" (shortfall {plan.shortfall_replicas})" if plan.shortfall_replicas else ""),
+        f"licence: {plan.license or 'not in the catalog: read the model card'}",
     ]
     if plan.variants:
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
@@ -180,6 +202,10 @@ def run(args: argparse.Namespace) -> int:
     plan = make_plan(args)
     if args.output == "json":
         print(json.dumps(plan.to_dict(), indent=2))
+    elif args.output == "html":
+        from glm_operator.render.plan_page import render_plan_page
+
+        print(render_plan_page(plan, title=_title(args.filename)), end="")
     else:
         print(_table(plan))
     return 0 if plan.fits else 1

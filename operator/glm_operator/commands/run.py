@@ -40,7 +40,12 @@ def _add_scope_and_endpoints(p: argparse.ArgumentParser) -> None:
         help="watch only this namespace (repeatable; env GLM_OPERATOR_WATCH_NAMESPACES, comma-separated)",
     )
     p.add_argument("--liveness", default=None, help="kopf health endpoint, e.g. http://0.0.0.0:8080/healthz")
-    p.add_argument("--metrics-port", type=int, default=None, help="serve the operator's /metrics here")
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="serve the operator's /metrics here, and read-only plan pages at /plans/<namespace>/<name>",
+    )
     p.add_argument("--metrics-host", default="0.0.0.0")
 
 
@@ -209,5 +214,5 @@ def run(args: argparse.Namespace) -> int:
         liveness_endpoint=args.liveness,
     )
     if config.metrics_port is not None:
-        metrics.serve(config.metrics_port, config.metrics_host)
+        metrics.serve(config.metrics_port, config.metrics_host, pages=manager.pages)
     return asyncio.run(manager.run())

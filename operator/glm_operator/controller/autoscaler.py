@@ -183,7 +183,7 @@ class Autoscaler:
             else "down" if decision.replicas < current
             else "hold"
         )  # fmt: skip
-        metrics.AUTOSCALER_DECISIONS.labels(direction=direction).inc()
+        metrics.count_autoscaler_decision(namespace, name, direction)
         patch = autoscaler_fields(
             desired_replicas=decision.replicas,
             queue_length=sample.waiting if sample is not None else auto_status.get("queueLength"),

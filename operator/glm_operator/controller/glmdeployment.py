@@ -24,6 +24,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from glm_operator.api.v1alpha1 import AutoscalingSpec, GLMDeploymentSpec
 from glm_operator.clients.kube import KubeClient
 from glm_operator.controller import metrics
 from glm_operator.controller.applier import Applier, Rejection
@@ -32,6 +33,7 @@ from glm_operator.controller.clock import Clock, rfc3339
 from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.discovery import ApiDiscovery
 from glm_operator.controller.nodepools import NodePoolCache
+from glm_operator.controller.pages import PlanPages
 from glm_operator.controller.pod_monitors import PodMonitorMode
 from glm_operator.controller.recorder import EventRecorder
 from glm_operator.controller.retry import retry_failed
@@ -76,9 +78,11 @@ class GLMDeploymentReconciler:
         config: OperatorConfig,
         clock: Clock,
         metrics_status: Callable[[Key], MetricsStatus | None] | None = None,
+        pages: PlanPages | None = None,
     ) -> None:
         """``metrics_status``: the autoscaler's view of its metrics per key; None when no autoscaler
-        runs (no Prometheus configured)."""
+        runs (no Prometheus configured). ``pages``: where each reconcile leaves its plan for the
+        metrics port's plan pages."""
         self.api = api
         self.cache = cache
         self.nodepools = nodepools
@@ -89,6 +93,7 @@ class GLMDeploymentReconciler:
         self.config = config
         self.clock = clock
         self.metrics_status = metrics_status
+        self.pages = pages
         self._planning = concurrent.futures.ThreadPoolExecutor(
             PLANNING_THREADS, thread_name_prefix="planning"
         )
@@ -127,6 +132,8 @@ class GLMDeploymentReconciler:
         if found is None:  # deleted: its children go with it (owner references)
             self.applier.forget(key)
             metrics.forget(*key)
+            if self.pages is not None:
+                self.pages.forget(key)
             return []
         observed, companions = found
         desired = await self.desired(key, observed)
@@ -217,7 +224,20 @@ class GLMDeploymentReconciler:
                 for r in rejected
             ]
         self.recorder.post(body, events)
-        if desired.plan is not None:
-            metrics.PLAN_FITS.labels(*key).set(1 if desired.plan.fits else 0)
-            for v in desired.plan.variants:
-                metrics.PLANNED_REPLICAS.labels(*key, v.gpu_product).set(v.replicas)
+        now = {**(body.get("status") or {}), **status}
+        if self.pages is not None:
+            self.pages.record(key, desired.plan, now)
+        spec = body.get("spec") or {}
+        metrics.record(
+            key, desired.plan, now, str((spec.get("model") or {}).get("id") or ""), max_replicas(spec)
+        )
+
+
+def max_replicas(spec: Mapping[str, Any]) -> int | None:
+    """spec.autoscaling.maxReplicas, else spec.replicas (what the queue alert compares against)."""
+    autoscaling = spec.get("autoscaling")
+    if isinstance(autoscaling, Mapping):
+        value = autoscaling.get("maxReplicas", AutoscalingSpec.model_fields["max_replicas"].default)
+    else:
+        value = spec.get("replicas", GLMDeploymentSpec.model_fields["replicas"].default)
+    return value if isinstance(value, int) else None

@@ -46,6 +46,7 @@ from glm_operator.controller.gateway import GatewayReconciler
 from glm_operator.controller.glmdeployment import GLMDeploymentReconciler
 from glm_operator.controller.leader import LeaderElector
 from glm_operator.controller.nodepools import NodePoolCache
+from glm_operator.controller.pages import PlanPages
 from glm_operator.controller.recorder import EventRecorder
 from glm_operator.controller.replan import Replanner
 from glm_operator.controller.retry import retry_failed
@@ -101,6 +102,7 @@ class Manager:
         self.recorder = EventRecorder(api, hold=self.applier.after_workload_writes)
         self.gateways = GatewayReconciler(api, self.gateway_queue)
         self.autoscaler = self._autoscaler()
+        self.pages = PlanPages()
         self.reconciler = GLMDeploymentReconciler(
             api=api,
             cache=self.cache,
@@ -112,6 +114,7 @@ class Manager:
             config=config,
             clock=self.clock,
             metrics_status=self.autoscaler.metrics_status if self.autoscaler is not None else None,
+            pages=self.pages,
         )
         self.replanner = Replanner(self.clock, self.replan_all)
         self.handlers = EventHandlers(
@@ -168,12 +171,14 @@ class Manager:
 
     def _started_leading(self) -> None:
         self.applier.forget()  # a peer may have led in between: send every child once
+        metrics.LEADER.set(1)
         self._leading.set()
         self.queue.add_all(self.cache.owned.glmdeployments)
         self.gateway_queue.add_all(self.gateways.bodies)
 
     def _stopped_leading(self) -> None:
         """Lost the Lease: cancel every reconcile in flight, then exit non-zero."""
+        metrics.LEADER.set(0)
         self._leading.clear()
         for task in [*self._tasks, *self.applier.stop()]:
             task.cancel()

@@ -1,16 +1,34 @@
-"""The operator's own Prometheus metrics (reconciles, errors, durations, plans by GPU type)."""
+"""The operator's own Prometheus metrics (reconciles, errors, durations, plans by GPU type), and the
+HTTP server of the metrics port (``/metrics``; the read-only plan pages under ``/plans``)."""
 
 from __future__ import annotations
 
 import contextlib
+import socketserver
+import threading
+import wsgiref.simple_server
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+
+from glm_operator.api.v1alpha1 import PHASES
+from glm_operator.planning.placement import Plan
 
 REGISTRY = CollectorRegistry()
+
+
+class Pages(Protocol):
+    """What the metrics port serves under /plans (``controller.pages.PlanPages``)."""
+
+    def respond(self, path: str) -> tuple[int, str]: ...
+
 
 RECONCILES = Counter(
     "glm_operator_reconciles_total", "Reconciles of GLMDeployments by result.", ["result"], registry=REGISTRY
 )
+for _result in ("ok", "error"):
+    RECONCILES.labels(result=_result)  # both from the start: the error-ratio alert reads 0, not nothing
 RECONCILE_SECONDS = Histogram(
     "glm_operator_reconcile_duration_seconds",
     "Time of one reconcile (observe, plan, apply, status).",
@@ -41,6 +59,8 @@ API_REQUESTS = Counter(
     ["method"],
     registry=REGISTRY,
 )
+for _method in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+    API_REQUESTS.labels(method=_method)  # the operator dashboard's graph shows 0, not nothing
 ENQUEUED = Counter(
     "glm_operator_enqueued_total",
     "GLMDeployment keys put on the work queue, by what caused it (glmdeployment, pod, child, node, resync).",
@@ -68,30 +88,183 @@ WATCH_RESTARTS = Counter(
 )
 AUTOSCALER_DECISIONS = Counter(
     "glm_operator_autoscaler_decisions_total",
-    "Autoscaler decisions by direction (up, down, hold, unavailable).",
-    ["direction"],
+    "Autoscaler decisions per GLMDeployment by direction (up, down, hold, unavailable).",
+    ["namespace", "name", "direction"],
     registry=REGISTRY,
 )
+AUTOSCALER_DIRECTIONS = ("up", "down", "hold", "unavailable")
 QUEUE_DEPTH = Gauge(
     "glm_operator_observed_waiting_requests",
     "Waiting requests seen by the autoscaler per GLMDeployment.",
     ["namespace", "name"],
     registry=REGISTRY,
 )
+# Per GLMDeployment, from the status each reconcile writes (``record``): what the dashboards and
+# alerts of the chart (glm_operator.monitoring) join with vLLM's and the GPUs' own series.
+INFO = Gauge(
+    "glm_operator_glmdeployment_info",
+    "1 per GLMDeployment: model_name is the served model name vLLM labels its series with; model the "
+    "checkpoint or catalog id of spec.model.",
+    ["namespace", "name", "model_name", "model"],
+    registry=REGISTRY,
+)
+PHASE = Gauge(
+    "glm_operator_glmdeployment_phase",
+    "1 for the GLMDeployment's status.phase, 0 for the other phases.",
+    ["namespace", "name", "phase"],
+    registry=REGISTRY,
+)
+DESIRED_REPLICAS = Gauge(
+    "glm_operator_desired_replicas",
+    "status.desiredReplicas: spec.replicas, or the autoscaler's decision.",
+    ["namespace", "name"],
+    registry=REGISTRY,
+)
+MAX_REPLICAS = Gauge(
+    "glm_operator_max_replicas",
+    "Most replicas the GLMDeployment may get: spec.autoscaling.maxReplicas, else spec.replicas.",
+    ["namespace", "name"],
+    registry=REGISTRY,
+)
+READY_REPLICAS = Gauge(
+    "glm_operator_ready_replicas",
+    "status.readyReplicas: replicas whose vLLM server is ready.",
+    ["namespace", "name"],
+    registry=REGISTRY,
+)
+PLANNED_KV_TOKENS = Gauge(
+    "glm_operator_planned_kv_cache_tokens",
+    "KV-cache tokens the plan expects one replica of this GPU type to hold (status.plan kvCacheTokens).",
+    ["namespace", "name", "gpu_product"],
+    registry=REGISTRY,
+)
+PLANNED_GPUS = Gauge(
+    "glm_operator_planned_gpus",
+    "GPUs the placed replicas of this GPU type take: replicas x GPUs per replica.",
+    ["namespace", "name", "gpu_product"],
+    registry=REGISTRY,
+)
+PLANNED_GPU_MEMORY = Gauge(
+    "glm_operator_planned_gpu_memory_bytes",
+    "Memory vLLM may take on each GPU of this type: its memory x gpu_memory_utilization.",
+    ["namespace", "name", "gpu_product"],
+    registry=REGISTRY,
+)
+LEADER = Gauge(
+    "glm_operator_leader",
+    "1 while this replica holds the Lease and reconciles (always 1 without leader election), else 0.",
+    registry=REGISTRY,
+)
+_PER_VARIANT = (PLANNED_REPLICAS, PLANNED_KV_TOKENS, PLANNED_GPUS, PLANNED_GPU_MEMORY)
+_PER_OBJECT = (PLAN_FITS, QUEUE_DEPTH, DESIRED_REPLICAS, MAX_REPLICAS, READY_REPLICAS)
+_GIB = 2**30
 
 
-def serve(port: int, host: str = "0.0.0.0") -> None:
-    start_http_server(port, addr=host, registry=REGISTRY)
+class _Server(socketserver.ThreadingMixIn, wsgiref.simple_server.WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _QuietHandler(wsgiref.simple_server.WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+#: The plan pages fetch nothing: no script, no remote style, image or font.
+PAGE_HEADERS = [
+    ("Content-Type", "text/html; charset=utf-8"),
+    ("Cache-Control", "no-store"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'"),
+]
+
+
+def app(pages: Pages | None = None, registry: CollectorRegistry = REGISTRY) -> Callable[..., Iterable[bytes]]:
+    """The metrics port's WSGI app: ``/plans`` and below from ``pages`` (when given), else
+    Prometheus' exposition of ``registry`` (``/metrics``, and any other path, as before)."""
+    metrics_app = make_wsgi_app(registry)
+
+    def dispatch(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = str(environ.get("PATH_INFO") or "/")
+        if pages is not None and (path == "/plans" or path.startswith("/plans/")):
+            code, html = pages.respond(path)
+            body = html.encode()
+            reason = "OK" if code == 200 else "Not Found"
+            start_response(f"{code} {reason}", [*PAGE_HEADERS, ("Content-Length", str(len(body)))])
+            return [body]
+        result: Iterable[bytes] = metrics_app(environ, start_response)
+        return result
+
+    return dispatch
+
+
+def serve(port: int, host: str = "0.0.0.0", pages: Pages | None = None) -> wsgiref.simple_server.WSGIServer:
+    """Serve ``app(pages)`` on ``host:port`` from a daemon thread; returns the server."""
+    server = wsgiref.simple_server.make_server(
+        host, port, app(pages), server_class=_Server, handler_class=_QuietHandler
+    )
+    threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
+    return server
+
+
+def _remove_series(gauge: Gauge | Counter, namespace: str, name: str) -> None:
+    """Every series of ``gauge`` (or counter) whose first two labels are this GLMDeployment's."""
+    for labels in list(gauge._metrics):
+        if labels[0] == namespace and labels[1] == name:
+            with contextlib.suppress(KeyError):
+                gauge.remove(*labels)
 
 
 def forget(namespace: str, name: str) -> None:
     """Drop the per-object series of a deleted GLMDeployment."""
-    for gauge in (PLAN_FITS, QUEUE_DEPTH):
+    for gauge in _PER_OBJECT:
         with contextlib.suppress(KeyError):
             gauge.remove(namespace, name)
-    for labels in list(PLANNED_REPLICAS._metrics):
-        if labels[0] == namespace and labels[1] == name:
-            PLANNED_REPLICAS.remove(*labels)
+    for family in (*_PER_VARIANT, INFO, PHASE, AUTOSCALER_DECISIONS):
+        _remove_series(family, namespace, name)
+
+
+def record(
+    key: tuple[str, str],
+    plan: Plan | None,
+    status: Mapping[str, Any],
+    model: str,
+    max_replicas: int | None = None,
+) -> None:
+    """The per-GLMDeployment gauges from what a reconcile planned and the status now holds
+    (``status``: the object's status with the reconcile's fields written over it). Series of GPU
+    types the plan no longer has go away. ``max_replicas``: the most replicas the spec allows."""
+    namespace, name = key
+    if max_replicas is not None:
+        MAX_REPLICAS.labels(namespace, name).set(max_replicas)
+    _remove_series(INFO, namespace, name)
+    INFO.labels(namespace, name, str(status.get("model") or ""), model).set(1)
+    phase = str(status.get("phase") or "")
+    for value in PHASES:
+        PHASE.labels(namespace, name, value).set(1 if value == phase else 0)
+    if isinstance(status.get("desiredReplicas"), int):
+        DESIRED_REPLICAS.labels(namespace, name).set(status["desiredReplicas"])
+    READY_REPLICAS.labels(namespace, name).set(int(status.get("readyReplicas") or 0))
+    if plan is None:
+        return
+    PLAN_FITS.labels(namespace, name).set(1 if plan.fits else 0)
+    for gauge in _PER_VARIANT:
+        _remove_series(gauge, namespace, name)
+    for v in plan.variants:
+        PLANNED_REPLICAS.labels(namespace, name, v.gpu_product).set(v.replicas)
+        PLANNED_KV_TOKENS.labels(namespace, name, v.gpu_product).set(v.kv_cache_tokens)
+        PLANNED_GPUS.labels(namespace, name, v.gpu_product).set(v.replicas * v.gpus_per_replica)
+        PLANNED_GPU_MEMORY.labels(namespace, name, v.gpu_product).set(
+            round(v.gpu_memory_gib * v.gpu_memory_utilization * _GIB)
+        )
+
+
+def count_autoscaler_decision(namespace: str, name: str, direction: str) -> None:
+    """One decision of the autoscaler; every direction's series exists from the first one on (the
+    deployment dashboard's graph shows 0, not nothing)."""
+    for each in AUTOSCALER_DIRECTIONS:
+        AUTOSCALER_DECISIONS.labels(namespace, name, each)
+    AUTOSCALER_DECISIONS.labels(namespace, name, direction).inc()
 
 
 def count_api_request(method: str) -> None:

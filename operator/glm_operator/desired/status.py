@@ -40,6 +40,7 @@ def plan_status(plan: Plan) -> PlanStatus:
         rejected=[RejectedVariant(gpu_product=r.gpu_product, reason=r.reason) for r in plan.rejected],
         summary=plan_summary(plan),
         fixes=[f.describe() for f in plan.fixes],
+        license=plan.license or None,
     )
 
 

@@ -114,6 +114,18 @@ class Variant:
     key: str = ""  # unique within the plan: gpu_product, + resource / labeller when one type has several
     new_node_replicas: int = 0  # of ``replicas``, those that wait for nodes a node autoscaler adds
     node_pools: tuple[str, ...] = ()  # the autoscaler pools (planning.pools) this variant can grow into
+    # The memory budget of one GPU (the limiting pipeline stage), GiB: the GPU's memory, and what
+    # vLLM takes out of gpu_memory_utilization of it before the KV cache (CUDA graphs: only when the
+    # release counts them in the budget; otherwise they are captured in the headroom).
+    gpu_memory_gib: float = 0.0
+    activation_gib: float = 0.0
+    non_torch_gib: float = 0.0
+    cudagraph_gib: float = 0.0
+
+    @property
+    def headroom_gib(self) -> float:
+        """What vLLM leaves unused: the GPU's memory beyond gpu_memory_utilization."""
+        return self.gpu_memory_gib * (1 - self.gpu_memory_utilization)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -144,6 +156,10 @@ class Variant:
             "notes": list(self.notes),
             "new_node_replicas": self.new_node_replicas,
             "node_pools": list(self.node_pools),
+            "gpu_memory_gib": round(self.gpu_memory_gib, 2),
+            "activation_gib": round(self.activation_gib, 2),
+            "non_torch_gib": round(self.non_torch_gib, 2),
+            "cudagraph_gib": round(self.cudagraph_gib, 2),
         }
 
 
@@ -177,6 +193,7 @@ class Plan:
     uncertain: tuple[str, ...] = field(default=())
     vllm_version: str = ""  # the release the memory budget was planned for
     fixes: tuple[Fix, ...] = ()  # when nothing fits: changes that would fit, cheapest first (planning.fixes)
+    license: str = ""  # the model's licence as the catalog records it; "" outside the catalog
 
     @property
     def replicas_planned(self) -> int:
@@ -196,6 +213,7 @@ class Plan:
             "uncertain": list(self.uncertain),
             "vllm_version": self.vllm_version,
             "fixes": [f.to_dict() for f in self.fixes],
+            "license": self.license,
         }
 
 
@@ -862,6 +880,10 @@ def _variant(
         notes=tuple(notes),
         new_node_replicas=max(0, replicas - chosen.existing_capacity()),
         node_pools=group.elastic_pools,
+        gpu_memory_gib=fit.gpu_memory_gib,
+        activation_gib=fit.activation_gib,
+        non_torch_gib=fit.non_torch_gib,
+        cudagraph_gib=fit.cudagraph_gib,
     )
 
 
@@ -978,6 +1000,7 @@ def _plan(request: PlacementRequest) -> Plan:
         shortfall_replicas=shortfall,
         uncertain=tuple(dict.fromkeys(uncertain)),
         vllm_version=request.engine.version_text,
+        license=base.entry.license if base.entry is not None else "",
     )
 
 
