@@ -203,6 +203,7 @@ async def reconcile_once(
     reconciler = manager.reconciler
     # as with --prometheus-url: the autoscaler owns desiredReplicas
     reconciler.metrics_status = AutoscalerRunning().metrics_status
+    manager.applier.start()  # the companion lane (Services, PodDisruptionBudgets) of this loop
     try:
         await manager.load_caches()
         found = reconciler.observe((ns, name))
@@ -215,11 +216,14 @@ async def reconcile_once(
         result = await manager.applier.apply(
             (ns, name), desired.objects, current, tolerate_missing_pod_monitor_api=True
         )
+        await asyncio.wait_for(manager.applier.sent(), 30)
         await reconciler.write_status((ns, name), observed, desired, list(result.rejected))
     finally:
+        await asyncio.gather(*manager.applier.stop(), return_exceptions=True)
         reconciler.stop()
 
 
+@pytest.mark.usefixtures("operator")  # installs the CRD; it does not serve the race-* namespace
 def test_a_reconcile_from_an_older_read_never_reverts_an_autoscaler_decision(cluster: E2ECluster) -> None:
     """The autoscaler writes status.desiredReplicas; a reconcile computed from the object as it was
     before that write must not put the old value back (one writer per field, and status writes

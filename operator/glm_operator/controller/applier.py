@@ -132,6 +132,11 @@ class Applier:
             task.cancel()
         return self._writers
 
+    async def sent(self) -> None:
+        """Return once every queued companion has been sent (or has failed)."""
+        while self._waiting:
+            await asyncio.sleep(0.05)
+
     def forget(self, owner: Key | None = None) -> None:
         """Forget what was applied (of one owner): its next reconcile sends every child again."""
         if owner is None:
