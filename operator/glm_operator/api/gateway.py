@@ -20,6 +20,7 @@ from glm_operator.api.v1alpha1 import (
     API_VERSION,
     DNS_SUBDOMAIN_PATTERN,
     ApiVersion,
+    Condition,
     ImageReference,
     _APIModel,
 )
@@ -143,12 +144,29 @@ class GLMGatewaySpec(_APIModel):
 
 
 class GLMGatewayStatus(_APIModel):
-    """Observed state, written by the operator only."""
+    """Observed state, written by the operator only (``glm_operator.gateway.status``)."""
 
     observed_generation: int | None = Field(
         None, ge=0, description="metadata.generation of the spec the gateway objects were rendered from."
     )
     service: str | None = Field(None, description="Name of the gateway's Service.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+        description=(
+            "Ready (a gateway pod serves), KeysLoaded (the API-key Secret is mounted and loaded), "
+            "RoutesResolved (some GLMDeployment of the namespace serves a model); a reason that is not "
+            "True comes with a message naming the field and the fix."
+        ),
+    )
+    replicas: int | None = Field(None, ge=0, description="Gateway pods wanted.")
+    ready_replicas: int | None = Field(None, ge=0, description="Gateway pods ready.")
+    models: list[str] = Field(
+        default_factory=list,
+        max_length=10_000,
+        description="Served model names routed (from the GLMDeployments of the namespace).",
+    )
+    model_count: int | None = Field(None, ge=0, description="len(models), for kubectl get.")
 
 
 class GLMGateway(_APIModel):
