@@ -1,5 +1,6 @@
-"""GLMGateway status against the real apiserver: the reconciler writes conditions the CRD schema
-accepts, ``kubectl get glmgw`` shows them in its columns, the Events of a transition land once.
+"""GLMGateway status and NetworkPolicy against the real apiserver: the reconciler writes conditions
+the CRD schema accepts, ``kubectl get glmgw`` shows them in its columns, the Events of a transition
+land once; the rendered NetworkPolicy is accepted and means what the docs say.
 
 kube-apiserver + etcd alone run no Deployment controller, so the gateway Deployment's ready pods are
 written into its status subresource by the test (as the controller would), then seen by the
@@ -20,8 +21,12 @@ from kubernetes import config as k8s_config
 from glm_operator.clients.kube import KubeClient
 from glm_operator.controller.gateway import GatewayReconciler
 from glm_operator.controller.workqueue import WorkQueue
+from glm_operator.gateway.network_policy import NetworkPolicySettings
+from glm_operator.gateway.objects import gateway_labels
+from glm_operator.render import names
 from tests.harness.clock import ManualClock
 from tests.harness.cluster import SessionCluster
+from tests.harness.netpol import Pod, allows_ingress
 
 pytestmark = pytest.mark.integration
 
@@ -55,14 +60,19 @@ def events(cluster: SessionCluster, ns: str) -> list[tuple[str, str, str]]:
     return sorted((e["type"], e["reason"], e["message"]) for e in listed["items"])
 
 
-def test_conditions_columns_and_events_of_a_gateway(cluster: SessionCluster, ns: str) -> None:
+def create_gateway(cluster: SessionCluster, ns: str) -> KubeClient:
+    """Both CRDs installed, GATEWAY created in ``ns``; a client as the operator's (admin here)."""
     for crd in CRDS:
         cluster.kubectl(
             "apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds" / f"{crd}.yaml")
         )
     cluster.local.wait_crds_established(*CRDS)
-    api = KubeClient(k8s_config.new_client_from_config(str(cluster.kubeconfig)))
     cluster.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(GATEWAY))
+    return KubeClient(k8s_config.new_client_from_config(str(cluster.kubeconfig)))
+
+
+def test_conditions_columns_and_events_of_a_gateway(cluster: SessionCluster, ns: str) -> None:
+    api = create_gateway(cluster, ns)
     gateways = GatewayReconciler(api, WorkQueue(ManualClock()), image="glm-operator:test")
     key = (ns, "llm")
 
@@ -122,3 +132,40 @@ def test_conditions_columns_and_events_of_a_gateway(cluster: SessionCluster, ns:
     assert len(events(cluster, ns)) == 2
     explained = cluster.kubectl("explain", "glmgateway.status.conditions").stdout
     assert "RoutesResolved" in explained
+
+
+def test_the_network_policy_is_accepted_and_means_what_it_says(cluster: SessionCluster, ns: str) -> None:
+    """The rendered NetworkPolicy passes the apiserver's validation; the stored object (defaults
+    applied) lets the gateway and the scraper in and keeps another namespace out, as a CNI that
+    implements NetworkPolicy would. Enforcement is not shown: no CNI runs here (nor in KWOK)."""
+    api = create_gateway(cluster, ns)
+    body = api.get("inference.glm.dev/v1alpha1", "GLMGateway", ns, "llm")
+    assert body is not None
+    gateways = GatewayReconciler(api, WorkQueue(ManualClock()), image="glm-operator:test")
+    gateways.on_gateway("ADDED", body)
+    asyncio.run(gateways.reconcile((ns, "llm")))
+    live = api.get("networking.k8s.io/v1", "NetworkPolicy", ns, "llm-gateway-vllm")
+    assert live is not None
+    assert live["metadata"]["ownerReferences"][0]["name"] == "llm"
+
+    vllm = Pod(ns, names.common_labels("flash", "h100", "NVIDIA-H100-80GB-HBM3"))
+    namespaces = {ns: {}, "elsewhere": {}, "monitoring": {}}
+
+    def allowed(source: Pod) -> bool:
+        return allows_ingress([live], vllm, source, 8000, namespaces)
+
+    assert allowed(Pod(ns, gateway_labels("llm")))
+    assert allowed(Pod("monitoring", {"app.kubernetes.io/name": "prometheus"}))
+    assert not allowed(Pod("elsewhere", {"run": "curl"}))
+    assert not allowed(Pod(ns, {"run": "curl"}))
+
+    # Turned off in the chart: the next reconcile deletes it.
+    off = GatewayReconciler(
+        api,
+        WorkQueue(ManualClock()),
+        image="glm-operator:test",
+        network_policy=NetworkPolicySettings(enabled=False),
+    )
+    off.on_gateway("MODIFIED", body)
+    asyncio.run(off.reconcile((ns, "llm")))
+    assert api.get("networking.k8s.io/v1", "NetworkPolicy", ns, "llm-gateway-vllm") is None

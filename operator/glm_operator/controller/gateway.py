@@ -26,6 +26,7 @@ from glm_operator.api.v1alpha1 import API_VERSION
 from glm_operator.clients.kube import KubeClient, object_path
 from glm_operator.controller.retry import retry_failed
 from glm_operator.controller.workqueue import Key, WorkQueue
+from glm_operator.gateway.network_policy import NetworkPolicySettings, network_policy_name, parse_metrics_from
 from glm_operator.gateway.objects import gateway_name, render_gateway
 from glm_operator.gateway.routes import model_source
 from glm_operator.gateway.status import GatewayObserved, gateway_status
@@ -38,6 +39,18 @@ DEFAULT_SYNC_IMAGE = "ghcr.io/glm-operator/glm-operator:latest"
 def sync_image() -> str:
     """Image of the gateway's sync sidecar: the operator's own image (the chart sets it)."""
     return os.environ.get("GLM_OPERATOR_GATEWAY_SYNC_IMAGE") or DEFAULT_SYNC_IMAGE
+
+
+def network_policy_settings() -> NetworkPolicySettings:
+    """The chart's ``gateway.networkPolicy`` values, from the environment it sets; a bad value stops
+    the operator at start with the chart value named."""
+    enabled = os.environ.get("GLM_OPERATOR_GATEWAY_NETWORK_POLICY", "true").strip().lower()
+    if enabled not in ("true", "false"):
+        raise ValueError(f"gateway.networkPolicy.enabled: {enabled!r}; set true or false")
+    metrics_from = os.environ.get("GLM_OPERATOR_GATEWAY_METRICS_FROM")
+    if metrics_from is None:
+        return NetworkPolicySettings(enabled=enabled == "true")
+    return NetworkPolicySettings(enabled=enabled == "true", metrics_from=parse_metrics_from(metrics_from))
 
 
 @dataclass(frozen=True)
@@ -71,6 +84,7 @@ def apply_gateway(
     body: Mapping[str, Any],
     image: str,
     *,
+    network_policy: NetworkPolicySettings | None = None,
     deployment: DeploymentView | None = None,
     served: Mapping[str, tuple[str, ...]] | None = None,
     previous: list[dict[str, Any]] | None = None,
@@ -85,9 +99,14 @@ def apply_gateway(
         spec: GLMGatewaySpec | None = GLMGatewaySpec.model_validate(raw_spec)
     except ValidationError as err:
         spec, spec_error = None, _spec_error(err)
+    network_policy = network_policy or NetworkPolicySettings()
     if spec is not None:
-        for obj in render_gateway(body, spec, image):
+        for obj in render_gateway(body, spec, image, network_policy):
             api.apply(obj)
+        if not network_policy.enabled:  # turned off in the chart: the one applied before goes
+            api.delete(
+                "networking.k8s.io/v1", "NetworkPolicy", meta["namespace"], network_policy_name(meta["name"])
+            )
     api_keys = raw_spec.get("apiKeys") or {}
     observed = GatewayObserved(
         namespace=meta["namespace"],
@@ -134,10 +153,17 @@ class GatewayReconciler:
     its ready pods or of the served names of its namespace re-queues the GLMGateway.
     """
 
-    def __init__(self, api: KubeClient, queue: WorkQueue[Key], image: str | None = None) -> None:
+    def __init__(
+        self,
+        api: KubeClient,
+        queue: WorkQueue[Key],
+        image: str | None = None,
+        network_policy: NetworkPolicySettings | None = None,
+    ) -> None:
         self.api = api
         self.queue = queue
         self.image = image or sync_image()
+        self.network_policy = network_policy or network_policy_settings()
         self.bodies: dict[Key, dict[str, Any]] = {}  # last seen GLMGateway bodies
         self._deployments: dict[Key, DeploymentView] = {}
         self._served: dict[Key, str] = {}  # GLMDeployment key -> its served name
@@ -218,6 +244,7 @@ class GatewayReconciler:
                 self.api,
                 body,
                 self.image,
+                network_policy=self.network_policy,
                 deployment=self._deployments.get(key),
                 served=self.served_names(key[0]),
                 previous=previous,
