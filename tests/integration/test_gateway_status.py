@@ -169,3 +169,26 @@ def test_the_network_policy_is_accepted_and_means_what_it_says(cluster: SessionC
     off.on_gateway("MODIFIED", body)
     asyncio.run(off.reconcile((ns, "llm")))
     assert api.get("networking.k8s.io/v1", "NetworkPolicy", ns, "llm-gateway-vllm") is None
+
+
+def test_allow_lists_are_validated_and_an_unknown_model_is_named(cluster: SessionCluster, ns: str) -> None:
+    api = create_gateway(cluster, ns)
+    bad = {**GATEWAY, "spec": {**GATEWAY["spec"], "clients": [{"name": "team a", "models": ["glm-flash"]}]}}
+    refused = cluster.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(bad), check=False)
+    assert refused.returncode != 0 and "spec.clients[0].name" in refused.stderr
+    listed = {**GATEWAY, "spec": {**GATEWAY["spec"], "clients": [{"name": "team-a", "models": ["glm-typo"]}]}}
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(listed))
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(GLMD))
+    gateways = GatewayReconciler(api, WorkQueue(ManualClock()), image="glm-operator:test")
+    glmd = api.get("inference.glm.dev/v1alpha1", "GLMDeployment", ns, "flash")
+    body = api.get("inference.glm.dev/v1alpha1", "GLMGateway", ns, "llm")
+    assert glmd is not None and body is not None
+    gateways.on_glmdeployment("ADDED", glmd)
+    gateways.on_gateway("ADDED", body)
+    asyncio.run(gateways.reconcile((ns, "llm")))
+    live = api.get("inference.glm.dev/v1alpha1", "GLMGateway", ns, "llm")
+    assert live is not None
+    routes = {c["type"]: c for c in live["status"]["conditions"]}["RoutesResolved"]
+    assert (routes["status"], routes["reason"]) == ("False", "UnknownModel")
+    assert "spec.clients[0].models[0] ('glm-typo', client team-a)" in routes["message"]
+    assert "served names: glm-flash" in routes["message"]

@@ -84,6 +84,16 @@ def test_no_served_model_says_how_to_get_one_and_warns_once() -> None:
     assert again.conditions == first.conditions
 
 
+def test_an_allow_list_naming_an_unknown_model_names_the_field() -> None:
+    listed = dataclasses.replace(SERVING, allow_lists=(("team-a", ("glm-5.3-flash", "glm-typo")),))
+    status = gateway_status(listed, [], "t0")
+    routes = by_type(status.conditions)["RoutesResolved"]
+    assert (routes["status"], routes["reason"]) == ("False", "UnknownModel")
+    assert "spec.clients[0].models[1] ('glm-typo', client team-a)" in routes["message"]
+    assert "glm-5.3-flash, glm-5.3-flash[1m]" in routes["message"], "the served names to pick from"
+    assert ("Warning", "UnknownModel") in [(e.type, e.reason) for e in status.events]
+
+
 def test_an_invalid_spec_fails_every_condition_naming_the_field() -> None:
     bad = dataclasses.replace(
         STARTING, spec_error="spec.replicas: Input should be greater than or equal to 1"

@@ -12,7 +12,7 @@ sidecar), Service and RBAC from it. It never reads the API-key Secret: the pod m
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field
 
@@ -99,6 +99,33 @@ class GatewayServiceSpec(_APIModel):
     )
 
 
+#: A client name from the keys file (the second word of a line): what limits and metrics are kept by.
+CLIENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+#: A served model name in an allow-list: no whitespace (the proxy's map files are word-separated).
+SERVED_NAME_PATTERN = r"^\S+$"
+
+
+class GatewayClient(_APIModel):
+    """Settings of one client (the name next to its keys in the keys Secret)."""
+
+    name: str = Field(
+        ...,
+        min_length=1,
+        max_length=128,
+        pattern=CLIENT_NAME_PATTERN,
+        description="Client name, as in the keys Secret.",
+    )
+    models: list[Annotated[str, Field(min_length=1, max_length=256, pattern=SERVED_NAME_PATTERN)]] = Field(
+        ...,
+        min_length=1,
+        max_length=256,
+        description=(
+            "Served model names this client may call (allow-list); a request for another model answers 403 "
+            "model_not_allowed. Clients not listed in spec.clients may call every model."
+        ),
+    )
+
+
 class GLMGatewaySpec(_APIModel):
     """How the namespace's OpenAI endpoint is run."""
 
@@ -140,6 +167,12 @@ class GLMGatewaySpec(_APIModel):
         default_factory=GatewayServiceSpec,
         json_schema_extra={"default": {}},
         description="The Service clients (or an Ingress/HTTPRoute) connect to.",
+    )
+    clients: list[GatewayClient] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="Per-client settings (model allow-lists), by the client names of the keys Secret.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
 
 

@@ -121,6 +121,7 @@ def apply_gateway(
         ready_replicas=deployment.ready_replicas if deployment else 0,
         rollout_stalled=deployment.rollout_stalled if deployment else False,
         served=served or {},
+        allow_lists=tuple((c.name, tuple(c.models)) for c in spec.clients) if spec else (),
     )
     if previous is None:
         previous = list((body.get("status") or {}).get("conditions") or [])

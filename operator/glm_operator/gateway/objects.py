@@ -20,7 +20,7 @@ from typing import Any
 
 from glm_operator.api.gateway import GATEWAY_KIND, GATEWAY_PLURAL, GLMGatewaySpec
 from glm_operator.api.v1alpha1 import API_VERSION, GROUP, PLURAL
-from glm_operator.gateway.haproxy_config import HTTP_PORT, PROXY_METRICS_PORT
+from glm_operator.gateway.haproxy_config import HTTP_PORT, PEERS_PORT, PROXY_METRICS_PORT
 from glm_operator.gateway.network_policy import (
     NetworkPolicySettings,
     network_policy_name,
@@ -158,6 +158,7 @@ def _haproxy_container(spec: GLMGatewaySpec, mounts: list[dict[str, Any]]) -> di
         "ports": [
             {"name": "http", "containerPort": HTTP_PORT},
             {"name": "proxy-metrics", "containerPort": PROXY_METRICS_PORT},
+            {"name": "peers", "containerPort": PEERS_PORT},
         ],
         "readinessProbe": health,
         "livenessProbe": {**health, "failureThreshold": 6},
@@ -174,7 +175,13 @@ def _deployment(gateway: Mapping[str, Any], spec: GLMGatewaySpec, sync_image: st
         {"name": "run", "mountPath": RUN_DIR},
         {"name": "api-keys", "mountPath": KEYS_DIR, "readOnly": True},
     ]
-    env = [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]
+    # POD_NAME and POD_IP: the sync names this replica in the HAProxy peers section, so the
+    # replicas share the per-key limits.
+    env = [
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+    ]
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

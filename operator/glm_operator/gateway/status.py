@@ -9,8 +9,9 @@ no API and the operator never reads the API-key Secret. Conditions (``set_condit
 - KeysLoaded: True when a gateway pod is ready: the kubelet mounted the Secret's key and HAProxy,
   which does not start without the file, loaded it. Else InvalidSpec, or Unknown SecretNotMounted
   while no pod is ready (a missing Secret or key keeps the pods in ContainerCreating).
-- RoutesResolved: True when some GLMDeployment of the namespace serves a name. Else InvalidSpec or
-  NoServedModels.
+- RoutesResolved: True when some GLMDeployment of the namespace serves a name and every model of
+  the clients' allow-lists is served. Else InvalidSpec, NoServedModels, or UnknownModel naming
+  ``spec.clients[i].models[j]``.
 
 Without a pod's own report the operator cannot tell a missing Secret from a slow image pull: while
 no pod is ready KeysLoaded is Unknown and its message says how to check the Secret.
@@ -35,7 +36,7 @@ GATEWAY_CONDITIONS: tuple[str, ...] = (READY, KEYS_LOADED, ROUTES_RESOLVED)
 #: At most this many served names are listed in a message (all are in ``status.models``).
 MAX_LISTED_MODELS = 20
 #: Reasons that need someone to act; turning to one posts a Warning Event.
-WARNING_REASONS = frozenset({"InvalidSpec", "NoReadyPods", "NoServedModels"})
+WARNING_REASONS = frozenset({"InvalidSpec", "NoReadyPods", "NoServedModels", "UnknownModel"})
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class GatewayObserved:
     ready_replicas: int = 0
     rollout_stalled: bool = False  # the Deployment's Progressing condition: ProgressDeadlineExceeded
     served: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # served name -> GLMDeployments
+    allow_lists: tuple[tuple[str, tuple[str, ...]], ...] = ()  # spec.clients: (name, models)
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,20 @@ def _routes(o: GatewayObserved) -> tuple[str, str, str]:
             f"spec.model.servedModelName, else the model id)",
         )
     listed = sorted(o.served)[:MAX_LISTED_MODELS]
+    unknown = [
+        f"spec.clients[{i}].models[{j}] ({model!r}, client {client})"
+        for i, (client, models) in enumerate(o.allow_lists)
+        for j, model in enumerate(models)
+        if model not in o.served
+    ]
+    if unknown:
+        return (
+            FALSE,
+            "UnknownModel",
+            f"{'; '.join(unknown[:MAX_LISTED_MODELS])}: served by no GLMDeployment of namespace "
+            f"{o.namespace}, so those requests answer 404; fix the name or create the GLMDeployment "
+            f"(served names: {', '.join(listed)})",
+        )
     more = f" and {len(o.served) - len(listed)} more" if len(o.served) > len(listed) else ""
     shared = sorted(m for m, deployments in o.served.items() if len(deployments) > 1)
     note = f"; served by several GLMDeployments (one backend each): {', '.join(shared)}" if shared else ""

@@ -28,14 +28,24 @@ from glm_operator.clients.haproxy import HAProxyRuntime
 from glm_operator.clients.watches import Sink, Watch, WatchThread, safely
 from glm_operator.clients.watches import registry as watch_registry
 from glm_operator.clients.watches import settings as watch_settings
-from glm_operator.gateway.haproxy_config import HTTP_PORT, PROXY_METRICS_PORT, Balance, GatewaySettings
+from glm_operator.gateway.haproxy_config import (
+    HTTP_PORT,
+    PEERS_PORT,
+    PROXY_METRICS_PORT,
+    Balance,
+    GatewaySettings,
+    Peer,
+)
+from glm_operator.gateway.objects import GATEWAY_APP_NAME
 from glm_operator.gateway.proxy import ProxyDriver
 from glm_operator.gateway.routes import RoutingTable, compute_routing_table
 from glm_operator.render import names
 
 log = logging.getLogger(__name__)
 
-POD_SELECTOR = f"{names.LABEL_COMPONENT}={names.COMPONENT_INFERENCE},{names.LABEL_PART_OF}={names.PART_OF}"
+#: One pods watch for the vLLM pods and the gateway's own pods (its peers): both are the operator's.
+WATCHED_PODS = f"{names.LABEL_PART_OF}={names.PART_OF}"
+GATEWAY_PODS = "gateway-pods"
 BALANCE: dict[str, Balance] = {
     "LeastRequests": "leastconn",
     "RoundRobin": "roundrobin",
@@ -54,10 +64,27 @@ class SyncOptions:
     proxy_metrics_port: int | None = PROXY_METRICS_PORT
     master_socket: str | None = None
     address_map: str | None = None  # tests: JSON {pod IP: loopback address}; unmapped pods left out
+    pod_name: str | None = None  # this gateway pod; with pod_ip, the replicas share the per-key table
+    pod_ip: str | None = None
+    peers_port: int = PEERS_PORT
 
 
-def settings_for(spec: GLMGatewaySpec, options: SyncOptions) -> GatewaySettings:
-    """Proxy settings from the GLMGateway spec and the pod-level options."""
+def gateway_peers(pods: Iterable[Mapping[str, Any]], options: SyncOptions) -> tuple[Peer, ...]:
+    """Every replica of this gateway with an address (this one always), sorted by name; empty
+    without ``pod_name``/``pod_ip``: then each replica keeps its own per-key table."""
+    if not options.pod_name or not options.pod_ip:
+        return ()
+    addresses = {options.pod_name: options.pod_ip}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        ip = (pod.get("status") or {}).get("podIP")
+        if ip and not meta.get("deletionTimestamp"):
+            addresses.setdefault(str(meta["name"]), str(ip))
+    return tuple(Peer(name, address, options.peers_port) for name, address in sorted(addresses.items()))
+
+
+def settings_for(spec: GLMGatewaySpec, options: SyncOptions, peers: tuple[Peer, ...] = ()) -> GatewaySettings:
+    """Proxy settings from the GLMGateway spec, the pod-level options and the gateway's replicas."""
     return GatewaySettings(
         config_dir=options.config_dir,
         runtime_socket=str(Path(options.config_dir) / "admin.sock"),
@@ -72,6 +99,9 @@ def settings_for(spec: GLMGatewaySpec, options: SyncOptions) -> GatewaySettings:
         max_body_bytes=spec.max_body_bytes,
         balance=BALANCE[spec.load_balancing],
         slots=spec.max_pods_per_model,
+        peers=peers,
+        local_peer=options.pod_name if peers else None,
+        allowed_models=tuple((c.name, tuple(c.models)) for c in spec.clients),
     )
 
 
@@ -118,11 +148,24 @@ def watches(gateway: str) -> tuple[Watch[Store], ...]:
     def into(kind: str) -> Callable[[Store], Sink]:
         return lambda store: lambda event_type, obj: store.update(kind, event_type or "ADDED", obj)
 
+    def pods(store: Store) -> Sink:
+        return lambda event_type, obj: store.update(pod_kind(obj, gateway), event_type or "ADDED", obj)
+
     return (
         Watch(GROUP, VERSION, PLURAL, into(PLURAL)),
         Watch(GROUP, VERSION, GATEWAY_PLURAL, into(GATEWAY_PLURAL), name=gateway),
-        Watch("", "v1", "pods", into("pods"), server_selector=POD_SELECTOR),
+        Watch("", "v1", "pods", pods, server_selector=WATCHED_PODS),
     )
+
+
+def pod_kind(pod: Mapping[str, Any], gateway: str) -> str:
+    """Where a watched pod goes in the store: this gateway's replicas, vLLM pods, or nowhere."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    if labels.get(names.LABEL_NAME) == GATEWAY_APP_NAME and labels.get(
+        names.LABEL_INSTANCE
+    ) == names.label_value(gateway):
+        return GATEWAY_PODS
+    return "pods" if labels.get(names.LABEL_COMPONENT) == names.COMPONENT_INFERENCE else "other-pods"
 
 
 def sidecar_settings(table: tuple[Watch[Store], ...]) -> Any:
@@ -170,7 +213,10 @@ class GatewaySync:
         ]
         if not gateways:
             return None
-        settings = settings_for(GLMGatewaySpec.model_validate(gateways[0].get("spec") or {}), self.options)
+        peers = gateway_peers(self.store.items(GATEWAY_PODS), self.options)
+        settings = settings_for(
+            GLMGatewaySpec.model_validate(gateways[0].get("spec") or {}), self.options, peers
+        )
         pods = self.store.items("pods")
         mapping = self._address_map()
         if mapping is not None:
@@ -214,10 +260,12 @@ class GatewaySync:
         gateways: Any = custom.list_namespaced_custom_object(
             GROUP, VERSION, ns, GATEWAY_PLURAL, field_selector=only_ours
         )
-        pods = k8s.CoreV1Api(api_client).list_namespaced_pod(ns, label_selector=POD_SELECTOR)
+        listed = k8s.CoreV1Api(api_client).list_namespaced_pod(ns, label_selector=WATCHED_PODS)
+        pods = [api_client.sanitize_for_serialization(p) for p in listed.items]
         self.store.replace(PLURAL, glmds.get("items") or [])
         self.store.replace(GATEWAY_PLURAL, gateways.get("items") or [])
-        self.store.replace("pods", [api_client.sanitize_for_serialization(p) for p in pods.items])
+        for kind in ("pods", GATEWAY_PODS):
+            self.store.replace(kind, [p for p in pods if pod_kind(p, self.options.gateway) == kind])
 
     def start_watches(self) -> WatchThread:
         table = watches(self.options.gateway)
