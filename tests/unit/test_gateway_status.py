@@ -202,3 +202,20 @@ def test_an_invalid_spec_is_not_applied_but_reported() -> None:
     assert {c["reason"] for c in conditions} == {"InvalidSpec"}
     assert "spec.replicas" in conditions[0]["message"]
     assert ("Warning", "InvalidSpec") in api.events
+
+
+def test_status_wake_wakes_the_glmdeployments_serving_the_model() -> None:
+    queue: WorkQueue[tuple[str, str]] = WorkQueue(ManualClock())
+    gateways = GatewayReconciler(RecordingApi(), queue, image="i")  # type: ignore[arg-type]
+    woken: list[tuple[tuple[str, str], float]] = []
+    gateways.on_glmdeployment("ADDED", glmdeployment("flash", "glm-5.3-flash"))
+    gateways.on_glmdeployment("ADDED", glmdeployment("other", "glm-other"))
+    wake = [
+        {"model": "glm-5.3-flash", "requestedAt": "2026-12-02T10:00:00Z"},
+        {"model": "x", "requestedAt": "bad"},
+    ]
+    body = {**GATEWAY, "status": {"wake": wake}}
+    gateways.on_gateway("MODIFIED", body)  # no autoscaler (no Prometheus): nothing to wake
+    gateways.wake = lambda key, at: woken.append((key, at)) is None
+    gateways.on_gateway("MODIFIED", body)
+    assert woken == [(("llm", "flash"), 1796205600.0)]  # 2026-12-02T10:00:00Z

@@ -176,8 +176,17 @@ class GLMGatewaySpec(_APIModel):
     )
 
 
+class WakeRequest(_APIModel):
+    """A model a gateway pod got a request for while no replica of it was ready."""
+
+    model: str = Field(..., min_length=1, max_length=256, description="Served model name.")
+    requested_at: str = Field(
+        ..., json_schema_extra={"format": "date-time"}, description="When the pod last saw such a request."
+    )
+
+
 class GLMGatewayStatus(_APIModel):
-    """Observed state, written by the operator only (``glm_operator.gateway.status``)."""
+    """Observed state, written by the operator (``glm_operator.gateway.status``), but ``wake``."""
 
     observed_generation: int | None = Field(
         None, ge=0, description="metadata.generation of the spec the gateway objects were rendered from."
@@ -200,6 +209,16 @@ class GLMGatewayStatus(_APIModel):
         description="Served model names routed (from the GLMDeployments of the namespace).",
     )
     model_count: int | None = Field(None, ge=0, description="len(models), for kubectl get.")
+    wake: list[WakeRequest] = Field(
+        default_factory=list,
+        max_length=1000,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["model"]},
+        description=(
+            "Written by the gateway pods' sync sidecars (server-side apply): models requested while none "
+            "of their replicas was ready; the operator wakes those at zero replicas "
+            "(autoscaling.minReplicas: 0) at once."
+        ),
+    )
 
 
 class GLMGateway(_APIModel):

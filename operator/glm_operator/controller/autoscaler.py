@@ -11,10 +11,10 @@ Prometheus unreachable or returning nothing: the decision holds the current repl
 
 Scale to zero (``autoscaling.minReplicas: 0``): ``decide`` takes an idle model to zero; at zero
 there is no vLLM metric, so only a wake-up brings it back: ``wake(key, requested_at)``, called
-when a gateway holds a request for the model (``GatewayReconciler``), runs the key's decision at
-once with ``wake_requested``. A wake-up requested before the model last went to zero is stale and
-ignored. The measured cold start is kept in ``status.autoscaler`` across zero, and with it the
-expected wake-up time.
+when a gateway got a request for the model (``GatewayReconciler``, from the GLMGateway's
+``status.wake``), runs the key's decision at once with ``wake_requested``. A wake-up requested
+before the model last went to zero is stale and ignored. The measured cold start is kept in
+``status.autoscaler`` across zero, and with it the expected wake-up time.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ class Autoscaler:
         self._concurrency = asyncio.Semaphore(CONCURRENCY)
 
     def wake(self, key: Key, requested_at: float) -> bool:
-        """A gateway holds a request for this model: decide for it at the next tick (within 1 s).
+        """A gateway got a request for this model: decide for it at the next tick (within 1 s).
         False when the GLMDeployment cannot go to zero (nothing to wake) or the request is stale."""
         body = self.cache.owned.glmdeployments.get(key)
         autoscaling = ((body or {}).get("spec") or {}).get("autoscaling") or {}
@@ -223,7 +223,7 @@ class Autoscaler:
             sample = None
             if current == 0 and ready == 0:
                 self._status[key] = MetricsStatus(
-                    True, SCALED_TO_ZERO, "no replica runs, so vLLM reports no queue; a request held at the "
+                    True, SCALED_TO_ZERO, "no replica runs, so vLLM reports no queue; a request through the "
                     "namespace's GLMGateway wakes the model",
                 )  # fmt: skip
             else:

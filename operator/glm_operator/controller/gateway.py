@@ -15,7 +15,7 @@ import asyncio
 import datetime as dt
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,7 @@ from glm_operator.gateway.network_policy import NetworkPolicySettings, network_p
 from glm_operator.gateway.objects import gateway_name, render_gateway
 from glm_operator.gateway.routes import model_source
 from glm_operator.gateway.status import GatewayObserved, gateway_status
+from glm_operator.planning.outages import parse_time
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +166,8 @@ class GatewayReconciler:
         self.queue = queue
         self.image = image or sync_image()
         self.network_policy = network_policy or network_policy_settings()
+        #: The autoscaler's ``wake(key, requested_at)`` (the manager sets it; None without one).
+        self.wake: Callable[[Key, float], bool] | None = None
         self.bodies: dict[Key, dict[str, Any]] = {}  # last seen GLMGateway bodies
         self._deployments: dict[Key, DeploymentView] = {}
         self._served: dict[Key, str] = {}  # GLMDeployment key -> its served name
@@ -183,6 +186,21 @@ class GatewayReconciler:
             return
         self.bodies[key] = dict(obj)
         self.queue.add(key)
+        self._wake_models(key[0], (obj.get("status") or {}).get("wake") or [])
+
+    def _wake_models(self, namespace: str, requests: list[Mapping[str, Any]]) -> None:
+        """A gateway pod got requests for these models while none of their replicas was ready:
+        wake the GLMDeployments serving them (the autoscaler ignores stale or non-zero ones)."""
+        if self.wake is None:
+            return
+        for request in requests:
+            requested_at = parse_time(request.get("requestedAt"))
+            if requested_at is None:
+                continue
+            for (ns, name), served in sorted(self._served.items()):
+                wanted = ns == namespace and served == request.get("model")
+                if wanted and self.wake((ns, name), requested_at.timestamp()):
+                    log.info("waking GLMDeployment %s/%s: a gateway got a request for %s", ns, name, served)
 
     def forget_namespace(self, namespace: str) -> None:
         """A namespace being deleted: its GLMGateways are gone."""

@@ -101,6 +101,8 @@ class Manager:
         self.recorder = EventRecorder(api, hold=self.applier.after_workload_writes)
         self.gateways = GatewayReconciler(api, self.gateway_queue)
         self.autoscaler = self._autoscaler()
+        if self.autoscaler is not None:  # a gateway's wake requests reach a model at zero at once
+            self.gateways.wake = self.autoscaler.wake
         self.reconciler = GLMDeploymentReconciler(
             api=api,
             cache=self.cache,

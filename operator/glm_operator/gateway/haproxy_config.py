@@ -47,6 +47,7 @@ HTTP_PORT = 8080  # the OpenAI-compatible endpoint
 PROXY_METRICS_PORT = 8404  # HAProxy's Prometheus exporter
 PEERS_PORT = 10000  # HAProxy peers: the per-key table shared by the gateway's replicas
 PEERS_SECTION = "gateway"
+WAKE_TABLE = "wake"  # backends requested while none of their servers was usable
 
 
 def key_table_name(local_peer: str | None) -> str:
@@ -91,6 +92,8 @@ class GatewaySettings:
     #: shared through HAProxy's peers protocol, so the limits hold across replicas. Empty: local.
     peers: tuple[Peer, ...] = ()
     local_peer: str | None = None
+    #: Retry-After of the 503 for a model without a usable server (scaled to zero, starting).
+    wake_retry_after_seconds: int = 30
     #: Clients that may call only some models (spec.clients): (client, served names).
     allowed_models: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
@@ -143,6 +146,7 @@ def render_config(table: RoutingTable, settings: GatewaySettings) -> str:
             models_json=str(directory / MODELS_JSON_FILE),
             restricted_map=str(directory / RESTRICTED_CLIENTS_FILE),
             allowed_map=str(directory / ALLOWED_MODELS_FILE),
+            wake_table=WAKE_TABLE,
             peers=[Peer(p.name, _address(p.address), p.port) for p in settings.peers],
             peer_tables=[key_table_name(p.name) for p in settings.peers],
             peers_section=PEERS_SECTION,

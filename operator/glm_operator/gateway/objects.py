@@ -245,6 +245,8 @@ def render_gateway(
                     "verbs": ["get", "list", "watch"],
                 },
                 {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+                # status.wake: models requested while none of their replicas was ready
+                {"apiGroups": [GROUP], "resources": [f"{GATEWAY_PLURAL}/status"], "verbs": ["get", "patch"]},
             ],
         },
         {

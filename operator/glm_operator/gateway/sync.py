@@ -32,6 +32,7 @@ from glm_operator.gateway.haproxy_config import (
     HTTP_PORT,
     PEERS_PORT,
     PROXY_METRICS_PORT,
+    WAKE_TABLE,
     Balance,
     GatewaySettings,
     Peer,
@@ -185,6 +186,7 @@ class GatewaySync:
         self.runtime = runtime
         self.driver: ProxyDriver | None = None
         self._keys_digest: str | None = None
+        self._wake_counts: dict[str, int] = {}  # backend -> requests counted without a usable server
 
     def _address_map(self) -> dict[str, str] | None:
         if self.options.address_map is None:
@@ -249,6 +251,38 @@ class GatewaySync:
             log.warning("%s", detail)
         return self.driver.apply(table)
 
+    def new_wake_requests(self) -> list[str]:
+        """Served names requested since the last call while none of their servers was usable
+        (HAProxy's ``wake`` table: a backend's count went up)."""
+        if self.runtime is None or self.driver is None or self.driver.current is None:
+            return []
+        counts = {e.client: e.requests_total for e in self.runtime.key_counters(WAKE_TABLE)}
+        models = {b.name: b.model for b in self.driver.current.backends}
+        new = sorted(
+            models[name]
+            for name, count in counts.items()
+            if name in models and count > self._wake_counts.get(name, 0)
+        )
+        self._wake_counts = counts
+        return new
+
+    def report_wake(self, api_client: Any, models: list[str], now: str) -> None:
+        """``status.wake`` of the GLMGateway: the operator wakes those models at once (merge patch:
+        the list is this pod's latest; the operator never writes it)."""
+        from kubernetes import client as k8s
+
+        body = {"status": {"wake": [{"model": m, "requestedAt": now} for m in models]}}
+        k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
+            GROUP,
+            VERSION,
+            self.options.namespace,
+            GATEWAY_PLURAL,
+            self.options.gateway,
+            body,
+            _content_type="application/merge-patch+json",
+        )
+        log.info("asked the operator to wake: %s", ", ".join(models))
+
     def list_all(self, api_client: Any) -> None:
         """One list of each kind into the store (blocking)."""
         from kubernetes import client as k8s
@@ -299,10 +333,14 @@ class GatewaySync:
         first = True
         try:
             while not stop.is_set():
-                self.store.changed.wait(timeout=5.0)  # the timeout only re-reads the mounted key file
+                # The timeout re-reads the mounted key file and the proxy's wake table.
+                self.store.changed.wait(timeout=1.0)
                 self.store.changed.clear()
                 stop.wait(0.1)  # let a burst of events land together
                 try:
+                    if woken := self.new_wake_requests():
+                        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                        self.report_wake(api_client, woken, stamp)
                     done = self.step()
                     if done not in ("none", "waiting") or first:
                         log.info("gateway in step (%s)", done)

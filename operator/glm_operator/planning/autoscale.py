@@ -67,7 +67,7 @@ Scale to zero
 With ``min_replicas == 0`` the load rule above never goes below one replica; only idleness does:
 once every sample for ``idle_seconds`` showed no running and no waiting request (``idle_since`` in
 the state), the decision is 0 at once (no rate limit: nothing is served). A wake-up
-(``ObservedReplicas.wake_requested``: a request held at the gateway for a model without a ready
+(``ObservedReplicas.wake_requested``: a request at the gateway for a model without a ready
 replica) takes a deployment at 0 to 1 whatever the metrics say (there are none at zero), and resets
 the idle clock; capacity still applies (0 when no GPU can host it: the reason says so).
 
