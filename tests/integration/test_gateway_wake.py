@@ -38,15 +38,16 @@ def test_a_request_for_a_model_at_zero_is_answered_503_and_reported(tmp_path: Pa
         gateway.start(table)
         sync = GatewaySync(SyncOptions("ns", "llm", str(tmp_path), None), gateway.runtime)
         sync.driver = gateway.driver
-        assert sync.new_wake_requests() == []
+        assert sync.new_wake_requests(now=0.0) == []
         answers = [request(gateway.url, CHAT, {"model": "glm-flash", "messages": []}) for _ in range(3)]
         assert {a.status for a in answers} == {503}
         error = json.loads(answers[0].body)["error"]
         assert error["code"] == "model_not_ready" and answers[0].headers.get("retry-after") == "30"
-        assert sync.new_wake_requests() == ["glm-flash"]
-        assert sync.new_wake_requests() == [], "reported once until a new request comes"
+        assert sync.new_wake_requests(now=1.0) == ["glm-flash"]
+        assert sync.new_wake_requests(now=2.0) == [], "reported once until a new request comes"
         request(gateway.url, CHAT, {"model": "glm-flash", "messages": []})
-        assert sync.new_wake_requests() == ["glm-flash"]
+        assert sync.new_wake_requests(now=3.0) == [], "nor again within the report interval"
+        assert sync.new_wake_requests(now=11.0) == ["glm-flash"]
 
 
 def test_status_wake_from_the_gateways_account_wakes_the_model(cluster: SessionCluster, ns: str) -> None:

@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 #: One pods watch for the vLLM pods and the gateway's own pods (its peers): both are the operator's.
 WATCHED_PODS = f"{names.LABEL_PART_OF}={names.PART_OF}"
 GATEWAY_PODS = "gateway-pods"
+#: Seconds before a model still requested without a usable replica is reported again.
+WAKE_REPORT_INTERVAL = 10.0
 BALANCE: dict[str, Balance] = {
     "LeastRequests": "leastconn",
     "RoundRobin": "roundrobin",
@@ -187,6 +189,7 @@ class GatewaySync:
         self.driver: ProxyDriver | None = None
         self._keys_digest: str | None = None
         self._wake_counts: dict[str, int] = {}  # backend -> requests counted without a usable server
+        self._wake_reported: dict[str, float] = {}  # backend -> when it was last reported (monotonic)
 
     def _address_map(self) -> dict[str, str] | None:
         if self.options.address_map is None:
@@ -251,20 +254,27 @@ class GatewaySync:
             log.warning("%s", detail)
         return self.driver.apply(table)
 
-    def new_wake_requests(self) -> list[str]:
+    def new_wake_requests(self, now: float | None = None) -> list[str]:
         """Served names requested since the last call while none of their servers was usable
-        (HAProxy's ``wake`` table: a backend's count went up)."""
+        (HAProxy's ``wake`` table: a backend's count went up). A model is reported again only
+        after ``WAKE_REPORT_INTERVAL`` seconds: a model down for long under traffic costs the
+        apiserver one write per pod per interval, not one per request."""
         if self.runtime is None or self.driver is None or self.driver.current is None:
             return []
+        now = time.monotonic() if now is None else now
         counts = {e.client: e.requests_total for e in self.runtime.key_counters(WAKE_TABLE)}
         models = {b.name: b.model for b in self.driver.current.backends}
-        new = sorted(
-            models[name]
+        due = [
+            name
             for name, count in counts.items()
-            if name in models and count > self._wake_counts.get(name, 0)
-        )
-        self._wake_counts = counts
-        return new
+            if name in models
+            and count > self._wake_counts.get(name, 0)
+            and now - self._wake_reported.get(name, -WAKE_REPORT_INTERVAL) >= WAKE_REPORT_INTERVAL
+        ]
+        for name in due:
+            self._wake_counts[name] = counts[name]
+            self._wake_reported[name] = now
+        return sorted(models[name] for name in due)
 
     def report_wake(self, api_client: Any, models: list[str], now: str) -> None:
         """``status.wake`` of the GLMGateway: the operator wakes those models at once (merge patch:
