@@ -4,13 +4,15 @@ reads it and reports the model in the GLMGateway's ``status.wake`` (as the gatew
 ServiceAccount, through the Role the operator renders); the operator's reconciler turns that into
 the autoscaler's wake-up of the GLMDeployment serving it, and its own status writes keep it.
 
-Not shown here: requests are not held while the model starts (they get the 503 and retry).
+Meanwhile the requests are held at the proxy (bounded: so many per model, so long each): they go
+through when the first replica is ready; past the bound they get the 503 with Retry-After.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -19,12 +21,13 @@ from kubernetes import config as k8s_config
 
 from glm_operator.controller.gateway import GatewayReconciler
 from glm_operator.controller.workqueue import WorkQueue
-from glm_operator.gateway.routes import Backend, RoutingTable, backend_name
+from glm_operator.gateway.routes import Backend, Member, RoutingTable, backend_name
 from glm_operator.gateway.sync import GatewaySync, SyncOptions
 from tests.harness.clock import ManualClock
-from tests.harness.cluster import SessionCluster
+from tests.harness.cluster import SessionCluster, wait_for
 from tests.harness.haproxy import LocalGateway
-from tests.harness.load import request
+from tests.harness.load import Result, request
+from tests.harness.vllm_emulator import VLLMMetricsEmulator
 
 from .test_gateway_status import GLMD, create_gateway
 
@@ -32,9 +35,55 @@ pytestmark = pytest.mark.integration
 CHAT = "/v1/chat/completions"
 
 
+AT_ZERO = RoutingTable((Backend("glm-flash", backend_name("glm-flash"), ()),))  # no replica
+
+
+def chat() -> dict[str, object]:
+    return {"model": "glm-flash", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+
+
+def test_held_requests_go_through_when_the_first_replica_is_ready(tmp_path: Path) -> None:
+    emulator = VLLMMetricsEmulator({"glm-flash": (0.0, 0.0)}).start()
+    try:
+        with LocalGateway(tmp_path, hold_max_requests=3, health_check_interval_seconds=1) as gateway:
+            gateway.start(AT_ZERO)
+            results: dict[int, Result] = {}
+            threads = [
+                threading.Thread(target=lambda i=i: results.update({i: request(gateway.url, CHAT, chat())}))
+                for i in range(4)
+            ]
+            for thread in threads:
+                thread.start()
+            # Three are held; the fourth finds the queue full and gets its 503 at once.
+            full = wait_for(
+                lambda: [r for r in results.values() if r.status == 503] or None, timeout=30, what="the 503"
+            )
+            assert len(full) == 1 and json.loads(full[0].body)["error"]["code"] == "model_not_ready"
+            assert full[0].headers.get("retry-after") == "30"
+            assert len(results) == 1, "the other three are still held"
+
+            # The first replica is ready: the sidecar's runtime commands put it in its slot.
+            member = Member(1, "flash-0", "127.0.0.1", emulator.port, 1, True)
+            ready = RoutingTable((Backend("glm-flash", backend_name("glm-flash"), (member,)),))
+            assert gateway.driver.apply(ready) == "runtime"
+            for thread in threads:
+                thread.join(timeout=60)
+            assert sorted(r.status for r in results.values()) == [200, 200, 200, 503]
+    finally:
+        emulator.stop()
+
+
+def test_past_the_longest_wait_a_held_request_gets_503(tmp_path: Path) -> None:
+    with LocalGateway(tmp_path, hold_max_wait_seconds=1) as gateway:
+        gateway.start(AT_ZERO)
+        expired = request(gateway.url, CHAT, chat())
+        assert expired.status == 503 and json.loads(expired.body)["error"]["code"] == "model_not_ready"
+        assert expired.headers.get("retry-after") == "30"
+
+
 def test_a_request_for_a_model_at_zero_is_answered_503_and_reported(tmp_path: Path) -> None:
-    table = RoutingTable((Backend("glm-flash", backend_name("glm-flash"), ()),))  # no replica
-    with LocalGateway(tmp_path) as gateway:
+    table = AT_ZERO
+    with LocalGateway(tmp_path, hold_max_requests=0) as gateway:
         gateway.start(table)
         sync = GatewaySync(SyncOptions("ns", "llm", str(tmp_path), None), gateway.runtime)
         sync.driver = gateway.driver

@@ -381,9 +381,9 @@ class AutoscalingSpec(_APIModel):
         le=1000,
         description=(
             "Fewest replicas kept running. 0: scale to zero after idleSeconds without a request; a "
-            "request meanwhile through a GLMGateway of the namespace wakes the model at once and answers "
-            "503 with Retry-After until a replica is ready (requests are not held yet). Without a "
-            "GLMGateway nothing wakes it."
+            "request meanwhile through a GLMGateway of the namespace wakes the model at once and is held "
+            "until the first replica is ready (bounded; past the bound: 503 with Retry-After). Without "
+            "a GLMGateway nothing wakes it."
         ),
     )
     max_replicas: int = Field(
@@ -1116,7 +1116,7 @@ class AutoscalerStatus(_APIModel):
         None,
         ge=0,
         description=(
-            "With minReplicas: 0, how long a wake-up by a gateway request is expected to take until the "
+            "With minReplicas: 0, how long a request held at the gateway is expected to wait for the "
             "first Ready replica: the measured cold start plus the autoscaler's reaction. Absent until "
             "one replica has started."
         ),

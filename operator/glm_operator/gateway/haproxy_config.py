@@ -31,6 +31,7 @@ MODELS_MAP_FILE = "models.map"
 MODELS_JSON_FILE = "models.json"
 RESTRICTED_CLIENTS_FILE = "restricted-clients.map"  # clients with a model allow-list
 ALLOWED_MODELS_FILE = "allowed-models.map"  # "<client>/<served name>" of each allow-list
+HOLD_LUA_FILE = "hold.lua"  # holds requests for a model without a usable server
 #: The table and settings the files were rendered from, so a restarted sync process (or the
 #: sidecar after the init container) continues with runtime commands instead of a reload.
 STATE_FILE = "state.json"
@@ -94,6 +95,10 @@ class GatewaySettings:
     local_peer: str | None = None
     #: Retry-After of the 503 for a model without a usable server (scaled to zero, starting).
     wake_retry_after_seconds: int = 30
+    #: Requests held per model and replica while no server is usable (0: 503 at once), and how
+    #: long each is held at most before the 503.
+    hold_max_requests: int = 100
+    hold_max_wait_seconds: int = 300
     #: Clients that may call only some models (spec.clients): (client, served names).
     allowed_models: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
@@ -147,6 +152,7 @@ def render_config(table: RoutingTable, settings: GatewaySettings) -> str:
             restricted_map=str(directory / RESTRICTED_CLIENTS_FILE),
             allowed_map=str(directory / ALLOWED_MODELS_FILE),
             wake_table=WAKE_TABLE,
+            hold_lua=str(directory / HOLD_LUA_FILE),
             peers=[Peer(p.name, _address(p.address), p.port) for p in settings.peers],
             peer_tables=[key_table_name(p.name) for p in settings.peers],
             peers_section=PEERS_SECTION,
@@ -184,6 +190,11 @@ def render_files(table: RoutingTable, settings: GatewaySettings) -> dict[str, st
         MODELS_MAP_FILE: render_models_map(table),
         MODELS_JSON_FILE: render_models_json(table),
         **render_allow_lists(settings),
+        **(
+            {HOLD_LUA_FILE: _environment().get_template(HOLD_LUA_FILE).render()}
+            if settings.hold_max_requests
+            else {}
+        ),
         STATE_FILE: render_state(table, settings),
     }
 
