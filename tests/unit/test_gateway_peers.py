@@ -16,6 +16,7 @@ from glm_operator.gateway.haproxy_config import (
     parse_state,
     render_allow_lists,
     render_config,
+    render_files,
     render_state,
 )
 from glm_operator.gateway.objects import gateway_labels
@@ -119,3 +120,28 @@ def test_allow_lists_come_from_spec_clients_into_two_map_files() -> None:
 def test_bad_clients_name_the_field(client: dict[str, Any], field: str) -> None:
     with pytest.raises(ValidationError, match=field):
         GLMGatewaySpec.model_validate({"apiKeys": {"secretName": "k"}, "clients": [client]})
+
+
+def test_the_hold_bounds_come_from_spec_scale_from_zero() -> None:
+    options = SyncOptions("ns", "llm", "/run/g", None)
+    default = settings_for(GLMGatewaySpec.model_validate({"apiKeys": {"secretName": "k"}}), options)
+    assert (default.hold_max_requests, default.hold_max_wait_seconds, default.wake_retry_after_seconds) == (
+        100,
+        300,
+        30,
+    )
+    spec = GLMGatewaySpec.model_validate(
+        {"apiKeys": {"secretName": "k"}, "scaleFromZero": {"maxQueuedRequests": 0, "retryAfterSeconds": 120}}
+    )
+    s = settings_for(spec, options)
+    text = render_config(RoutingTable(()), s)
+    assert (
+        s.hold_max_requests == 0
+        and "lua-load" not in text
+        and "hold.lua" not in render_files(RoutingTable(()), s)
+    )
+    assert "hold.lua" in render_files(RoutingTable(()), default)
+    with pytest.raises(ValidationError, match="maxWaitSeconds"):
+        GLMGatewaySpec.model_validate(
+            {"apiKeys": {"secretName": "k"}, "scaleFromZero": {"maxWaitSeconds": 0}}
+        )

@@ -126,6 +126,29 @@ class GatewayClient(_APIModel):
     )
 
 
+class ScaleFromZeroSpec(_APIModel):
+    """How requests for a model without a ready replica (scaled to zero, or starting) are held."""
+
+    max_queued_requests: int = Field(
+        100,
+        ge=0,
+        le=100_000,
+        description=(
+            "Requests held per model on each gateway replica while no replica of it is ready; more answer "
+            "503 with Retry-After at once. 0: never hold (503 at once)."
+        ),
+    )
+    max_wait_seconds: int = Field(
+        300,
+        ge=1,
+        le=3600,
+        description="Longest a request is held for the first ready replica; then 503 with Retry-After.",
+    )
+    retry_after_seconds: int = Field(
+        30, ge=1, le=3600, description="Retry-After of those 503 answers (queue full, wait expired)."
+    )
+
+
 class GLMGatewaySpec(_APIModel):
     """How the namespace's OpenAI endpoint is run."""
 
@@ -167,6 +190,14 @@ class GLMGatewaySpec(_APIModel):
         default_factory=GatewayServiceSpec,
         json_schema_extra={"default": {}},
         description="The Service clients (or an Ingress/HTTPRoute) connect to.",
+    )
+    scale_from_zero: ScaleFromZeroSpec = Field(
+        default_factory=ScaleFromZeroSpec,
+        json_schema_extra={"default": {}},
+        description=(
+            "Requests for a model without a ready replica are held (bounded queue, bounded wait) while "
+            "the operator wakes it (autoscaling.minReplicas: 0)."
+        ),
     )
     clients: list[GatewayClient] = Field(
         default_factory=list,

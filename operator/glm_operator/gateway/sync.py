@@ -105,6 +105,9 @@ def settings_for(spec: GLMGatewaySpec, options: SyncOptions, peers: tuple[Peer, 
         peers=peers,
         local_peer=options.pod_name if peers else None,
         allowed_models=tuple((c.name, tuple(c.models)) for c in spec.clients),
+        hold_max_requests=spec.scale_from_zero.max_queued_requests,
+        hold_max_wait_seconds=spec.scale_from_zero.max_wait_seconds,
+        wake_retry_after_seconds=spec.scale_from_zero.retry_after_seconds,
     )
 
 
