@@ -118,7 +118,11 @@ BAD_SPECS: dict[str, tuple[dict[str, Any] | None, str]] = {
         bad("autoscaling", {"minReplicas": 5, "maxReplicas": 2}),
         "spec.autoscaling.minReplicas",
     ),
-    "min replicas zero": (bad("autoscaling", {"minReplicas": 0}), "spec.autoscaling.minReplicas"),
+    "min replicas negative": (bad("autoscaling", {"minReplicas": -1}), "spec.autoscaling.minReplicas"),
+    "idle without zero": (
+        bad("autoscaling", {"minReplicas": 1, "idleSeconds": 60}),
+        "spec.autoscaling.idleSeconds",
+    ),
     "negative replicas": (bad("replicas", -1), "spec.replicas"),
     "replicas as float": (bad("replicas", 1.5), "spec.replicas"),
     "port out of range": (bad("serving.port", 70000), "spec.serving.port"),

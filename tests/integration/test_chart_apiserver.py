@@ -158,6 +158,8 @@ ALLOWED = [
     ("delete", "deployments.apps", "-n", "default"),
     ("patch", "services", "-n", "default"),
     ("patch", "poddisruptionbudgets.policy", "-n", "default"),
+    ("patch", "networkpolicies.networking.k8s.io", "-n", "default"),
+    ("delete", "networkpolicies.networking.k8s.io", "-n", "default"),
     ("watch", "pods", "--all-namespaces"),
     ("create", "events", "-n", "default"),
     ("create", "events.events.k8s.io", "-n", "default"),
@@ -177,6 +179,7 @@ DENIED = [
     ("create", "customresourcedefinitions.apiextensions.k8s.io"),
     ("create", "clusterroles.rbac.authorization.k8s.io"),
     ("get", "configmaps", "-n", "default"),
+    ("list", "networkpolicies.networking.k8s.io", "--all-namespaces"),
     ("create", "leases.coordination.k8s.io", "-n", "default"),
     ("*", "*"),
 ]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from glm_operator.gateway.haproxy_config import render_files
+from glm_operator.gateway.haproxy_config import Peer, render_files
 from glm_operator.gateway.proxy import write_files
 from tests.harness.haproxy import check_config
 from tests.unit.test_gateway_config import _settings, _table
@@ -23,8 +23,13 @@ pytestmark = pytest.mark.integration
         {"balance": "roundrobin", "metrics_port": None, "log_requests": True},
         {"requests_per_minute": None},
         {"balance": "prefix"},
+        {
+            "peers": (Peer("gw-a", "127.0.0.1", 10000), Peer("gw-b", "::1", 10001)),
+            "local_peer": "gw-a",
+            "allowed_models": (("team-a", ("glm-4.5-air",)),),
+        },
     ],
-    ids=["full", "no-auth", "roundrobin", "concurrency-only", "prefix-affinity"],
+    ids=["full", "no-auth", "roundrobin", "concurrency-only", "prefix-affinity", "peers-and-allow-lists"],
 )
 def test_rendered_config_passes_haproxy_check(tmp_path: Path, changes: dict[str, object]) -> None:
     settings = _settings(tmp_path, **changes)

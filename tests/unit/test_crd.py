@@ -109,7 +109,10 @@ def test_cel_rules() -> None:
     def rules(path: str) -> list[str]:
         return [rule["rule"] for rule in nodes[path].get("x-kubernetes-validations", [])]
 
-    assert rules(".spec.autoscaling") == ["self.minReplicas <= self.maxReplicas"]
+    assert rules(".spec.autoscaling") == [
+        "self.minReplicas <= self.maxReplicas",
+        "!has(self.idleSeconds) || self.minReplicas == 0",
+    ]
     assert rules(".spec.gpu.tensorParallelSize") == ["self in [0, 1, 2, 4, 8, 16, 32]"]
     assert rules(".spec.model") == ["has(self.id) || has(self.config)"]
     assert any("maxNumSeqs" in rule for rule in rules(".spec"))

@@ -67,9 +67,10 @@ def test_a_long_context_served_name_is_accepted_but_not_one_with_spaces() -> Non
 
 def test_rendered_objects_are_owned_and_named_after_the_gateway() -> None:
     objects = _objects()
-    assert set(objects) == {"ServiceAccount", "Role", "RoleBinding", "Deployment", "Service"}
+    assert set(objects) == {"ServiceAccount", "Role", "RoleBinding", "Deployment", "Service", "NetworkPolicy"}
     for obj in objects.values():
-        assert obj["metadata"]["name"] == gateway_name("llm") == "llm-gateway"
+        suffix = "-vllm" if obj["kind"] == "NetworkPolicy" else ""
+        assert obj["metadata"]["name"] == gateway_name("llm") + suffix == "llm-gateway" + suffix
         assert obj["metadata"]["namespace"] == "team-a"
         assert obj["metadata"]["ownerReferences"][0]["uid"] == "u-1"
 
@@ -132,4 +133,4 @@ def test_render_command_prints_the_objects(tmp_path: Path) -> None:
         check=True,
     )
     kinds = [doc["kind"] for doc in yaml.safe_load_all(done.stdout) if doc]
-    assert kinds == ["ServiceAccount", "Role", "RoleBinding", "Deployment", "Service"]
+    assert kinds == ["ServiceAccount", "Role", "RoleBinding", "Deployment", "Service", "NetworkPolicy"]

@@ -117,6 +117,15 @@ each watched namespace's Role. No Secrets: the operator never reads them.
   {{- else }}
   verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
   {{- end }}
+# The NetworkPolicy of each GLMGateway (gateway.networkPolicy); when off, only deleting the ones
+# an earlier setting created.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  {{- if .Values.gateway.networkPolicy.enabled }}
+  verbs: ["get", "create", "update", "patch", "delete"]
+  {{- else }}
+  verbs: ["get", "delete"]
+  {{- end }}
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch"]

@@ -292,10 +292,31 @@ def build_crd() -> dict[str, Any]:
 
 GATEWAY_PRINTER_COLUMNS: list[dict[str, Any]] = [
     {
+        "name": "Ready",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+        "description": "A gateway pod serves.",
+    },
+    {
+        "name": "Keys",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="KeysLoaded")].status',
+        "description": "The API-key Secret is mounted and loaded.",
+    },
+    {
+        "name": "Routes",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="RoutesResolved")].status',
+        "description": "Some GLMDeployment of the namespace serves a model.",
+    },
+    {"name": "Models", "type": "integer", "jsonPath": ".status.modelCount", "description": "Served names."},
+    {"name": "Pods", "type": "integer", "jsonPath": ".status.readyReplicas", "description": "Ready pods."},
+    {
         "name": "Balancing",
         "type": "string",
         "jsonPath": ".spec.loadBalancing",
-        "description": "LeastRequests or RoundRobin.",
+        "description": "LeastRequests, RoundRobin or PrefixAffinity.",
+        "priority": 1,
     },
     {"name": "Service", "type": "string", "jsonPath": ".status.service", "description": "Gateway Service."},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

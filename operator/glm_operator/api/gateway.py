@@ -12,7 +12,7 @@ sidecar), Service and RBAC from it. It never reads the API-key Secret: the pod m
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field
 
@@ -20,6 +20,7 @@ from glm_operator.api.v1alpha1 import (
     API_VERSION,
     DNS_SUBDOMAIN_PATTERN,
     ApiVersion,
+    Condition,
     ImageReference,
     _APIModel,
 )
@@ -98,6 +99,56 @@ class GatewayServiceSpec(_APIModel):
     )
 
 
+#: A client name from the keys file (the second word of a line): what limits and metrics are kept by.
+CLIENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+#: A served model name in an allow-list: no whitespace (the proxy's map files are word-separated).
+SERVED_NAME_PATTERN = r"^\S+$"
+
+
+class GatewayClient(_APIModel):
+    """Settings of one client (the name next to its keys in the keys Secret)."""
+
+    name: str = Field(
+        ...,
+        min_length=1,
+        max_length=128,
+        pattern=CLIENT_NAME_PATTERN,
+        description="Client name, as in the keys Secret.",
+    )
+    models: list[Annotated[str, Field(min_length=1, max_length=256, pattern=SERVED_NAME_PATTERN)]] = Field(
+        ...,
+        min_length=1,
+        max_length=256,
+        description=(
+            "Served model names this client may call (allow-list); a request for another model answers 403 "
+            "model_not_allowed. Clients not listed in spec.clients may call every model."
+        ),
+    )
+
+
+class ScaleFromZeroSpec(_APIModel):
+    """How requests for a model without a ready replica (scaled to zero, or starting) are held."""
+
+    max_queued_requests: int = Field(
+        100,
+        ge=0,
+        le=100_000,
+        description=(
+            "Requests held per model on each gateway replica while no replica of it is ready; more answer "
+            "503 with Retry-After at once. 0: never hold (503 at once)."
+        ),
+    )
+    max_wait_seconds: int = Field(
+        300,
+        ge=1,
+        le=3600,
+        description="Longest a request is held for the first ready replica; then 503 with Retry-After.",
+    )
+    retry_after_seconds: int = Field(
+        30, ge=1, le=3600, description="Retry-After of those 503 answers (queue full, wait expired)."
+    )
+
+
 class GLMGatewaySpec(_APIModel):
     """How the namespace's OpenAI endpoint is run."""
 
@@ -140,15 +191,65 @@ class GLMGatewaySpec(_APIModel):
         json_schema_extra={"default": {}},
         description="The Service clients (or an Ingress/HTTPRoute) connect to.",
     )
+    scale_from_zero: ScaleFromZeroSpec = Field(
+        default_factory=ScaleFromZeroSpec,
+        json_schema_extra={"default": {}},
+        description=(
+            "Requests for a model without a ready replica are held (bounded queue, bounded wait) while "
+            "the operator wakes it (autoscaling.minReplicas: 0)."
+        ),
+    )
+    clients: list[GatewayClient] = Field(
+        default_factory=list,
+        max_length=1000,
+        description="Per-client settings (model allow-lists), by the client names of the keys Secret.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+
+class WakeRequest(_APIModel):
+    """A model a gateway pod got a request for while no replica of it was ready."""
+
+    model: str = Field(..., min_length=1, max_length=256, description="Served model name.")
+    requested_at: str = Field(
+        ..., json_schema_extra={"format": "date-time"}, description="When the pod last saw such a request."
+    )
 
 
 class GLMGatewayStatus(_APIModel):
-    """Observed state, written by the operator only."""
+    """Observed state, written by the operator (``glm_operator.gateway.status``), but ``wake``."""
 
     observed_generation: int | None = Field(
         None, ge=0, description="metadata.generation of the spec the gateway objects were rendered from."
     )
     service: str | None = Field(None, description="Name of the gateway's Service.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+        description=(
+            "Ready (a gateway pod serves), KeysLoaded (the API-key Secret is mounted and loaded), "
+            "RoutesResolved (some GLMDeployment of the namespace serves a model); a reason that is not "
+            "True comes with a message naming the field and the fix."
+        ),
+    )
+    replicas: int | None = Field(None, ge=0, description="Gateway pods wanted.")
+    ready_replicas: int | None = Field(None, ge=0, description="Gateway pods ready.")
+    models: list[str] = Field(
+        default_factory=list,
+        max_length=10_000,
+        description="Served model names routed (from the GLMDeployments of the namespace).",
+    )
+    model_count: int | None = Field(None, ge=0, description="len(models), for kubectl get.")
+    wake: list[WakeRequest] = Field(
+        default_factory=list,
+        max_length=1000,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["model"]},
+        description=(
+            "Written by the gateway pods' sync sidecars (server-side apply): models requested while none "
+            "of their replicas was ready; the operator wakes those at zero replicas "
+            "(autoscaling.minReplicas: 0) at once."
+        ),
+    )
 
 
 class GLMGateway(_APIModel):

@@ -351,6 +351,10 @@ class GPUSpec(_APIModel):
         return self
 
 
+#: Idle seconds before a model with ``autoscaling.minReplicas: 0`` goes to zero, when not given.
+DEFAULT_IDLE_SECONDS = 900
+
+
 class AutoscalingSpec(_APIModel):
     """Built-in autoscaling from vLLM's request queue (vllm:num_requests_waiting in Prometheus)."""
 
@@ -361,12 +365,27 @@ class AutoscalingSpec(_APIModel):
                     "self.minReplicas <= self.maxReplicas",
                     "minReplicas must be less than or equal to maxReplicas",
                     field_path=".minReplicas",
-                )
+                ),
+                _cel(
+                    "!has(self.idleSeconds) || self.minReplicas == 0",
+                    "idleSeconds applies to scale to zero only: set minReplicas: 0, or remove idleSeconds",
+                    field_path=".idleSeconds",
+                ),
             ]
         }
     )
 
-    min_replicas: int = Field(1, ge=1, le=1000, description="Fewest replicas kept running, at least 1.")
+    min_replicas: int = Field(
+        1,
+        ge=0,
+        le=1000,
+        description=(
+            "Fewest replicas kept running. 0: scale to zero after idleSeconds without a request; a "
+            "request meanwhile through a GLMGateway of the namespace wakes the model at once and is held "
+            "until the first replica is ready (bounded; past the bound: 503 with Retry-After). Without "
+            "a GLMGateway nothing wakes it."
+        ),
+    )
     max_replicas: int = Field(
         8, ge=1, le=1000, description="Most replicas the autoscaler creates; at least minReplicas."
     )
@@ -399,12 +418,32 @@ class AutoscalingSpec(_APIModel):
     interval_seconds: int = Field(
         15, ge=5, le=600, description="Seconds between two queue-length samples and scaling decisions."
     )
+    idle_seconds: int | None = Field(
+        None,
+        ge=30,
+        le=604800,
+        description=(
+            "With minReplicas: 0, seconds without a running or waiting request (every sample of vLLM's "
+            "queue zero) before the model goes to zero replicas; absent: 900. Only with minReplicas: 0."
+        ),
+    )
 
     @model_validator(mode="after")
     def _min_le_max(self) -> AutoscalingSpec:
         if self.min_replicas > self.max_replicas:
             raise ValueError("minReplicas must be less than or equal to maxReplicas")
+        if self.idle_seconds is not None and self.min_replicas != 0:
+            raise ValueError(
+                "idleSeconds applies to scale to zero only: set minReplicas: 0, or remove idleSeconds"
+            )
         return self
+
+    @property
+    def scale_to_zero_idle_seconds(self) -> int | None:
+        """Idle seconds before going to zero; None when the model never goes to zero."""
+        if self.min_replicas != 0:
+            return None
+        return self.idle_seconds if self.idle_seconds is not None else DEFAULT_IDLE_SECONDS
 
 
 class SecretKeyRef(_APIModel):
@@ -1081,6 +1120,30 @@ class AutoscalerStatus(_APIModel):
         None, json_schema_extra={"format": "date-time"}, description="When desiredReplicas last changed."
     )
     reason: str | None = Field(None, description="Why the last decision was taken.")
+    cold_start_seconds: float | None = Field(
+        None,
+        ge=0,
+        description=(
+            "Median measured cold start of this model's replicas: pod created -> Ready (scheduling, a "
+            "node a node autoscaler launched for it, image pull, model load). Kept while at zero replicas."
+        ),
+    )
+    wake_up_seconds: float | None = Field(
+        None,
+        ge=0,
+        description=(
+            "With minReplicas: 0, how long a request held at the gateway is expected to wait for the "
+            "first Ready replica: the measured cold start plus the autoscaler's reaction. Absent until "
+            "one replica has started."
+        ),
+    )
+    wake_up: str | None = Field(
+        None,
+        description=(
+            "With minReplicas: 0: where the first replica goes when the model wakes (free GPUs now, or a "
+            "node a node autoscaler must launch first) and what the wake-up time includes."
+        ),
+    )
     state: str | None = Field(
         None,
         max_length=16384,

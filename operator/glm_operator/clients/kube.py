@@ -49,6 +49,7 @@ KINDS: dict[tuple[str, str], KindInfo] = {
         "/apis/rbac.authorization.k8s.io/v1", "rolebindings"
     ),
     (API_VERSION, GATEWAY_KIND): KindInfo(f"/apis/{API_VERSION}", GATEWAY_PLURAL),
+    ("networking.k8s.io/v1", "NetworkPolicy"): KindInfo("/apis/networking.k8s.io/v1", "networkpolicies"),
     ("karpenter.sh/v1", "NodePool"): KindInfo("/apis/karpenter.sh/v1", "nodepools", namespaced=False),
     (POD_MONITOR_API_VERSION, POD_MONITOR_KIND): KindInfo(
         f"/apis/{POD_MONITOR_API_VERSION}", POD_MONITOR_PLURAL

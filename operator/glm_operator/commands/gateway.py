@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from glm_operator.controller.gateway import DEFAULT_SYNC_IMAGE
-from glm_operator.gateway.haproxy_config import HTTP_PORT, PROXY_METRICS_PORT
+from glm_operator.gateway.haproxy_config import HTTP_PORT, PEERS_PORT, PROXY_METRICS_PORT, key_table_name
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -48,6 +48,15 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     sync.add_argument("--master-socket", default=None, help="HAProxy master CLI socket (reloads)")
     sync.add_argument("--metrics-port", type=int, default=None, help="serve per-key counters here")
     sync.add_argument("--metrics-host", default="0.0.0.0")
+    sync.add_argument(
+        "--pod-name",
+        default=os.environ.get("POD_NAME"),
+        help="this gateway pod (default $POD_NAME); with --pod-ip, the replicas share the per-key limits",
+    )
+    sync.add_argument(
+        "--pod-ip", default=os.environ.get("POD_IP"), help="this pod's address (default $POD_IP)"
+    )
+    sync.add_argument("--peers-port", type=int, default=PEERS_PORT, help="HAProxy peers port")
     sync.add_argument("--once", action="store_true", help="write the first configuration and exit")
     sync.add_argument("--address-map", default=None, help=argparse.SUPPRESS)  # tests: pod IP -> loopback
     sync.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
@@ -61,8 +70,9 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
     render.set_defaults(func=run_render)
 
 
-def key_metrics(runtime: Any) -> Any:
-    """A Prometheus collector reading the proxy's per-key stick table on each scrape."""
+def key_metrics(runtime: Any, table: str = "per_key") -> Any:
+    """A Prometheus collector reading the proxy's per-key stick table on each scrape (this
+    replica's own: with peers, the others' copies are theirs to export)."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
     class KeyCollector:
@@ -86,7 +96,7 @@ def key_metrics(runtime: Any) -> Any:
                 labels=["client"],
             )
             try:
-                entries = runtime.key_counters()
+                entries = runtime.key_counters(table)
             except OSError:
                 entries = []
             for entry in entries:
@@ -125,6 +135,9 @@ def run_sync(args: argparse.Namespace) -> int:
         proxy_metrics_port=args.proxy_metrics_port or None,
         master_socket=args.master_socket,
         address_map=args.address_map,
+        pod_name=args.pod_name,
+        pod_ip=args.pod_ip,
+        peers_port=args.peers_port,
     )
     runtime = None
     if not args.once:
@@ -135,7 +148,8 @@ def run_sync(args: argparse.Namespace) -> int:
     if args.metrics_port is not None and runtime is not None:
         from prometheus_client import REGISTRY, start_http_server
 
-        REGISTRY.register(key_metrics(runtime))
+        peered = options.pod_name if options.pod_name and options.pod_ip else None
+        REGISTRY.register(key_metrics(runtime, key_table_name(peered)))
         start_http_server(args.metrics_port, args.metrics_host)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -8,6 +8,13 @@ the GPU pools and scales the children.
 
 Prometheus unreachable or returning nothing: the decision holds the current replicas, and
 ``MetricsAvailable=False`` says why; nothing scales in either direction.
+
+Scale to zero (``autoscaling.minReplicas: 0``): ``decide`` takes an idle model to zero; at zero
+there is no vLLM metric, so only a wake-up brings it back: ``wake(key, requested_at)``, called
+when a gateway got a request for the model (``GatewayReconciler``, from the GLMGateway's
+``status.wake``), runs the key's decision at once with ``wake_requested``. A wake-up requested
+before the model last went to zero is stale and ignored. The measured cold start is kept in
+``status.autoscaler`` across zero, and with it the expected wake-up time.
 """
 
 from __future__ import annotations
@@ -36,12 +43,16 @@ from glm_operator.planning.capacity import ElasticCapacityInput, observed_capaci
 from glm_operator.planning.coldstart import measured_cold_start
 from glm_operator.planning.conditions import MetricsStatus
 from glm_operator.planning.nodes import parse_gpu_pools
+from glm_operator.planning.outages import parse_time
 from glm_operator.planning.placement import plan_placement
 from glm_operator.planning.request import placement_request
 
 log = logging.getLogger(__name__)
 CONCURRENCY = 8  # Prometheus queries in flight at once
 TICK_SECONDS = 1.0
+#: What a wake-up adds to the measured cold start: the autoscaler's decision and the reconcile.
+WAKE_REACTION_SECONDS = 2.0
+SCALED_TO_ZERO = "ScaledToZero"
 
 
 def capacity_and_concurrency(
@@ -52,9 +63,10 @@ def capacity_and_concurrency(
     pods: list[dict[str, Any]],
     now: str,
     default_image: str,
-) -> tuple[int, float]:
+) -> tuple[int, float, tuple[str, bool, tuple[str, ...]] | None]:
     """Replicas the GPU pools and what node autoscalers can add host (the planner asked for
-    ``maxReplicas``), and one replica's concurrency. CPU-heavy at 1,000 nodes: run in a thread."""
+    ``maxReplicas``), one replica's concurrency, and where a first replica goes. CPU-heavy at 1,000
+    nodes: run in a thread."""
     assert spec.autoscaling is not None
     max_replicas = spec.autoscaling.max_replicas
     capacity = observed_capacity(
@@ -63,7 +75,29 @@ def capacity_and_concurrency(
     plan = plan_placement(placement_request(spec, capacity.pools, default_image, replicas=max_replicas))
     placed = [v for v in plan.variants if v.replicas > 0] or list(plan.variants)
     concurrency = max((float(v.max_num_seqs) for v in placed), default=1.0)
-    return plan.replicas_planned, concurrency
+    return plan.replicas_planned, concurrency, _first_replica(placed)
+
+
+def _first_replica(placed: list[Any]) -> tuple[str, bool, tuple[str, ...]] | None:
+    """Where the first replica goes: (GPU type, on a node to be launched, node pools), or None."""
+    if not placed:
+        return None
+    first = placed[0]
+    on_new_node = first.new_node_replicas >= first.replicas > 0
+    return first.gpu_product, on_new_node, tuple(first.node_pools)
+
+
+def wake_up_note(first: tuple[str, bool, tuple[str, ...]] | None) -> str:
+    """``status.autoscaler.wakeUp``: where the first replica goes and what its wait includes."""
+    if first is None:
+        return "no GPU can host a replica now: a wake-up waits for GPUs (see the Planned condition)"
+    gpu, on_new_node, pools = first
+    if on_new_node:
+        return (
+            f"first replica on {gpu} from a node launched for it ({', '.join(pools) or 'node autoscaler'}): "
+            "the wake-up includes the node's start; no GPU is held while at zero"
+        )
+    return f"first replica on free {gpu} GPUs of a running node (no node start); none is held while at zero"
 
 
 class Autoscaler:
@@ -91,7 +125,25 @@ class Autoscaler:
         self.is_leader = is_leader
         self._status: dict[Key, MetricsStatus] = {}
         self._next_run: dict[Key, float] = {}
+        self._wake: dict[Key, float] = {}  # key -> unix time of the newest wake-up request not yet acted on
         self._concurrency = asyncio.Semaphore(CONCURRENCY)
+
+    def wake(self, key: Key, requested_at: float) -> bool:
+        """A gateway got a request for this model: decide for it at the next tick (within 1 s).
+        False when the GLMDeployment cannot go to zero (nothing to wake) or the request is stale."""
+        body = self.cache.owned.glmdeployments.get(key)
+        autoscaling = ((body or {}).get("spec") or {}).get("autoscaling") or {}
+        if body is None or int(autoscaling.get("minReplicas", 1)) != 0:
+            return False
+        auto_status = (body.get("status") or {}).get("autoscaler") or {}
+        went_to_zero = parse_time(auto_status.get("lastScaleTime"))
+        if went_to_zero is not None and requested_at < went_to_zero.timestamp():
+            return False  # asked before the model last scaled (to zero): already answered
+        if requested_at <= self._wake.get(key, 0.0):
+            return False
+        self._wake[key] = requested_at
+        self._next_run[key] = 0.0  # due now
+        return True
 
     def metrics_status(self, key: Key) -> MetricsStatus | None:
         """What the last decision saw of Prometheus (the reconciler's MetricsAvailable condition)."""
@@ -119,6 +171,7 @@ class Autoscaler:
         for key in set(self._next_run) - set(glmdeployments):
             self._next_run.pop(key, None)
             self._status.pop(key, None)
+            self._wake.pop(key, None)
 
     async def _bounded_step(self, key: Key) -> None:
         async with self._concurrency:
@@ -137,7 +190,7 @@ class Autoscaler:
         assert spec.autoscaling is not None
         status = dict(body.get("status") or {})
         pods = self.cache.owned.pods_of(key)  # those waiting for a launching node keep their GPUs
-        capacity, concurrency = await asyncio.to_thread(
+        capacity, concurrency, first_replica = await asyncio.to_thread(
             capacity_and_concurrency,
             spec,
             list(self.cache.nodes.values()),
@@ -161,22 +214,33 @@ class Autoscaler:
         current = int(current) if isinstance(current, int) else spec.autoscaling.min_replicas
         ready = int(status.get("readyReplicas") or 0)
         model = served_model_name(spec)
+        wake = key in self._wake
         try:
             sample = await self.prometheus.fetch_async(namespace=namespace, model=model)
             self._status[key] = MetricsStatus(True, "QueueMetricsFound", f"vllm queue of model {model} read")
             metrics.QUEUE_DEPTH.labels(namespace, name).set(sample.waiting)
         except MetricsUnavailable as exc:
             sample = None
-            self._status[key] = MetricsStatus(
-                False, "MetricsUnavailable", f"{exc.reason}; holding {current} replicas, no scaling"
-            )
+            if current == 0 and ready == 0:
+                self._status[key] = MetricsStatus(
+                    True, SCALED_TO_ZERO, "no replica runs, so vLLM reports no queue; a request through the "
+                    "namespace's GLMGateway wakes the model",
+                )  # fmt: skip
+            else:
+                self._status[key] = MetricsStatus(
+                    False, "MetricsUnavailable", f"{exc.reason}; holding {current} replicas, no scaling"
+                )
         decision = decide(
             sample,
             policy,
             state,
             self.clock.now().timestamp(),
-            ObservedReplicas(current=current, ready=min(ready, current), capacity=capacity),
+            ObservedReplicas(
+                current=current, ready=min(ready, current), capacity=capacity, wake_requested=wake
+            ),
         )
+        if decision.replicas > 0 or current > 0:
+            self._wake.pop(key, None)  # answered (or nothing to wake)
         direction = (
             "unavailable" if sample is None
             else "up" if decision.replicas > current
@@ -184,6 +248,8 @@ class Autoscaler:
             else "hold"
         )  # fmt: skip
         metrics.count_autoscaler_decision(namespace, name, direction)
+        cold_start = policy.cold_start_seconds or auto_status.get("coldStartSeconds")
+        to_zero = spec.autoscaling.min_replicas == 0
         patch = autoscaler_fields(
             desired_replicas=decision.replicas,
             queue_length=sample.waiting if sample is not None else auto_status.get("queueLength"),
@@ -192,6 +258,11 @@ class Autoscaler:
             last_scale_time=rfc3339(self.clock.now())
             if decision.replicas != current
             else auto_status.get("lastScaleTime"),
+            cold_start_seconds=round(float(cold_start), 1) if cold_start else None,
+            wake_up_seconds=round(float(cold_start) + WAKE_REACTION_SECONDS, 1)
+            if to_zero and cold_start
+            else None,
+            wake_up=wake_up_note(first_replica) if to_zero else None,
         )
         written = await asyncio.to_thread(self.api.patch_status, namespace, name, patch)
         self.cache.owned.set_glmdeployment(written)

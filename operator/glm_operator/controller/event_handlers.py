@@ -13,7 +13,7 @@ The mapping from events to reconcile keys, as controller-runtime's event handler
   planner reads changed (``replan``);
 - a namespace being deleted: its objects are forgotten at once;
 - the PodMonitor CRD: API discovery is asked again (``discovery``);
-- a GLMGateway or its Deployment: the gateway's key.
+- a GLMGateway or its Deployment, or a GLMDeployment's served name: the gateway's key.
 """
 
 from __future__ import annotations
@@ -89,6 +89,7 @@ class EventHandlers:
         key = object_key(obj)
         if not self.watches_namespace(key[0]):
             return
+        self.gateways.on_glmdeployment(event_type, obj)
         if event_type == "DELETED":
             self.forget_glmdeployment(key)
             return

@@ -103,6 +103,8 @@ class Manager:
         self.gateways = GatewayReconciler(api, self.gateway_queue)
         self.autoscaler = self._autoscaler()
         self.pages = PlanPages()
+        if self.autoscaler is not None:  # a gateway's wake requests reach a model at zero at once
+            self.gateways.wake = self.autoscaler.wake
         self.reconciler = GLMDeploymentReconciler(
             api=api,
             cache=self.cache,

@@ -175,7 +175,14 @@ def with_rejections(
 
 
 def autoscaler_fields(
-    desired_replicas: int, queue_length: float | None, reason: str, state: str, last_scale_time: str | None
+    desired_replicas: int,
+    queue_length: float | None,
+    reason: str,
+    state: str,
+    last_scale_time: str | None,
+    cold_start_seconds: float | None = None,
+    wake_up_seconds: float | None = None,
+    wake_up: str | None = None,
 ) -> dict[str, Any]:
     """The autoscaler's part of the status (it is their only writer)."""
     status = GLMDeploymentStatus(
@@ -185,6 +192,9 @@ def autoscaler_fields(
             reason=reason[:MAX_EVENT_MESSAGE],
             state=state,
             last_scale_time=last_scale_time,
+            cold_start_seconds=cold_start_seconds,
+            wake_up_seconds=wake_up_seconds,
+            wake_up=wake_up,
         ),
     )
     return {k: v for k, v in status.to_wire().items() if k in AUTOSCALER_FIELDS}

@@ -29,6 +29,9 @@ from glm_operator.gateway.routes import Backend, Member, RoutingTable
 CONFIG_FILE = "haproxy.cfg"
 MODELS_MAP_FILE = "models.map"
 MODELS_JSON_FILE = "models.json"
+RESTRICTED_CLIENTS_FILE = "restricted-clients.map"  # clients with a model allow-list
+ALLOWED_MODELS_FILE = "allowed-models.map"  # "<client>/<served name>" of each allow-list
+HOLD_LUA_FILE = "hold.lua"  # holds requests for a model without a usable server
 #: The table and settings the files were rendered from, so a restarted sync process (or the
 #: sidecar after the init container) continues with runtime commands instead of a reload.
 STATE_FILE = "state.json"
@@ -43,6 +46,24 @@ Balance = Literal["leastconn", "roundrobin", "prefix"]
 
 HTTP_PORT = 8080  # the OpenAI-compatible endpoint
 PROXY_METRICS_PORT = 8404  # HAProxy's Prometheus exporter
+PEERS_PORT = 10000  # HAProxy peers: the per-key table shared by the gateway's replicas
+PEERS_SECTION = "gateway"
+WAKE_TABLE = "wake"  # backends requested while none of their servers was usable
+
+
+def key_table_name(local_peer: str | None) -> str:
+    """The per-key table a replica writes: ``per_key`` alone, with peers ``per_key_<pod>`` (one per
+    replica, written by that replica alone and replicated to the others)."""
+    return f"per_key_{local_peer}" if local_peer else "per_key"
+
+
+@dataclass(frozen=True)
+class Peer:
+    """One gateway replica in the ``peers`` section (this one included)."""
+
+    name: str  # the pod name; the local one is ``GatewaySettings.local_peer``
+    address: str
+    port: int = PEERS_PORT
 
 
 @dataclass(frozen=True)
@@ -68,6 +89,23 @@ class GatewaySettings:
     fail_timeout_seconds: int = 10
     max_fails: int = 2
     log_requests: bool = False
+    #: Every gateway replica (this one included, named ``local_peer``): the per-key table is
+    #: shared through HAProxy's peers protocol, so the limits hold across replicas. Empty: local.
+    peers: tuple[Peer, ...] = ()
+    local_peer: str | None = None
+    #: Retry-After of the 503 for a model without a usable server (scaled to zero, starting).
+    wake_retry_after_seconds: int = 30
+    #: Requests held per model and replica while no server is usable (0: 503 at once), and how
+    #: long each is held at most before the 503.
+    hold_max_requests: int = 100
+    hold_max_wait_seconds: int = 300
+    #: Clients that may call only some models (spec.clients): (client, served names).
+    allowed_models: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def key_table(self) -> str:
+        """The per-key table this replica writes (``key_table_name``)."""
+        return key_table_name(self.local_peer if self.peers else None)
 
     @property
     def rate_retry_after_seconds(self) -> int:
@@ -111,6 +149,13 @@ def render_config(table: RoutingTable, settings: GatewaySettings) -> str:
             backends=backends,
             models_map=str(directory / MODELS_MAP_FILE),
             models_json=str(directory / MODELS_JSON_FILE),
+            restricted_map=str(directory / RESTRICTED_CLIENTS_FILE),
+            allowed_map=str(directory / ALLOWED_MODELS_FILE),
+            wake_table=WAKE_TABLE,
+            hold_lua=str(directory / HOLD_LUA_FILE),
+            peers=[Peer(p.name, _address(p.address), p.port) for p in settings.peers],
+            peer_tables=[key_table_name(p.name) for p in settings.peers],
+            peers_section=PEERS_SECTION,
         )
     )
 
@@ -126,12 +171,30 @@ def render_models_json(table: RoutingTable) -> str:
     return json.dumps({"object": "list", "data": data}, separators=(",", ":")) + "\n"
 
 
+def render_allow_lists(settings: GatewaySettings) -> dict[str, str]:
+    """The two map files of the model allow-lists (none without one)."""
+    if not settings.allowed_models:
+        return {}
+    return {
+        RESTRICTED_CLIENTS_FILE: "".join(f"{client} 1\n" for client, _ in settings.allowed_models),
+        ALLOWED_MODELS_FILE: "".join(
+            f"{client}/{model} 1\n" for client, models in settings.allowed_models for model in models
+        ),
+    }
+
+
 def render_files(table: RoutingTable, settings: GatewaySettings) -> dict[str, str]:
     """File name -> content of everything the proxy reads at start."""
     return {
         CONFIG_FILE: render_config(table, settings),
         MODELS_MAP_FILE: render_models_map(table),
         MODELS_JSON_FILE: render_models_json(table),
+        **render_allow_lists(settings),
+        **(
+            {HOLD_LUA_FILE: _environment().get_template(HOLD_LUA_FILE).render()}
+            if settings.hold_max_requests
+            else {}
+        ),
         STATE_FILE: render_state(table, settings),
     }
 
@@ -152,7 +215,12 @@ def parse_state(text: str) -> tuple[RoutingTable, GatewaySettings] | None:
             Backend(b["model"], b["name"], tuple(Member(**m) for m in b["members"]))
             for b in state["backends"]
         )
-        return RoutingTable(backends), GatewaySettings(**state["settings"])
+        settings = dict(state["settings"])
+        settings["peers"] = tuple(Peer(**p) for p in settings.get("peers") or ())
+        settings["allowed_models"] = tuple(
+            (str(client), tuple(models)) for client, models in settings.get("allowed_models") or ()
+        )
+        return RoutingTable(backends), GatewaySettings(**settings)
     except (ValueError, KeyError, TypeError):
         return None
 

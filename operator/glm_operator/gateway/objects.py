@@ -6,7 +6,9 @@
   (master-worker, so reloads are graceful) and the ``glm-operator gateway sync`` sidecar share an
   in-memory volume with the configuration and both control sockets. The API-key Secret is
   mounted read-only; the operator never reads it;
-- Service of the given type in front of the HAProxy port.
+- Service of the given type in front of the HAProxy port;
+- NetworkPolicy ``<name>-gateway-vllm`` (unless the chart turned it off): the vLLM pods of the
+  namespace accept traffic from the gateway and the metrics scraper only (``network_policy``).
 
 Everything carries an owner reference to the GLMGateway, so deleting it removes them.
 """
@@ -18,7 +20,12 @@ from typing import Any
 
 from glm_operator.api.gateway import GATEWAY_KIND, GATEWAY_PLURAL, GLMGatewaySpec
 from glm_operator.api.v1alpha1 import API_VERSION, GROUP, PLURAL
-from glm_operator.gateway.haproxy_config import HTTP_PORT, PROXY_METRICS_PORT
+from glm_operator.gateway.haproxy_config import HTTP_PORT, PEERS_PORT, PROXY_METRICS_PORT
+from glm_operator.gateway.network_policy import (
+    NetworkPolicySettings,
+    network_policy_name,
+    network_policy_spec,
+)
 from glm_operator.render import names
 
 GATEWAY_APP_NAME = "glm-gateway"
@@ -151,6 +158,7 @@ def _haproxy_container(spec: GLMGatewaySpec, mounts: list[dict[str, Any]]) -> di
         "ports": [
             {"name": "http", "containerPort": HTTP_PORT},
             {"name": "proxy-metrics", "containerPort": PROXY_METRICS_PORT},
+            {"name": "peers", "containerPort": PEERS_PORT},
         ],
         "readinessProbe": health,
         "livenessProbe": {**health, "failureThreshold": 6},
@@ -167,7 +175,13 @@ def _deployment(gateway: Mapping[str, Any], spec: GLMGatewaySpec, sync_image: st
         {"name": "run", "mountPath": RUN_DIR},
         {"name": "api-keys", "mountPath": KEYS_DIR, "readOnly": True},
     ]
-    env = [{"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]
+    # POD_NAME and POD_IP: the sync names this replica in the HAProxy peers section, so the
+    # replicas share the per-key limits.
+    env = [
+        {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+    ]
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -194,13 +208,30 @@ def _deployment(gateway: Mapping[str, Any], spec: GLMGatewaySpec, sync_image: st
     }
 
 
-def render_gateway(gateway: Mapping[str, Any], spec: GLMGatewaySpec, sync_image: str) -> list[dict[str, Any]]:
-    """ServiceAccount, Role, RoleBinding, Deployment and Service of one GLMGateway."""
+def render_gateway(
+    gateway: Mapping[str, Any],
+    spec: GLMGatewaySpec,
+    sync_image: str,
+    network_policy: NetworkPolicySettings | None = None,
+) -> list[dict[str, Any]]:
+    """ServiceAccount, Role, RoleBinding, Deployment, Service and (``network_policy`` enabled, the
+    default) NetworkPolicy of one GLMGateway."""
+    network_policy = network_policy or NetworkPolicySettings()
     name = gateway["metadata"]["name"]
     child = gateway_name(name)
     service_meta = _metadata(gateway)
     if spec.service.annotations:
         service_meta["annotations"] = dict(spec.service.annotations)
+    policy = []
+    if network_policy.enabled:
+        policy.append(
+            {
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "NetworkPolicy",
+                "metadata": _metadata(gateway, network_policy_name(name)),
+                "spec": network_policy_spec(selector_labels(name), network_policy),
+            }
+        )
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(gateway)},
         {
@@ -214,6 +245,8 @@ def render_gateway(gateway: Mapping[str, Any], spec: GLMGatewaySpec, sync_image:
                     "verbs": ["get", "list", "watch"],
                 },
                 {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+                # status.wake: models requested while none of their replicas was ready
+                {"apiGroups": [GROUP], "resources": [f"{GATEWAY_PLURAL}/status"], "verbs": ["get", "patch"]},
             ],
         },
         {
@@ -238,4 +271,5 @@ def render_gateway(gateway: Mapping[str, Any], spec: GLMGatewaySpec, sync_image:
                 ],
             },
         },
+        *policy,
     ]

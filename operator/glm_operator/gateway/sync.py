@@ -28,14 +28,27 @@ from glm_operator.clients.haproxy import HAProxyRuntime
 from glm_operator.clients.watches import Sink, Watch, WatchThread, safely
 from glm_operator.clients.watches import registry as watch_registry
 from glm_operator.clients.watches import settings as watch_settings
-from glm_operator.gateway.haproxy_config import HTTP_PORT, PROXY_METRICS_PORT, Balance, GatewaySettings
+from glm_operator.gateway.haproxy_config import (
+    HTTP_PORT,
+    PEERS_PORT,
+    PROXY_METRICS_PORT,
+    WAKE_TABLE,
+    Balance,
+    GatewaySettings,
+    Peer,
+)
+from glm_operator.gateway.objects import GATEWAY_APP_NAME
 from glm_operator.gateway.proxy import ProxyDriver
 from glm_operator.gateway.routes import RoutingTable, compute_routing_table
 from glm_operator.render import names
 
 log = logging.getLogger(__name__)
 
-POD_SELECTOR = f"{names.LABEL_COMPONENT}={names.COMPONENT_INFERENCE},{names.LABEL_PART_OF}={names.PART_OF}"
+#: One pods watch for the vLLM pods and the gateway's own pods (its peers): both are the operator's.
+WATCHED_PODS = f"{names.LABEL_PART_OF}={names.PART_OF}"
+GATEWAY_PODS = "gateway-pods"
+#: Seconds before a model still requested without a usable replica is reported again.
+WAKE_REPORT_INTERVAL = 10.0
 BALANCE: dict[str, Balance] = {
     "LeastRequests": "leastconn",
     "RoundRobin": "roundrobin",
@@ -54,10 +67,27 @@ class SyncOptions:
     proxy_metrics_port: int | None = PROXY_METRICS_PORT
     master_socket: str | None = None
     address_map: str | None = None  # tests: JSON {pod IP: loopback address}; unmapped pods left out
+    pod_name: str | None = None  # this gateway pod; with pod_ip, the replicas share the per-key table
+    pod_ip: str | None = None
+    peers_port: int = PEERS_PORT
 
 
-def settings_for(spec: GLMGatewaySpec, options: SyncOptions) -> GatewaySettings:
-    """Proxy settings from the GLMGateway spec and the pod-level options."""
+def gateway_peers(pods: Iterable[Mapping[str, Any]], options: SyncOptions) -> tuple[Peer, ...]:
+    """Every replica of this gateway with an address (this one always), sorted by name; empty
+    without ``pod_name``/``pod_ip``: then each replica keeps its own per-key table."""
+    if not options.pod_name or not options.pod_ip:
+        return ()
+    addresses = {options.pod_name: options.pod_ip}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        ip = (pod.get("status") or {}).get("podIP")
+        if ip and not meta.get("deletionTimestamp"):
+            addresses.setdefault(str(meta["name"]), str(ip))
+    return tuple(Peer(name, address, options.peers_port) for name, address in sorted(addresses.items()))
+
+
+def settings_for(spec: GLMGatewaySpec, options: SyncOptions, peers: tuple[Peer, ...] = ()) -> GatewaySettings:
+    """Proxy settings from the GLMGateway spec, the pod-level options and the gateway's replicas."""
     return GatewaySettings(
         config_dir=options.config_dir,
         runtime_socket=str(Path(options.config_dir) / "admin.sock"),
@@ -72,6 +102,12 @@ def settings_for(spec: GLMGatewaySpec, options: SyncOptions) -> GatewaySettings:
         max_body_bytes=spec.max_body_bytes,
         balance=BALANCE[spec.load_balancing],
         slots=spec.max_pods_per_model,
+        peers=peers,
+        local_peer=options.pod_name if peers else None,
+        allowed_models=tuple((c.name, tuple(c.models)) for c in spec.clients),
+        hold_max_requests=spec.scale_from_zero.max_queued_requests,
+        hold_max_wait_seconds=spec.scale_from_zero.max_wait_seconds,
+        wake_retry_after_seconds=spec.scale_from_zero.retry_after_seconds,
     )
 
 
@@ -118,11 +154,24 @@ def watches(gateway: str) -> tuple[Watch[Store], ...]:
     def into(kind: str) -> Callable[[Store], Sink]:
         return lambda store: lambda event_type, obj: store.update(kind, event_type or "ADDED", obj)
 
+    def pods(store: Store) -> Sink:
+        return lambda event_type, obj: store.update(pod_kind(obj, gateway), event_type or "ADDED", obj)
+
     return (
         Watch(GROUP, VERSION, PLURAL, into(PLURAL)),
         Watch(GROUP, VERSION, GATEWAY_PLURAL, into(GATEWAY_PLURAL), name=gateway),
-        Watch("", "v1", "pods", into("pods"), server_selector=POD_SELECTOR),
+        Watch("", "v1", "pods", pods, server_selector=WATCHED_PODS),
     )
+
+
+def pod_kind(pod: Mapping[str, Any], gateway: str) -> str:
+    """Where a watched pod goes in the store: this gateway's replicas, vLLM pods, or nowhere."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    if labels.get(names.LABEL_NAME) == GATEWAY_APP_NAME and labels.get(
+        names.LABEL_INSTANCE
+    ) == names.label_value(gateway):
+        return GATEWAY_PODS
+    return "pods" if labels.get(names.LABEL_COMPONENT) == names.COMPONENT_INFERENCE else "other-pods"
 
 
 def sidecar_settings(table: tuple[Watch[Store], ...]) -> Any:
@@ -142,6 +191,8 @@ class GatewaySync:
         self.runtime = runtime
         self.driver: ProxyDriver | None = None
         self._keys_digest: str | None = None
+        self._wake_counts: dict[str, int] = {}  # backend -> requests counted without a usable server
+        self._wake_reported: dict[str, float] = {}  # backend -> when it was last reported (monotonic)
 
     def _address_map(self) -> dict[str, str] | None:
         if self.options.address_map is None:
@@ -170,7 +221,10 @@ class GatewaySync:
         ]
         if not gateways:
             return None
-        settings = settings_for(GLMGatewaySpec.model_validate(gateways[0].get("spec") or {}), self.options)
+        peers = gateway_peers(self.store.items(GATEWAY_PODS), self.options)
+        settings = settings_for(
+            GLMGatewaySpec.model_validate(gateways[0].get("spec") or {}), self.options, peers
+        )
         pods = self.store.items("pods")
         mapping = self._address_map()
         if mapping is not None:
@@ -203,6 +257,45 @@ class GatewaySync:
             log.warning("%s", detail)
         return self.driver.apply(table)
 
+    def new_wake_requests(self, now: float | None = None) -> list[str]:
+        """Served names requested since the last call while none of their servers was usable
+        (HAProxy's ``wake`` table: a backend's count went up). A model is reported again only
+        after ``WAKE_REPORT_INTERVAL`` seconds: a model down for long under traffic costs the
+        apiserver one write per pod per interval, not one per request."""
+        if self.runtime is None or self.driver is None or self.driver.current is None:
+            return []
+        now = time.monotonic() if now is None else now
+        counts = {e.client: e.requests_total for e in self.runtime.key_counters(WAKE_TABLE)}
+        models = {b.name: b.model for b in self.driver.current.backends}
+        due = [
+            name
+            for name, count in counts.items()
+            if name in models
+            and count > self._wake_counts.get(name, 0)
+            and now - self._wake_reported.get(name, -WAKE_REPORT_INTERVAL) >= WAKE_REPORT_INTERVAL
+        ]
+        for name in due:
+            self._wake_counts[name] = counts[name]
+            self._wake_reported[name] = now
+        return sorted(models[name] for name in due)
+
+    def report_wake(self, api_client: Any, models: list[str], now: str) -> None:
+        """``status.wake`` of the GLMGateway: the operator wakes those models at once (merge patch:
+        the list is this pod's latest; the operator never writes it)."""
+        from kubernetes import client as k8s
+
+        body = {"status": {"wake": [{"model": m, "requestedAt": now} for m in models]}}
+        k8s.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
+            GROUP,
+            VERSION,
+            self.options.namespace,
+            GATEWAY_PLURAL,
+            self.options.gateway,
+            body,
+            _content_type="application/merge-patch+json",
+        )
+        log.info("asked the operator to wake: %s", ", ".join(models))
+
     def list_all(self, api_client: Any) -> None:
         """One list of each kind into the store (blocking)."""
         from kubernetes import client as k8s
@@ -214,10 +307,12 @@ class GatewaySync:
         gateways: Any = custom.list_namespaced_custom_object(
             GROUP, VERSION, ns, GATEWAY_PLURAL, field_selector=only_ours
         )
-        pods = k8s.CoreV1Api(api_client).list_namespaced_pod(ns, label_selector=POD_SELECTOR)
+        listed = k8s.CoreV1Api(api_client).list_namespaced_pod(ns, label_selector=WATCHED_PODS)
+        pods = [api_client.sanitize_for_serialization(p) for p in listed.items]
         self.store.replace(PLURAL, glmds.get("items") or [])
         self.store.replace(GATEWAY_PLURAL, gateways.get("items") or [])
-        self.store.replace("pods", [api_client.sanitize_for_serialization(p) for p in pods.items])
+        for kind in ("pods", GATEWAY_PODS):
+            self.store.replace(kind, [p for p in pods if pod_kind(p, self.options.gateway) == kind])
 
     def start_watches(self) -> WatchThread:
         table = watches(self.options.gateway)
@@ -251,10 +346,14 @@ class GatewaySync:
         first = True
         try:
             while not stop.is_set():
-                self.store.changed.wait(timeout=5.0)  # the timeout only re-reads the mounted key file
+                # The timeout re-reads the mounted key file and the proxy's wake table.
+                self.store.changed.wait(timeout=1.0)
                 self.store.changed.clear()
                 stop.wait(0.1)  # let a burst of events land together
                 try:
+                    if woken := self.new_wake_requests():
+                        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                        self.report_wake(api_client, woken, stamp)
                     done = self.step()
                     if done not in ("none", "waiting") or first:
                         log.info("gateway in step (%s)", done)

@@ -62,6 +62,15 @@ capacity apply), reason says metrics are unavailable, state unchanged. A missing
 read as zero load. Scaling up from zero replicas needs a load source outside vLLM (no replica, no
 metric): with a vLLM-only sample a deployment at 0 stays at 0.
 
+Scale to zero
+-------------
+With ``min_replicas == 0`` the load rule above never goes below one replica; only idleness does:
+once every sample for ``idle_seconds`` showed no running and no waiting request (``idle_since`` in
+the state), the decision is 0 at once (no rate limit: nothing is served). A wake-up
+(``ObservedReplicas.wake_requested``: a request at the gateway for a model without a ready
+replica) takes a deployment at 0 to 1 whatever the metrics say (there are none at zero), and resets
+the idle clock; capacity still applies (0 when no GPU can host it: the reason says so).
+
 State is bounded: recommendations older than the longest window are dropped, and of several
 recommendations with the same (bounds-clamped) value only the newest is kept, since it dominates
 the older ones for both the minimum and the maximum; so at most ``maxReplicas - minReplicas + 1``
@@ -87,6 +96,8 @@ __all__ = [
     "decide",
 ]
 
+# Idle seconds before zero when spec.autoscaling.idleSeconds is absent (the API's default).
+DEFAULT_IDLE_SECONDS = 900.0
 # Slack for float division before ceil(): 2.0000000001 replicas is 2, not 3.
 _EPSILON = 1e-9
 # Scale-down window in measured cold starts (AutoscalePolicy.down_window_seconds). Chosen on
@@ -97,6 +108,8 @@ COLD_START_DOWN_WINDOW_FACTOR = 6.0
 Constraint = Literal[
     "none",
     "metrics-unavailable",
+    "idle",
+    "wake-up",
     "stabilization",
     "rate-limit",
     "min-replicas",
@@ -135,6 +148,8 @@ class AutoscalePolicy:
     # Measured time from a replica's pod creation to Ready (node provisioning and model load
     # included); 0 = not measured yet. Lengthens the scale-down window (see down_window_seconds).
     cold_start_seconds: float = 0.0
+    # With min_replicas == 0: seconds of no load before going to zero (None: never to zero).
+    idle_seconds: float | None = None
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -158,6 +173,8 @@ class AutoscalePolicy:
             problems.append("max_sample_age_seconds must be > 0")
         if self.cold_start_seconds < 0:
             problems.append("cold_start_seconds must be >= 0")
+        if self.idle_seconds is not None and (self.idle_seconds <= 0 or self.min_replicas != 0):
+            problems.append("idle_seconds must be > 0 and needs min_replicas == 0")
         if problems:
             raise ValueError("invalid AutoscalePolicy: " + "; ".join(problems))
 
@@ -166,8 +183,13 @@ class AutoscalePolicy:
         cls, autoscaling: Mapping[str, Any], *, replica_concurrency: float, cold_start_seconds: float = 0.0
     ) -> AutoscalePolicy:
         """Build from the camelCase ``spec.autoscaling`` mapping; absent keys take the CRD defaults."""
+        min_replicas = int(autoscaling.get("minReplicas", 1))
+        idle = autoscaling.get("idleSeconds")
         return cls(
-            min_replicas=int(autoscaling.get("minReplicas", 1)),
+            min_replicas=min_replicas,
+            idle_seconds=None
+            if min_replicas != 0
+            else float(idle if idle is not None else DEFAULT_IDLE_SECONDS),
             max_replicas=int(autoscaling.get("maxReplicas", 8)),
             target_queue_length=float(autoscaling.get("targetQueueLength", 4)),
             replica_concurrency=replica_concurrency,
@@ -210,6 +232,8 @@ class ObservedReplicas:
     current: int
     ready: int
     capacity: int | None = None
+    # A request waits at the gateway for a model without a ready replica (scale from zero).
+    wake_requested: bool = False
 
     def __post_init__(self) -> None:
         if self.current < 0 or self.ready < 0 or (self.capacity is not None and self.capacity < 0):
@@ -243,12 +267,17 @@ class ScalerState:
 
     recommendations: tuple[Recommendation, ...] = ()
     scale_events: tuple[ScaleEvent, ...] = ()
+    # Since when every sample showed no load (scale to zero); None while there is load.
+    idle_since: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "recommendations": [[r.time, r.replicas] for r in self.recommendations],
             "scaleEvents": [[e.time, e.change] for e in self.scale_events],
         }
+        if self.idle_since is not None:
+            data["idleSince"] = self.idle_since
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ScalerState:
@@ -258,9 +287,11 @@ class ScalerState:
                 Recommendation(float(t), int(r)) for t, r in data.get("recommendations", [])
             )
             events = tuple(ScaleEvent(float(t), int(c)) for t, c in data.get("scaleEvents", []))
+            idle = data.get("idleSince")
+            idle_since = float(idle) if idle is not None else None
         except (TypeError, ValueError, AttributeError) as err:
             raise ValueError(f"malformed scaler state: {err}") from err
-        return cls(recommendations=recommendations, scale_events=events)
+        return cls(recommendations=recommendations, scale_events=events, idle_since=idle_since)
 
 
 @dataclass(frozen=True)
@@ -286,6 +317,8 @@ def decide(
 ) -> Decision:
     """Replicas for one GLMDeployment. Pure; see the module docstring for the algorithm."""
     current = observed.current
+    if current == 0 and observed.wake_requested:
+        return _wake_up(policy, state, now, observed)
     stale = sample is not None and now - sample.timestamp > policy.sample_age_limit_seconds
     if sample is None or stale or not _is_valid(sample):
         why = "stale sample" if stale else ("no sample" if sample is None else "invalid sample")
@@ -294,6 +327,11 @@ def decide(
         if held != current:
             reason += f"; {held_notes[-1]}"
         return Decision(held, state, reason, None, "metrics-unavailable", held_shortfall, tuple(held_notes))
+    if policy.idle_seconds is not None:
+        idle = _to_zero_when_idle(sample, policy, state, now, observed)
+        if idle is not None:
+            return idle
+        state = replace(state, idle_since=_idle_since(sample, state, now, observed))
 
     recommended, load_note = compute_recommendation(sample, policy, observed)
     notes = [load_note]
@@ -323,6 +361,47 @@ def decide(
     head = f"{verb} {current}→{final}" if final != current else f"hold {current}"
     return Decision(
         final, new_state, f"{head}: " + "; ".join(notes), recommended, constraint, shortfall, tuple(notes)
+    )
+
+
+def _idle_since(
+    sample: QueueSample, state: ScalerState, now: float, observed: ObservedReplicas
+) -> float | None:
+    if sample.waiting + sample.running > 0 or observed.wake_requested:
+        return None
+    return state.idle_since if state.idle_since is not None else now
+
+
+def _to_zero_when_idle(
+    sample: QueueSample, policy: AutoscalePolicy, state: ScalerState, now: float, observed: ObservedReplicas
+) -> Decision | None:
+    """Scale to zero: 0 once no load was seen for ``idle_seconds``; None to decide on the load."""
+    assert policy.idle_seconds is not None
+    since = _idle_since(sample, state, now, observed)
+    if since is None or observed.current == 0 or now - since < policy.idle_seconds:
+        return None
+    events = tuple(e for e in state.scale_events if now - policy.interval_seconds < e.time <= now)
+    new_state = replace(state, idle_since=since, scale_events=(*events, ScaleEvent(now, -observed.current)))
+    note = f"no running or waiting request for {now - since:g}s (idleSeconds {policy.idle_seconds:g})"
+    return Decision(0, new_state, f"scale down {observed.current}→0: {note}", 0, "idle", 0, (note,))
+
+
+def _wake_up(policy: AutoscalePolicy, state: ScalerState, now: float, observed: ObservedReplicas) -> Decision:
+    """A request waits at the gateway for a model at zero: one replica, whatever the metrics."""
+    note = "a request waits at the gateway for this model (wake-up)"
+    wanted = max(1, policy.min_replicas)
+    replicas, shortfall = wanted, 0
+    notes = [note]
+    if observed.capacity is not None and observed.capacity < wanted:
+        replicas, shortfall = observed.capacity, wanted - observed.capacity
+        notes.append(f"GPU pools can host only {observed.capacity} replicas: short by {shortfall}")
+    new_state = replace(state, idle_since=None)
+    if replicas:
+        new_state = replace(new_state, scale_events=(*state.scale_events, ScaleEvent(now, replicas)))
+    head = f"scale up 0→{replicas}" if replicas else "hold 0"
+    constraint: Constraint = "wake-up" if replicas else "capacity"
+    return Decision(
+        replicas, new_state, f"{head}: " + "; ".join(notes), wanted, constraint, shortfall, tuple(notes)
     )
 
 
@@ -431,7 +510,10 @@ def _apply_bounds(
     constraint: Constraint = "none"
     notes: list[str] = []
     bounded = replicas
-    if bounded < policy.min_replicas:
+    if policy.min_replicas == 0 and bounded < 1 <= observed.current:
+        bounded = 1  # only idleness takes a model to zero (_to_zero_when_idle)
+        notes.append("at least 1 until idle for idleSeconds")
+    elif bounded < policy.min_replicas:
         bounded = policy.min_replicas
         constraint = "min-replicas"
         notes.append(f"raised to minReplicas {policy.min_replicas}")
