@@ -1,4 +1,5 @@
-"""``glm-operator loadtest`` against the vLLM emulator on 127.0.0.1 (no external binary).
+"""``glm-operator loadtest`` against the vLLM emulator on 127.0.0.1 (no external binary, but real time:
+the integration tier, so the unit tier stays free of the wall clock).
 
 The emulator's decode slows down past ``batch_knee`` requests in flight (each token takes
 ``running / batch_knee`` times longer), so its output tokens/s stop rising at that concurrency while
