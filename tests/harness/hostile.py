@@ -322,6 +322,10 @@ _REFUSED: dict[str, list[Any]] = {
         ["-TP=8"],
     ],
     "serving.env": [{"name": "A", "value": "a\x00b"}, {"name": "A", "value": "\x1b[2J"}],
+    "serving.modelCache": [
+        {"claimName": "hf-cache", "mountPath": "/models\x00x"},
+        {"claimName": "hf-cache", "mountPath": "/models\n"},
+    ],
     "model.config.quantization_config.bits": [
         {"quant_method": "awq", "bits": None},
         {"quant_method": "gptq"},

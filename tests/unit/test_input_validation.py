@@ -338,3 +338,17 @@ def test_no_gpu_nodes_at_all_names_the_fix() -> None:
         "nodes labelled by GPU Feature Discovery (nvidia.com/gpu.product) of a type gpu.products allows "
         "(any catalog type when it is empty), or a node pool that provides them"
     )
+
+
+@pytest.mark.parametrize("path", ["/models\n", "/mo\x00dels", "/hf\x1b[2J", "relative/path"])
+def test_model_cache_mount_paths_with_control_characters_or_relative_are_refused(path: str) -> None:
+    field, message = error_of(serving(modelCache={"claimName": "hf-cache", "mountPath": path}))
+    assert field == "serving.modelCache.mountPath"
+    assert "should match pattern" in message
+
+
+@pytest.mark.parametrize("key", ["gpu\n", "example.com/gpu\n"])
+def test_label_keys_with_a_trailing_newline_are_refused(key: str) -> None:
+    with pytest.raises(ValueError, match="not a valid label key"):
+        kube_validation.check_qualified_name(key, "nodeSelector key")
+    assert kube_validation.check_qualified_name(key.rstrip("\n"), "nodeSelector key") == key.rstrip("\n")

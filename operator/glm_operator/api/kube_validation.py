@@ -104,7 +104,7 @@ def quantity_value(value: int | str) -> Decimal:
         if value < 0:
             raise ValueError(f"{value} is negative; requests and limits must be >= 0")
         return Decimal(value)
-    if len(value) > MAX_QUANTITY_LENGTH or not re.match(QUANTITY_PATTERN, value):
+    if len(value) > MAX_QUANTITY_LENGTH or not re.fullmatch(QUANTITY_PATTERN, value):
         raise ValueError(f"{value!r} is not a Kubernetes quantity (for example 500m, 16, 64Gi, 1.5)")
     match = re.match(r"^\+?([0-9.]+)(.*)$", value)
     assert match is not None
@@ -125,7 +125,7 @@ def check_image(value: str) -> str:
 
 
 def check_qualified_name(key: str, what: str) -> str:
-    if len(key) > MAX_QUALIFIED_NAME_LENGTH or not re.match(QUALIFIED_NAME_PATTERN, key):
+    if len(key) > MAX_QUALIFIED_NAME_LENGTH or not re.fullmatch(QUALIFIED_NAME_PATTERN, key):
         raise ValueError(
             f"{what} {key[:80]!r} is not a valid label key: an optional DNS prefix and '/', then at most "
             "63 characters of letters, digits, '-', '_' or '.', starting and ending alphanumeric"
@@ -137,7 +137,7 @@ def check_qualified_name(key: str, what: str) -> str:
 
 
 def check_label_value(value: str, what: str) -> str:
-    if len(value) > MAX_LABEL_VALUE_LENGTH or not re.match(LABEL_VALUE_PATTERN, value):
+    if len(value) > MAX_LABEL_VALUE_LENGTH or not re.fullmatch(LABEL_VALUE_PATTERN, value):
         raise ValueError(
             f"{what} {value[:80]!r} is not a valid label value: at most 63 characters of letters, "
             "digits, '-', '_' or '.', starting and ending alphanumeric"

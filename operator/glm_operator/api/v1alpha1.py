@@ -742,8 +742,9 @@ class ModelCacheSpec(_APIModel):
         HF_CACHE_MOUNT_PATH,
         min_length=1,
         max_length=1024,
-        pattern=r"^/",
-        description="Where the claim is mounted in the vLLM container; HF_HOME points there.",
+        pattern=r"^/[^\x00-\x1f\x7f]*$",
+        description="Where the claim is mounted in the vLLM container; HF_HOME points there: an absolute "
+        "path without control characters.",
     )
     sub_path: str | None = Field(
         None,
