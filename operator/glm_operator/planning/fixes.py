@@ -32,16 +32,13 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import product
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from glm_operator.catalog.gpus import find_gpu
 from glm_operator.catalog.models import CatalogError
 from glm_operator.planning.fit import FitInputError
 from glm_operator.planning.nodes import GpuPool
 from glm_operator.planning.request import PlacementRequest, PlanningInputError
-
-if TYPE_CHECKING:
-    from glm_operator.planning.placement import Plan, Variant
 
 MAX_FIXES = 5
 LOWER_PRECISIONS = {
@@ -237,8 +234,37 @@ def _merge(patches: list[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
+class PlannedVariant(Protocol):
+    """What a fix reads of a variant the planner chose (``placement.Variant``; a protocol, so this
+    module does not import the planner that calls it)."""
+
+    @property
+    def gpu_product(self) -> str: ...
+    @property
+    def tensor_parallel_size(self) -> int: ...
+    @property
+    def pipeline_parallel_size(self) -> int: ...
+    @property
+    def gpus_per_replica(self) -> int: ...
+    @property
+    def nodes_per_replica(self) -> int: ...
+    @property
+    def quantization(self) -> str: ...
+    @property
+    def model_id(self) -> str: ...
+    @property
+    def max_concurrency(self) -> float: ...
+    @property
+    def max_model_len(self) -> int: ...
+    @property
+    def capacity_replicas(self) -> int: ...
+
+
 def _fixes_from(
-    plan: Plan, request: PlacementRequest, relaxations: tuple[_Relaxation, ...], hypothetical: bool
+    variants: Sequence[PlannedVariant],
+    request: PlacementRequest,
+    relaxations: tuple[_Relaxation, ...],
+    hypothetical: bool,
 ) -> list[Fix]:
     """The fixes a plan of a relaxed request stands for: one per variant it got (with another GPU
     type allowed, only that type's: the others would fit without it)."""
@@ -247,14 +273,14 @@ def _fixes_from(
     }
     return [
         fix
-        for v in plan.variants
+        for v in variants
         if not added or v.gpu_product in added
         if (fix := _fix_for(v, request, relaxations, hypothetical)) is not None
     ]
 
 
 def _fix_for(
-    v: Variant, request: PlacementRequest, relaxations: tuple[_Relaxation, ...], hypothetical: bool
+    v: PlannedVariant, request: PlacementRequest, relaxations: tuple[_Relaxation, ...], hypothetical: bool
 ) -> Fix | None:
     try:
         memory = find_gpu(v.gpu_product).memory_gib
@@ -310,13 +336,13 @@ def _relaxed(request: PlacementRequest, combo: tuple[_Relaxation, ...], max_node
 def all_fixes(
     request: PlacementRequest,
     allowed: frozenset[str],
-    plan_fn: Callable[[PlacementRequest], Plan],
+    plan_fn: Callable[[PlacementRequest], Sequence[PlannedVariant]],
     max_nodes: int,
 ) -> tuple[Fix, ...]:
     """Every relaxation that plans, cheapest first (see the module docstring).
 
-    ``allowed``: the GPU types ``gpu.products`` resolved to; ``plan_fn``: the planner without fixes;
-    ``max_nodes``: the most nodes per replica the planner considers."""
+    ``allowed``: the GPU types ``gpu.products`` resolved to; ``plan_fn``: the variants the planner
+    chooses without fixes; ``max_nodes``: the most nodes per replica the planner considers."""
     fixes: list[Fix] = []
     for combo in product(
         [_AS_IS, *_product_relaxations(request, allowed)],
@@ -327,10 +353,10 @@ def all_fixes(
             continue
         relaxed = _relaxed(request, combo, max_nodes)
         try:
-            plan = plan_fn(relaxed)
+            variants = plan_fn(relaxed)
         except (PlanningInputError, FitInputError, CatalogError):
             continue  # e.g. a pinned int4 with no int4 checkpoint of the model
-        fixes += _fixes_from(plan, relaxed, combo, hypothetical=any(r.hypothetical_nodes for r in combo))
+        fixes += _fixes_from(variants, relaxed, combo, hypothetical=any(r.hypothetical_nodes for r in combo))
     return tuple(sorted(fixes, key=lambda f: (f.cost, f.changes)))
 
 

@@ -941,7 +941,7 @@ def plan_placement(request: PlacementRequest) -> Plan:
     if plan.fits:
         return plan
     allowed = frozenset(_allowed_products(request, group_pools(request.pools)))
-    found = all_fixes(request, allowed, _plan, MAX_PIPELINE_PARALLEL)
+    found = all_fixes(request, allowed, lambda r: _plan(r).variants, MAX_PIPELINE_PARALLEL)
     if not found:
         return plan
     rejected = tuple(_with_cheapest_fix(r, found) for r in plan.rejected)
