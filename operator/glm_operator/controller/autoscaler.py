@@ -38,7 +38,13 @@ from glm_operator.controller.workqueue import Key, WorkQueue
 from glm_operator.desired.children import served_model_name
 from glm_operator.desired.model import Event
 from glm_operator.desired.status import autoscaler_fields
-from glm_operator.planning.autoscale import AutoscalePolicy, ObservedReplicas, ScalerState, decide
+from glm_operator.planning.autoscale import (
+    AutoscalePolicy,
+    ObservedReplicas,
+    QueueSample,
+    ScalerState,
+    decide,
+)
 from glm_operator.planning.capacity import ElasticCapacityInput, observed_capacity
 from glm_operator.planning.coldstart import measured_cold_start
 from glm_operator.planning.conditions import MetricsStatus
@@ -181,6 +187,29 @@ class Autoscaler:
                 log.warning("autoscaler step for %s/%s failed: %s", *key, exc)
                 log.debug("autoscaler step for %s/%s failed", *key, exc_info=True)
 
+    async def _read_queue(
+        self, key: Key, model: str, *, scaled_to_zero: bool, current: int
+    ) -> QueueSample | None:
+        """vLLM's queue of ``model`` from Prometheus (None when unavailable); records what was seen
+        for the MetricsAvailable condition."""
+        namespace, name = key
+        try:
+            sample = await self.prometheus.fetch_async(namespace=namespace, model=model)
+        except MetricsUnavailable as exc:
+            if scaled_to_zero:
+                self._status[key] = MetricsStatus(
+                    True, SCALED_TO_ZERO, "no replica runs, so vLLM reports no queue; a request through the "
+                    "namespace's GLMGateway wakes the model",
+                )  # fmt: skip
+            else:
+                self._status[key] = MetricsStatus(
+                    False, "MetricsUnavailable", f"{exc.reason}; holding {current} replicas, no scaling"
+                )
+            return None
+        self._status[key] = MetricsStatus(True, "QueueMetricsFound", f"vllm queue of model {model} read")
+        metrics.QUEUE_DEPTH.labels(namespace, name).set(sample.waiting)
+        return sample
+
     async def step(self, key: Key) -> None:
         namespace, name = key
         body = self.cache.owned.glmdeployments.get(key)
@@ -215,21 +244,9 @@ class Autoscaler:
         ready = int(status.get("readyReplicas") or 0)
         model = served_model_name(spec)
         wake = key in self._wake
-        try:
-            sample = await self.prometheus.fetch_async(namespace=namespace, model=model)
-            self._status[key] = MetricsStatus(True, "QueueMetricsFound", f"vllm queue of model {model} read")
-            metrics.QUEUE_DEPTH.labels(namespace, name).set(sample.waiting)
-        except MetricsUnavailable as exc:
-            sample = None
-            if current == 0 and ready == 0:
-                self._status[key] = MetricsStatus(
-                    True, SCALED_TO_ZERO, "no replica runs, so vLLM reports no queue; a request through the "
-                    "namespace's GLMGateway wakes the model",
-                )  # fmt: skip
-            else:
-                self._status[key] = MetricsStatus(
-                    False, "MetricsUnavailable", f"{exc.reason}; holding {current} replicas, no scaling"
-                )
+        sample = await self._read_queue(
+            key, model, scaled_to_zero=current == 0 and ready == 0, current=current
+        )
         decision = decide(
             sample,
             policy,
