@@ -142,6 +142,11 @@ def _render(args: argparse.Namespace) -> int:
     (run / "argv").mkdir(parents=True, exist_ok=True)
     for case in CASES:
         (run / "argv" / f"{case.name}.args").write_text("\n".join(case.device_args()) + "\n")
+        perf = run / "perf" / case.name
+        perf.unlink(missing_ok=True)
+        if case.sweeps:
+            perf.parent.mkdir(parents=True, exist_ok=True)
+            perf.write_text("".join(f"{sw.shape} {' '.join(sw.loadtest_args())}\n" for sw in case.sweeps))
         target = models / case.config
         target.mkdir(parents=True, exist_ok=True)
         shutil.copy(case.config_path, target / "config.json")
@@ -238,8 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_truth", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("render", help="argv files and config dirs for the device")
-    p.add_argument("--run", default=str(REPO.parent / "main" / ".gpu" / "run"))
-    p.add_argument("--models", default=str(REPO.parent / "main" / ".gpu" / "models"))
+    p.add_argument("--run", default=str(REPO / ".gpu" / "run"))
+    p.add_argument("--models", default=str(REPO / ".gpu" / "models"))
     p.set_defaults(func=_render)
     p = sub.add_parser("rows", help="CSV rows from start-up logs (default: the committed ones)")
     p.add_argument("logs", nargs="*")

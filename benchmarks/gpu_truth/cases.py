@@ -46,6 +46,39 @@ PARSER_FLAGS = {"--enable-auto-tool-choice": 0, "--tool-call-parser": 1, "--reas
 
 
 @dataclass(frozen=True)
+class Sweep:
+    """A load-test sweep the device runs against a case's server once it is up (issue 32's H200
+    measurements): ``glm-operator loadtest`` with token-id prompts of ``input_tokens``, answers of exactly
+    ``output_tokens`` (``ignore_eos``) and ``requests_per_worker`` requests per worker at each level."""
+
+    shape: str  # chat | long: the name in the results
+    input_tokens: int
+    output_tokens: int
+    concurrencies: tuple[int, ...]
+    requests_per_worker: int = 2
+
+    def loadtest_args(self) -> list[str]:
+        return [
+            "--input-tokens", str(self.input_tokens), "--output-tokens", str(self.output_tokens),
+            "--concurrency", ",".join(str(c) for c in self.concurrencies),
+            "--requests-per-worker", str(self.requests_per_worker),
+        ]  # fmt: skip
+
+
+def perf_sweeps(max_num_seqs: int) -> tuple[Sweep, ...]:
+    """The two shapes of issue 32 at levels up to the batch vLLM runs at once (a chat-like 512 -> 128 and
+    a long prompt 4096 -> 128), plus twice the batch where that is small, to see requests queue."""
+    chat = {c for c in (1, 4, 16, 64, 256) if c <= max_num_seqs} | {min(max_num_seqs, 256)}
+    if 2 * max_num_seqs <= 64:
+        chat.add(2 * max_num_seqs)
+    long = {c for c in (1, 4, 16, 64) if c <= max_num_seqs} | {min(max_num_seqs, 64)}
+    return (
+        Sweep("chat", 512, 128, tuple(sorted(chat))),
+        Sweep("long", 4096, 128, tuple(sorted(long))),
+    )
+
+
+@dataclass(frozen=True)
 class Case:
     """One start-up: a config directory and the knobs a GLMDeployment gives vLLM."""
 
@@ -59,6 +92,7 @@ class Case:
     kv_cache_dtype: str = "auto"
     max_num_batched_tokens: int | None = None  # None: vLLM's default (8192 on an H200)
     family: str = ""  # the CSV's family column
+    sweeps: tuple[Sweep, ...] = ()  # load tests run once the server is up (none: stop at the memory lines)
 
     @property
     def config_path(self) -> Path:
@@ -133,7 +167,9 @@ class Case:
         return resolve_model(self.config_json(), self.model_id)
 
 
-def _case(name: str, config: str, model_id: str, family: str, **knobs: Any) -> Case:
+def _case(name: str, config: str, model_id: str, family: str, perf: bool = False, **knobs: Any) -> Case:
+    if perf:
+        knobs["sweeps"] = perf_sweeps(knobs["max_num_seqs"])
     return Case(name=name, config=config, model_id=model_id, family=family, **knobs)
 
 
@@ -159,6 +195,7 @@ CASES: tuple[Case, ...] = (
     _case(
         "qwen3-8b-s16-b2k",
         *QWEN3_8B,
+        perf=True,
         context_length=8192,
         max_num_seqs=16,
         gpu_memory_utilization=0.9,
@@ -212,6 +249,7 @@ CASES: tuple[Case, ...] = (
     _case(
         "flash-s1024-b16k",
         *FLASH,
+        perf=True,
         context_length=16384,
         max_num_seqs=1024,
         gpu_memory_utilization=0.95,
@@ -252,6 +290,7 @@ CASES: tuple[Case, ...] = (
     _case(
         "flash-fp8online",
         *FLASH,
+        perf=True,
         context_length=32768,
         max_num_seqs=256,
         gpu_memory_utilization=0.92,
@@ -288,6 +327,41 @@ CASES: tuple[Case, ...] = (
         max_num_seqs=8,
         gpu_memory_utilization=0.88,
         max_num_batched_tokens=1024,
+    ),
+    # issue 32: GLM-4.7-Flash bf16 and fp8 at max-num-seqs 16 / 64 / 256 under load (flash-c32k-perf
+    # repeats flash-c32k's knobs: the two start-ups also show how repeatable vLLM's numbers are)
+    _case(
+        "flash-s64-perf",
+        *FLASH,
+        perf=True,
+        context_length=32768,
+        max_num_seqs=64,
+        gpu_memory_utilization=0.92,
+    ),
+    _case(
+        "flash-c32k-perf",
+        *FLASH,
+        perf=True,
+        context_length=32768,
+        max_num_seqs=256,
+        gpu_memory_utilization=0.92,
+    ),
+    _case(
+        "flash-fp8-s64-perf",
+        *FLASH,
+        perf=True,
+        context_length=32768,
+        max_num_seqs=64,
+        gpu_memory_utilization=0.92,
+        quantization="fp8",
+    ),
+    _case(
+        "flash-s16-perf",
+        *FLASH,
+        perf=True,
+        context_length=32768,
+        max_num_seqs=16,
+        gpu_memory_utilization=0.92,
     ),
     _case(
         "qwen3moe-fp8-s32-b2k",

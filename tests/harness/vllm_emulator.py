@@ -243,6 +243,7 @@ class VLLMMetricsEmulator:
         name: str | None = None,
         latency: LatencyModel | None = None,
         max_concurrency: int | None = None,
+        tokenizer: bool = True,
     ) -> None:
         if not host.startswith("127.") and host != "::1":
             raise ValueError(f"the emulator binds to loopback only, not {host}")
@@ -250,6 +251,9 @@ class VLLMMetricsEmulator:
         self._gauges: dict[str, tuple[float, float]] = dict(models or {})
         self._engines: dict[str, EngineStats] = {}
         self.latency = latency or LatencyModel()
+        # tokenizer=False: like vLLM with --skip-tokenizer-init, streamed completions carry empty text
+        # (and their token ids when the request asks for return_token_ids)
+        self.tokenizer = tokenizer
         self._slots = threading.BoundedSemaphore(max_concurrency) if max_concurrency else None
         self._stats: dict[str, int] = {
             "requests": 0,
@@ -435,7 +439,8 @@ class VLLMMetricsEmulator:
                     if body.get("stream"):
                         options = body.get("stream_options")
                         usage = isinstance(options, Mapping) and bool(options.get("include_usage"))
-                        self._stream(model, prompt_tokens, output_tokens, usage)
+                        token_ids = bool(body.get("return_token_ids"))
+                        self._stream(model, prompt_tokens, output_tokens, usage, token_ids)
                     else:
                         factor = emulator.latency.decode_factor(emulator.running())
                         time.sleep(
@@ -456,7 +461,9 @@ class VLLMMetricsEmulator:
                     if emulator._slots is not None:
                         emulator._slots.release()
 
-            def _stream(self, model: str, prompt_tokens: int, output_tokens: int, usage: bool) -> None:
+            def _stream(
+                self, model: str, prompt_tokens: int, output_tokens: int, usage: bool, token_ids: bool
+            ) -> None:
                 # No Content-Length: HTTP/1.0 ends the stream by closing the connection, as SSE does.
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -471,8 +478,10 @@ class VLLMMetricsEmulator:
                 # for the pause, keeps a busy machine's oversleeping from adding up over the stream.
                 due = time.monotonic()
                 for index in range(chunks):
-                    piece = f"t{index} "
+                    piece = f"t{index} " if emulator.tokenizer else ""
                     choice: dict[str, Any] = {"index": 0, "text": piece}
+                    if token_ids:
+                        choice["token_ids"] = [100 + index]
                     if chat:
                         choice = {"index": 0, "delta": {"content": piece}}
                     chunk = {"choices": [choice], "model": model}

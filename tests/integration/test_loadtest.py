@@ -80,6 +80,17 @@ def test_chat_endpoint(capsys: pytest.CaptureFixture[str], emulator: VLLMMetrics
     assert all(lv["output_tokens"] == lv["requests"] * 48 for lv in report["levels"])
 
 
+def test_a_server_without_a_tokenizer_is_timed_by_its_token_ids(capsys: pytest.CaptureFixture[str]) -> None:
+    # vLLM started with --skip-tokenizer-init (the H200 harness) streams chunks with empty text: only
+    # the token ids that --token-ids asks for show when each token came
+    with VLLMMetricsEmulator({MODEL: (0, 0)}, latency=LATENCY, tokenizer=False) as bare:
+        code, report = loadtest(capsys, bare.url, "--concurrency", "2", "--token-ids")
+        assert code == 0 and report["levels"][0]["errors"] == 0
+        assert report["levels"][0]["itl_p50_s"] is not None
+        code, report = loadtest(capsys, bare.url, "--concurrency", "1")
+    assert code == 1 and "carried no tokens" in report["levels"][0]["first_error"]
+
+
 def test_failed_requests_are_counted_and_named(
     capsys: pytest.CaptureFixture[str], emulator: VLLMMetricsEmulator
 ) -> None:

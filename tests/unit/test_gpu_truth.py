@@ -112,3 +112,43 @@ def test_committed_logs_are_the_csv_rows() -> None:
     assert rows.keys() == in_csv.keys()
     for key, row in rows.items():
         assert {k: in_csv[key].get(k, "") for k in row} == row, key
+
+
+def test_perf_sweeps_stay_within_the_batch_and_parse_as_loadtest_arguments() -> None:
+    """Issue 32's sweeps: levels up to max-num-seqs (plus twice a small batch, to see queueing), and
+    each line render writes must be arguments the real `glm-operator loadtest` parser accepts."""
+    import argparse
+
+    from benchmarks.gpu_truth.cases import perf_sweeps
+
+    from glm_operator.commands import loadtest
+
+    chat, long = perf_sweeps(16)
+    assert (chat.shape, chat.input_tokens, chat.output_tokens) == ("chat", 512, 128)
+    assert chat.concurrencies == (1, 4, 16, 32)
+    assert long.concurrencies == (1, 4, 16)
+    chat, long = perf_sweeps(1024)
+    assert chat.concurrencies == (1, 4, 16, 64, 256)
+    assert long.concurrencies == (1, 4, 16, 64)
+    parser = argparse.ArgumentParser()
+    loadtest.register(parser.add_subparsers())
+    args = parser.parse_args(["loadtest", "--url", "http://x", "--model", "m", *long.loadtest_args()])
+    assert (args.input_tokens, args.output_tokens, args.concurrency) == (4096, 128, "1,4,16,64")
+
+
+def test_render_writes_perf_files_only_for_cases_with_sweeps(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from benchmarks.gpu_truth.__main__ import main
+
+    assert isinstance(tmp_path, Path)
+    stale = tmp_path / "run" / "perf" / "flash-c32k"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("old\n")
+    assert main(["render", "--run", str(tmp_path / "run"), "--models", str(tmp_path / "models")]) == 0
+    perf = {p.name for p in (tmp_path / "run" / "perf").iterdir()}
+    assert perf == {c.name for c in CASES if c.sweeps}
+    lines = (tmp_path / "run" / "perf" / "flash-s16-perf").read_text().splitlines()
+    assert [line.split()[0] for line in lines] == ["chat", "long"]
+    assert "--concurrency 1,4,16,32" in lines[0]
+    assert (tmp_path / "run" / "run_cases.sh").exists()

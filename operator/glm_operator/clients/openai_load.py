@@ -11,10 +11,12 @@
 - ``/v1/chat/completions``: a user message of ``input_tokens`` short random words (about one token
   each: the input length is approximate), same ``ignore_eos`` / ``max_tokens``.
 
-Both ask for ``stream: true`` with ``stream_options.include_usage``, so the output token count is
-the server's; without a usage chunk it is the number of chunks that carried text. HTTP/1.1 over
-``asyncio.open_connection`` (TLS for ``https://``), one connection per request, ``Connection:
-close``; the answer is read as server-sent events from a chunked, sized or close-delimited body.
+``token_ids`` adds vLLM's ``return_token_ids: true``: a vLLM started without a tokenizer
+(``--skip-tokenizer-init``, the GPU harness) streams chunks with empty text, and only their token ids
+show that a token came. Both ask for ``stream: true`` with ``stream_options.include_usage``, so the
+output token count is the server's; without a usage chunk it is the number of chunks that carried
+text. HTTP/1.1 over ``asyncio.open_connection`` (TLS for ``https://``), one connection per request,
+``Connection: close``; the answer is read as server-sent events from a chunked, sized or close-delimited body.
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ class LoadTestConfig:
     api_key: str = ""
     timeout_s: float = 600.0
     seed: int = 0
+    token_ids: bool = (
+        False  # ask vLLM for each chunk's token ids (a server without a tokenizer sends no text)
+    )
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,8 @@ def request_body(config: LoadTestConfig, index: int) -> dict[str, Any]:
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if config.token_ids:
+        body["return_token_ids"] = True
     if config.chat:
         words = " ".join(rng.choice(_WORDS) for _ in range(config.input_tokens))
         body["messages"] = [{"role": "user", "content": words}]
@@ -112,14 +119,20 @@ async def _body_chunks(reader: asyncio.StreamReader, headers: Mapping[str, str])
 
 
 def _tokens_in(event: Mapping[str, Any]) -> bool:
-    """Whether a streamed chunk carries output (completion text, chat content or reasoning)."""
+    """Whether a streamed chunk carries output (completion text, chat content, reasoning or, from a vLLM
+    started with ``--skip-tokenizer-init`` and asked for ``return_token_ids``, token ids without text)."""
     for choice in event.get("choices") or ():
         if not isinstance(choice, Mapping):
             continue
         delta = choice.get("delta")
         if not isinstance(delta, Mapping):
             delta = {}
-        if choice.get("text") or delta.get("content") or delta.get("reasoning_content"):
+        if (
+            choice.get("text")
+            or choice.get("token_ids")
+            or delta.get("content")
+            or delta.get("reasoning_content")
+        ):
             return True
     return False
 

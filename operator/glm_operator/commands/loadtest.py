@@ -56,6 +56,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--chat", action="store_true", help="use /v1/chat/completions (text prompt of about --input-tokens)"
     )
+    parser.add_argument(
+        "--token-ids",
+        action="store_true",
+        help="ask vLLM for token ids in each chunk (return_token_ids): for a server without a tokenizer",
+    )
     parser.add_argument("--api-key", default=None, help="bearer token (default: $OPENAI_API_KEY when set)")
     parser.add_argument(
         "--timeout", type=float, default=600.0, help="seconds per request (default %(default)s)"
@@ -102,6 +107,7 @@ def config_from_args(args: argparse.Namespace) -> LoadTestConfig:
         api_key=args.api_key if args.api_key is not None else os.environ.get("OPENAI_API_KEY", ""),
         timeout_s=args.timeout,
         seed=args.seed,
+        token_ids=args.token_ids,
     )
     try:
         endpoint(config.url, config.chat)
