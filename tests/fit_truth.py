@@ -544,7 +544,6 @@ FREE_NEWER: dict[str, tuple[float, float]] = {
     "newer_moe_workspace_scale": (0.0, 8.0),
     # the V1 model runner's profiling run on vLLM >= 0.20 (budget.PROFILING_V1_NEWER)
     "v1_moe_workspace_scale": (0.0, 8.0),
-    "v1_dsa_activation_gib": (0.0, 6.0),
 }
 # vLLM 0.18-0.19 rows: their own profiling run (the CUDA graphs profiled, not subtracted)
 FREE_MID: dict[str, tuple[float, float]] = {
@@ -651,9 +650,16 @@ def graph_estimate_startups() -> list[Startup]:
     return [s for s in load_startups() if s.use and s.generation != GENERATION_OLDER and s.logged_graph_gib]
 
 
+def is_fp8_online(s: Startup) -> bool:
+    """A bf16 checkpoint quantized to FP8 at load (--quantization fp8)."""
+    return s.quantization == "fp8" and s.resolved().checkpoint_quantization is None
+
+
 def fit_graph_constants(rows: Sequence[Startup]) -> BudgetConstants:
     """Least squares (GiB) of the V1 runner's graph estimate, ``graph_bytes_per_piece`` x layers x sizes +
-    ``graph_bytes_per_decode_seq`` x decode requests, on the rows' logged estimates (a component fit)."""
+    ``graph_bytes_per_decode_seq`` x decode requests, on the rows' logged estimates (a component fit);
+    FP8-online rows are left to :func:`fit_fp8_online_graph_bytes`."""
+    rows = [s for s in rows if not is_fp8_online(s)]
     unit = replace(DEFAULT_CONSTANTS, graph_bytes_per_piece=GIB, graph_bytes_per_decode_seq=0.0)
     per_seq = replace(DEFAULT_CONSTANTS, graph_bytes_per_piece=0.0, graph_bytes_per_decode_seq=GIB)
     xs = [(s.fit(unit).cudagraph_capture_gib, s.fit(per_seq).cudagraph_capture_gib) for s in rows]
@@ -669,6 +675,20 @@ def fit_graph_constants(rows: Sequence[Startup]) -> BudgetConstants:
         graph_bytes_per_piece=(b1 * a22 - b2 * a12) / det * GIB,
         graph_bytes_per_decode_seq=(a11 * b2 - a12 * b1) / det * GIB,
     )
+
+
+def fit_fp8_online_graph_bytes(rows: Sequence[Startup], c: BudgetConstants = DEFAULT_CONSTANTS) -> float:
+    """``v1_fp8_online_graph_bytes_per_layer``: the FP8-online rows' logged estimate above the bf16 model
+    (``c``'s other graph constants), per layer, averaged (least squares through 0)."""
+    without = replace(c, v1_fp8_online_graph_bytes_per_layer=0.0)
+    per_layer = replace(without, graph_bytes_per_piece=0.0, graph_bytes_per_decode_seq=0.0)
+    per_layer = replace(per_layer, v1_fp8_online_graph_bytes_per_layer=1.0)
+    xs, ys = [], []
+    for s in rows:
+        if is_fp8_online(s) and s.logged_graph_gib is not None:
+            xs.append(s.fit(per_layer).cudagraph_capture_gib * GIB)
+            ys.append((s.logged_graph_gib - s.fit(without).cudagraph_capture_gib) * GIB)
+    return sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs)
 
 
 def percentile(values: Iterable[float], q: float) -> float:

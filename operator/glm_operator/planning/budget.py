@@ -76,13 +76,16 @@ its budget), 1.39 for Qwen3-30B-A3B-FP8 at 4096 (512 sequences: a 1.16 GiB sampl
 1.17 for gpt-oss-20b; non-torch 0.22-0.25 at TP 1 (``mid_non_torch_gib``'s 0.25). The model keeps 0.18-0.19's
 forward and sampler rates (``v1_forward_scale``, ``v1_sampler_bytes`` = the ``mid_*`` values) and fits:
 
-* ``v1_moe_workspace_scale`` (1.56): the fused-MoE workspace at max_num_batched_tokens, one scale for bf16
+* ``v1_moe_workspace_scale`` (0.786): the fused-MoE workspace at max_num_batched_tokens, one scale for bf16
   and block-FP8 experts (0.26 runs both through the Triton backend on H200: "Using TRITON Fp8 MoE backend").
-* ``v1_dsa_activation_gib`` (3.27): what a DSA model (GLM-5.x) holds beyond :func:`dsa_workspace_bytes`
-  whatever the batch: GLM-5-FP8 peaks at 4.06 GiB with 2048 tokens, of which the forward, the sampler, the
-  MoE workspace and the DSA workspaces explain under 1.5 GiB [open: the two logs share max_model_len 32768,
-  so this residual and the max_model_len-sized workspaces are not separated; a start-up at another
-  max_model_len would].
+
+MLA models (GLM-4.7-Flash, GLM-5.x, DeepSeek) also hold, at the forward's peak, the tensor MLA allocates in
+place of the chunked-context up-projection (:func:`mla_profile_upprojection_bytes`: 64K rows x heads/TP x
+(qk_nope + v) from max_model_len 8192 on, whatever the batch). That term is why GLM-4.7-Flash peaks at
+1.63 GiB at max-num-seqs 64 and 256 alike, and it is what a fitted "DSA residual" of 3.27 GiB per rank
+stood for on GLM-5-FP8 at TP 1 (3.50 GiB); refitted with it, that residual came out at 0.13 GiB and was
+dropped. [open: GLM-5.3-FP8 on vLLM 0.28 at TP 8 and 1M tokens logs 25.94 GiB of KV budget without its
+utilization; ours is 24.2 at 0.92 (the release's default) and 28.4 at 0.95]
 
 CUDA graphs, vLLM >= 0.18 (read in the 0.33.0 release; line numbers from its wheel). After the profiling
 run, ``Worker.determine_available_memory`` (``vllm/v1/worker/gpu_worker.py`` L707-717) calls
@@ -296,6 +299,9 @@ DSA_INDEXER_ROWS_PER_FACTOR = 576 * 2 // 132  # 8
 DSA_INDEXER_ROW_BYTES = 132  # fp8 key 128 + fp32 scale
 DSA_PREFILL_ROW_BYTES = 576 * 2  # bf16 MLA latent + rope
 DSA_MAX_LOGITS_BYTES = 512 * 2**20  # VLLM_SPARSE_INDEXER_MAX_LOGITS_MB default
+# MLA's profile-run stand-in for the chunked-context up-projection (mla_profile_upprojection_bytes)
+MLA_CHUNKED_CONTEXT_MAX_ROWS = 64 * 1024
+MLA_BLOCK_SIZE = 16  # vLLM's default KV block size: the rows' lower bounds (4 and 1 pages per request)
 FLASHMLA_SPARSE_CAPABILITIES = (9, 10)  # FlashMLA's sparse kernels: Hopper and datacenter Blackwell
 # the fitted vLLM < 0.18 fused-MoE residual only on these GPUs (empirical, see the module docstring)
 MOE_WORKSPACE_MIN_COMPUTE_CAPABILITY = 9.0
@@ -347,15 +353,17 @@ class BudgetConstants:
     # fit_graph_constants), a component fit on no KV-token figure
     graph_bytes_per_piece: float = 0.241 * 2**20  # per layer on the rank and capture size
     graph_bytes_per_decode_seq: float = 1.154 * 2**20  # per request of the largest FULL decode graph
-    newer_moe_workspace_scale: float = 6.554
+    # what the V1 runner's estimate adds per layer on the rank with a bf16 checkpoint quantized at load
+    # (--quantization fp8: per-tensor FP8 through CUTLASS scaled_mm): fitted on the two GLM-4.7-Flash
+    # start-ups of benchmarks/gpu_truth (1.70 and 1.44 GiB logged where bf16 logs 0.75 and 0.32;
+    # tests/fit_truth.py fit_fp8_online_graph_bytes) [open: per layer or per model; one model only]
+    v1_fp8_online_graph_bytes_per_layer: float = 21.8 * 2**20
+    newer_moe_workspace_scale: float = 6.0
     # vLLM >= 0.20 profiled by the V1 model runner (see "vLLM >= 0.20, the V1 model runner" in the docstring):
     # fitted on that generation's V1 rows, the H200 start-ups of vLLM 0.26 (benchmarks/gpu_truth) among them
     v1_forward_scale: float = 0.462
     v1_sampler_bytes: float = 16.04
-    v1_moe_workspace_scale: float = 1.56
-    # DSA models (GLM-5.x) under that profiling run: a fitted residual beside dsa_workspace_bytes, GiB on
-    # every rank whatever max_num_batched_tokens (see dsa_workspace_bytes)
-    v1_dsa_activation_gib: float = 3.27
+    v1_moe_workspace_scale: float = 0.786
     # vLLM 0.18-0.19 (the profiling run also profiles CUDA graphs, which are not subtracted): fitted on
     # that generation's rows (benchmarks/fit_errors.py --refit); see "vLLM 0.18-0.19" in the docstring
     mid_forward_scale: float = 0.462
@@ -402,6 +410,8 @@ class BudgetSettings:
     model_runner_v1: bool = False
     # FP8 expert weights (vLLM >= 0.18: the fused-MoE workspace at newer_moe_workspace_scale, else mid_*)
     fp8_experts: bool = False
+    # a bf16 checkpoint quantized to FP8 at load (--quantization fp8): its graphs take more (V1 runner)
+    fp8_online: bool = False
     # Model Runner V2 estimates its CUDA graphs (planning.engine.v2_graph_estimate: not in vLLM 0.26)
     v2_graph_estimate: bool = True
 
@@ -592,6 +602,29 @@ def dsa_workspace_bytes(arch: ModelArchitecture, settings: BudgetSettings) -> fl
     return per_token * settings.max_model_len + DSA_MAX_LOGITS_BYTES
 
 
+def mla_profile_upprojection_bytes(arch: ModelArchitecture, tp: int, settings: BudgetSettings) -> float:
+    """The tensor MLA allocates in the profiling run in place of the chunked-context up-projection.
+
+    With no attention metadata (the profiling run skips attention), ``MLAAttention.forward_impl``
+    (``vllm/model_executor/layers/attention/mla_attention.py``: 0.26.0 L706-716, 0.33.0 L936-948; since
+    vllm-project/vllm#12639) allocates what ``kv_b_proj(kv_c)`` of ``_compute_prefill_context`` would
+    produce at its largest, ``(chunked_prefill_workspace_size, heads / TP, qk_nope + v_head)`` in the model
+    dtype, so the peak holds it beside the layer's other activations. The rows
+    (``MLACommonMetadataBuilder.determine_chunked_prefill_workspace_size``) are
+    ``min(max(8 x max_model_len, 4 x max_num_seqs x block), 64K)``, at least one block per request: 64K
+    from max_model_len 8192 on, whatever max_num_batched_tokens. GLM-4.7-Flash: 65536 x 20 x 448 x 2 B =
+    1.09 GiB (its H200 start-ups peak at 1.63 GiB at max-num-seqs 64 and 256 alike); GLM-5.x at TP 1:
+    3.50 GiB, at TP 8 0.44 GiB.
+    """
+    if not arch.is_mla:
+        return 0.0
+    context = settings.max_model_len or MLA_CHUNKED_CONTEXT_MAX_ROWS
+    rows = min(max(8 * context, 4 * settings.max_num_seqs * MLA_BLOCK_SIZE), MLA_CHUNKED_CONTEXT_MAX_ROWS)
+    rows = max(rows, settings.max_num_seqs * MLA_BLOCK_SIZE)
+    heads = arch.num_attention_heads / max(1, tp)
+    return rows * heads * (arch.qk_nope_head_dim + arch.v_head_dim) * 2.0
+
+
 def activation_peak_bytes(
     arch: ModelArchitecture,
     tp: int,
@@ -605,13 +638,10 @@ def activation_peak_bytes(
     in ``vllm/v1/worker/gpu_model_runner.py``, ``if self.is_last_pp_rank`` in the 0.33 runner
     ``vllm/v1/worker/gpu/model_runner.py``); earlier stages peak at the forward pass.
     """
-    forward = forward_peak_bytes(arch, tp, settings, c)
+    forward = forward_peak_bytes(arch, tp, settings, c) + mla_profile_upprojection_bytes(arch, tp, settings)
     peak = max(forward, sampler_peak_bytes(arch, settings, c)) if last_stage else forward
     workspaces = moe_workspace_bytes(arch, tp, c, settings.compute_capability, settings)
-    dsa = dsa_workspace_bytes(arch, settings)
-    if dsa and settings.profiling_run == PROFILING_V1_NEWER:
-        dsa += c.v1_dsa_activation_gib * GIB
-    return peak + workspaces + dsa
+    return peak + workspaces + dsa_workspace_bytes(arch, settings)
 
 
 def fusion_workspace_bytes(hidden_size: int, tp: int, pp: int, settings: BudgetSettings) -> float:
@@ -739,6 +769,7 @@ def cudagraph_bytes(
         graph_bytes_per_piece x layers on the rank x capture sizes
         + graph_bytes_per_decode_seq x min(max_num_seqs, largest capture size)
 
+    plus ``v1_fp8_online_graph_bytes_per_layer`` per layer when a bf16 checkpoint is quantized at load.
     Model Runner V2 (0.33 for every model): ``newer_cudagraph_bytes_per_piece`` per layer and capture
     size, divided by TP.
     """
@@ -755,4 +786,6 @@ def cudagraph_bytes(
             return 0.0  # vLLM 0.26's Model Runner V2: profile_cudagraph_memory returns 0
         return c.newer_cudagraph_bytes_per_piece * layers_on_rank * len(sizes) / max(1, tp)
     decode = min(settings.max_num_seqs, sizes[-1]) if sizes else 0
-    return c.graph_bytes_per_piece * layers_on_rank * len(sizes) + c.graph_bytes_per_decode_seq * decode
+    fp8_online = c.v1_fp8_online_graph_bytes_per_layer * layers_on_rank if settings.fp8_online else 0.0
+    piecewise = c.graph_bytes_per_piece * layers_on_rank * len(sizes)
+    return piecewise + c.graph_bytes_per_decode_seq * decode + fp8_online

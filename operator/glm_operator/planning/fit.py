@@ -478,8 +478,31 @@ def weights_bytes_per_stage(
     for stage, (start, end) in enumerate(ranges):
         el = _stage_elements(arch, tp, start, end, first=stage == 0, last=stage == pp - 1)
         k = _unquantized_linear(arch, tp, start, end, kept) if kept else 0.0
-        out.append((el.linear - k) * linear_bytes + el.other * other_bytes + k * 2.0)
+        copies = 0.0
+        if precision not in ("bf16", "fp16") and "self_attn" not in kept:
+            copies = _mla_dequantized_copies(arch, tp, start, end)
+        out.append((el.linear - k) * linear_bytes + el.other * other_bytes + (k + copies) * 2.0)
     return tuple(out)
+
+
+def _mla_dequantized_copies(arch: ModelArchitecture, tp: int, start: int, end: int) -> float:
+    """16-bit elements MLA keeps beside a quantized ``kv_b_proj`` in layers [start, end).
+
+    vLLM's MLA attention (``MLACommonImpl.process_weights_after_loading``,
+    ``vllm/v1/attention/backends/mla/common.py``, 0.8-0.33) dequantizes ``kv_b_proj`` into ``W_UK_T`` and
+    ``W_UV`` ("we currently do not have quantized bmm's ... we just store fp16/bf16 copies") and keeps
+    them next to the quantized weight; with a bf16 ``kv_b_proj`` they are views of it. They count in
+    "Model loading took": GLM-4.7-Flash with --quantization fp8 loads 29.02 GiB on the H200 where its
+    parameters count 28.48 (47 layers x 512 x 20 x 448 x 2 B = 0.40 GiB of copies), GLM-5-FP8 cut to 10
+    layers 69.48 where they count 69.09 (0.27 GiB) (benchmarks/gpu_truth logs).
+    """
+    if not arch.is_mla:
+        return 0.0
+    kinds = _layer_kinds(arch)
+    attention_layers = sum(1 for layer in range(start, end) if not kinds[layer][0])
+    heads = arch.num_attention_heads / tp
+    per_layer = arch.kv_lora_rank * heads * (arch.qk_nope_head_dim + arch.v_head_dim)
+    return attention_layers * per_layer
 
 
 def _unquantized_linear(
@@ -712,6 +735,7 @@ def _budget_settings(inp: FitInput, precision: str) -> BudgetSettings:
         generation=budget_generation(inp.vllm_version),  # the release's profiling run
         fusion_workspace_rounded=fusion_workspace_rounded(inp.vllm_version),
         fp8_experts=precision == "fp8",
+        fp8_online=precision == "fp8" and inp.model.checkpoint_quantization is None,
         model_runner_v1=cudagraph_in_budget(inp.vllm_version) and not runner_v2,
         v2_graph_estimate=v2_graph_estimate(inp.vllm_version),
     )
