@@ -178,6 +178,7 @@ GLM5_FP8 = ("glm-5-fp8-l10", "zai-org/GLM-5-FP8", "glm-mla-dsa")
 GLM5 = ("glm-5-l6", "zai-org/GLM-5", "glm-mla-dsa")
 QWEN3_8B = ("qwen3-8b", "Qwen/Qwen3-8B", "dense-gqa")
 QWEN3_MOE_FP8 = ("qwen3-30b-a3b-fp8", "Qwen/Qwen3-30B-A3B-FP8", "moe-gqa")
+QWEN3_MOE = ("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", "moe-gqa")
 GPT_OSS = ("gpt-oss-20b", "openai/gpt-oss-20b", "moe-gqa-swa")
 
 #: in the order they are run (the device runner takes them in groups; see README.md)
@@ -362,6 +363,16 @@ CASES: tuple[Case, ...] = (
         context_length=32768,
         max_num_seqs=16,
         gpu_memory_utilization=0.92,
+    ),
+    # FP8 quantized at load on a second V1-runner model (48 GQA layers): is the FP8-online graph term
+    # (budget.v1_fp8_online_graph_bytes_per_layer, fitted on GLM-4.7-Flash) per layer or per model?
+    _case(
+        "qwen3moe-fp8online",
+        *QWEN3_MOE,
+        context_length=32768,
+        max_num_seqs=256,
+        gpu_memory_utilization=0.92,
+        quantization="fp8",
     ),
     _case(
         "qwen3moe-fp8-s32-b2k",
