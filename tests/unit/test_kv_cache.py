@@ -10,6 +10,7 @@ import pytest
 
 from glm_operator.api.v1alpha1 import LABEL_GPU_PRODUCT
 from glm_operator.monitoring.kv_cache import MAX_TOKENS, pod_gpu_products, reported_kv_tokens, tokens_of
+from tests.harness.vllm_emulator import CacheConfig
 
 H100 = "NVIDIA-H100-80GB-HBM3"
 A100 = "NVIDIA-A100-SXM4-80GB"
@@ -43,6 +44,9 @@ def test_the_size_vllm_logs_is_read_first_then_blocks_times_block_size() -> None
     assert tokens_of(VLLM_033) == 36336
     assert tokens_of({**VLLM_033, "kv_cache_size_tokens": "None"}) == 2271 * 16
     assert tokens_of({"num_gpu_blocks": "2271", "block_size": "16"}) == 36336  # a release without it
+    assert (
+        tokens_of(CacheConfig(num_gpu_blocks=100, block_size=32, kv_cache_size_tokens=None).labels()) == 3200
+    )
 
 
 @pytest.mark.parametrize(

@@ -202,3 +202,27 @@ def test_kv_cache_info_is_the_label_sets_of_the_models_pods(
     custom = PrometheusQueueClient(fake.url, kv_cache_query='vllm:cache_config_info{namespace="{namespace}"}')
     assert custom.fetch_kv_cache_info(namespace="n", model="glm") == [labels]
     assert fake.queries[-1] == 'vllm:cache_config_info{namespace="n"}'
+
+
+def test_emulator_reports_its_kv_cache_size_as_vllm_does() -> None:
+    """One vllm:cache_config_info per emulator (one engine), without model_name, its KV-cache size
+    in labels; changed in process or through /admin/set."""
+    with VLLMMetricsEmulator({"glm-4.5-air": (0, 0), "other": (0, 0)}) as emulator:
+
+        def info_lines() -> list[str]:
+            text = urllib.request.urlopen(emulator.url + "/metrics", timeout=5).read().decode()
+            return [line for line in text.splitlines() if line.startswith("vllm:cache_config_info{")]
+
+        (line,) = info_lines()
+        assert 'num_gpu_blocks="2048"' in line and 'block_size="16"' in line and line.endswith("} 1.0")
+        assert "model_name" not in line
+        emulator.set_cache_config(num_gpu_blocks=100, block_size=32)
+        (line,) = info_lines()
+        assert 'num_gpu_blocks="100"' in line and 'kv_cache_size_tokens="None"' in line
+        request = urllib.request.Request(
+            emulator.url + "/admin/set",
+            data=json.dumps({"model": "glm-4.5-air", "num_gpu_blocks": 7, "block_size": 16}).encode(),
+        )
+        assert urllib.request.urlopen(request, timeout=5).status == 200
+        (line,) = info_lines()
+        assert 'num_gpu_blocks="7"' in line and 'block_size="16"' in line
