@@ -15,6 +15,9 @@ when a gateway got a request for the model (``GatewayReconciler``, from the GLMG
 ``status.wake``), runs the key's decision at once with ``wake_requested``. A wake-up requested
 before the model last went to zero is stale and ignored. The measured cold start is kept in
 ``status.autoscaler`` across zero, and with it the expected wake-up time.
+
+Each tick also runs the ``KVCacheReader`` (``controller.kv_cache``): the KV-cache tokens vLLM
+reports, for every GLMDeployment, from the same Prometheus.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from glm_operator.controller import metrics
 from glm_operator.controller.cache import ClusterCache
 from glm_operator.controller.clock import Clock, rfc3339
 from glm_operator.controller.config import OperatorConfig
+from glm_operator.controller.kv_cache import KVCacheReader
 from glm_operator.controller.nodepools import NodePoolCache
 from glm_operator.controller.recorder import EventRecorder
 from glm_operator.controller.workqueue import Key, WorkQueue
@@ -133,6 +137,9 @@ class Autoscaler:
         self._next_run: dict[Key, float] = {}
         self._wake: dict[Key, float] = {}  # key -> unix time of the newest wake-up request not yet acted on
         self._concurrency = asyncio.Semaphore(CONCURRENCY)
+        self.kv_cache = KVCacheReader(
+            prometheus=prometheus, cache=cache, clock=clock, concurrency=self._concurrency
+        )
 
     def wake(self, key: Key, requested_at: float) -> bool:
         """A gateway got a request for this model: decide for it at the next tick (within 1 s).
@@ -163,7 +170,7 @@ class Autoscaler:
 
     async def tick(self) -> None:
         """Decide for every GLMDeployment whose interval is due (Prometheus queried at once, at
-        most CONCURRENCY at a time)."""
+        most CONCURRENCY at a time, decisions first), and the KV-cache sizes that are due."""
         now = self.clock.monotonic()
         glmdeployments = self.cache.owned.glmdeployments
         due = []
@@ -173,7 +180,7 @@ class Autoscaler:
                 continue
             self._next_run[key] = now + float(autoscaling.get("intervalSeconds") or 15)
             due.append(key)
-        await asyncio.gather(*(self._bounded_step(key) for key in due))
+        await asyncio.gather(*(self._bounded_step(key) for key in due), self.kv_cache.tick())
         for key in set(self._next_run) - set(glmdeployments):
             self._next_run.pop(key, None)
             self._status.pop(key, None)
