@@ -5,11 +5,14 @@ the request body buffered to route on its ``model`` field (``req.body,json_query
 name -> backend map, API keys from a map file, per-key stick-table counters for the rate and
 concurrency limits, and a runtime API to move members without a reload.
 
-Three files go into the config directory: ``haproxy.cfg``, ``models.map`` (served name ->
-backend) and ``models.json`` (the ``GET /v1/models`` answer). They change only when the set of
-served names or the settings change; then the proxy reloads gracefully (the old process finishes
-its requests). A pod that joins, leaves or changes readiness is one slot of a backend, changed
-with :func:`runtime_commands` (``set server ... addr/weight/state``) and no reload.
+Files in the config directory: ``haproxy.cfg``, ``models.map`` (served name -> backend),
+``models.json`` (the ``GET /v1/models`` answer) and ``retry-after.map`` (backend -> Retry-After
+of its 503 while no replica is ready), besides the allow-lists and ``hold.lua``. They change only
+when the set of served names or the settings change; then the proxy reloads gracefully (the old
+process finishes its requests). A pod that joins, leaves or changes readiness is one slot of a
+backend, changed with :func:`runtime_commands` (``set server ... addr/weight/state``) and no
+reload; a model's new wake-up estimate is one ``set map`` (:func:`retry_after_commands`): a
+reload would strand the requests held in the old process (nothing tells it a replica is ready).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ MODELS_JSON_FILE = "models.json"
 RESTRICTED_CLIENTS_FILE = "restricted-clients.map"  # clients with a model allow-list
 ALLOWED_MODELS_FILE = "allowed-models.map"  # "<client>/<served name>" of each allow-list
 HOLD_LUA_FILE = "hold.lua"  # holds requests for a model without a usable server
+RETRY_AFTER_MAP_FILE = "retry-after.map"  # backend -> Retry-After of its 503 (expected wake-up)
 #: The table and settings the files were rendered from, so a restarted sync process (or the
 #: sidecar after the init container) continues with runtime commands instead of a reload.
 STATE_FILE = "state.json"
@@ -93,7 +97,8 @@ class GatewaySettings:
     #: shared through HAProxy's peers protocol, so the limits hold across replicas. Empty: local.
     peers: tuple[Peer, ...] = ()
     local_peer: str | None = None
-    #: Retry-After of the 503 for a model without a usable server (scaled to zero, starting).
+    #: Retry-After of the 503 for a model without a usable server (scaled to zero, starting) whose
+    #: wake-up was never measured; a measured one (``Backend.wake_up_seconds``) takes its place.
     wake_retry_after_seconds: int = 30
     #: Requests held per model and replica while no server is usable (0: 503 at once), and how
     #: long each is held at most before the 503.
@@ -153,6 +158,7 @@ def render_config(table: RoutingTable, settings: GatewaySettings) -> str:
             allowed_map=str(directory / ALLOWED_MODELS_FILE),
             wake_table=WAKE_TABLE,
             hold_lua=str(directory / HOLD_LUA_FILE),
+            retry_after_map=str(directory / RETRY_AFTER_MAP_FILE),
             peers=[Peer(p.name, _address(p.address), p.port) for p in settings.peers],
             peer_tables=[key_table_name(p.name) for p in settings.peers],
             peers_section=PEERS_SECTION,
@@ -169,6 +175,31 @@ def render_models_json(table: RoutingTable) -> str:
     """The OpenAI ``GET /v1/models`` list of every served name."""
     data = [{"id": model, "object": "model", "owned_by": "glm-operator"} for model in table.models]
     return json.dumps({"object": "list", "data": data}, separators=(",", ":")) + "\n"
+
+
+def retry_after_seconds(backend: Backend, settings: GatewaySettings) -> int:
+    """Retry-After of the backend's 503 while no replica is ready: its expected wake-up in whole
+    seconds (rounded up, at least 1), else the configured ``wake_retry_after_seconds``."""
+    if backend.wake_up_seconds is None:
+        return settings.wake_retry_after_seconds
+    return max(1, math.ceil(backend.wake_up_seconds))
+
+
+def render_retry_after_map(table: RoutingTable, settings: GatewaySettings) -> str:
+    """``<backend> <seconds>`` per line, every backend (``set map`` changes only existing keys)."""
+    return "".join(f"{b.name} {retry_after_seconds(b, settings)}\n" for b in table.backends)
+
+
+def retry_after_commands(old: RoutingTable, new: RoutingTable, settings: GatewaySettings) -> list[str]:
+    """``set map`` commands for the backends (same as ``old``'s) whose Retry-After changed."""
+    path = str(PurePosixPath(settings.config_dir) / RETRY_AFTER_MAP_FILE)
+    commands = []
+    for backend in new.backends:
+        before = old.backend(backend.model)
+        seconds = retry_after_seconds(backend, settings)
+        if before is None or retry_after_seconds(before, settings) != seconds:
+            commands.append(f"set map {path} {backend.name} {seconds}")
+    return commands
 
 
 def render_allow_lists(settings: GatewaySettings) -> dict[str, str]:
@@ -189,6 +220,7 @@ def render_files(table: RoutingTable, settings: GatewaySettings) -> dict[str, st
         CONFIG_FILE: render_config(table, settings),
         MODELS_MAP_FILE: render_models_map(table),
         MODELS_JSON_FILE: render_models_json(table),
+        RETRY_AFTER_MAP_FILE: render_retry_after_map(table, settings),
         **render_allow_lists(settings),
         **(
             {HOLD_LUA_FILE: _environment().get_template(HOLD_LUA_FILE).render()}
@@ -212,7 +244,7 @@ def parse_state(text: str) -> tuple[RoutingTable, GatewaySettings] | None:
     try:
         state = json.loads(text)
         backends = tuple(
-            Backend(b["model"], b["name"], tuple(Member(**m) for m in b["members"]))
+            Backend(b["model"], b["name"], tuple(Member(**m) for m in b["members"]), b.get("wake_up_seconds"))
             for b in state["backends"]
         )
         settings = dict(state["settings"])
