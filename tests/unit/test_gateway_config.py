@@ -86,9 +86,11 @@ def test_pod_readiness_changes_are_runtime_commands_without_reload() -> None:
     assert runtime_commands(before, after) == [
         f"set server {name}/s1 state maint",
         f"set server {name}/s2 state ready",
+        f"set server {name}/s2 health up",
         f"set server {name}/s3 addr 10.0.0.3 port 8000",
         f"set server {name}/s3 weight 3",
         f"set server {name}/s3 state ready",
+        f"set server {name}/s3 health up",
     ]
     assert runtime_commands(after, after) == []
 

@@ -274,6 +274,9 @@ def _slot_commands(backend: str, slot: int, old: Member | None, new: Member | No
     moved = old is None or old.pod != new.pod
     if new.ready and (moved or not old or not old.ready):
         commands.append(f"set server {server} state ready")
+        # The pod's Ready condition is its readiness probe on /health, what the active check asks:
+        # up at once, not at the next check (up to its interval later: the end of a wake-up).
+        commands.append(f"set server {server} health up")
     elif not new.ready and (old is None or old.ready):
         commands.append(f"set server {server} state maint")
     return commands
@@ -283,7 +286,8 @@ def runtime_commands(old: RoutingTable, new: RoutingTable) -> list[str]:
     """Runtime API commands that turn the members of ``old`` into those of ``new`` (same backends).
 
     A slot that loses its pod or whose pod turns unready goes to maintenance: no new requests,
-    requests in flight finish. A new pod gets its address and weight before it is made ready.
+    requests in flight finish. A new pod gets its address and weight before it is made ready, and
+    is marked healthy with it (its Ready condition is the same /health check).
     """
     commands: list[str] = []
     for new_backend in new.backends:
