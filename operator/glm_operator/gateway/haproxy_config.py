@@ -35,6 +35,7 @@ MODELS_JSON_FILE = "models.json"
 RESTRICTED_CLIENTS_FILE = "restricted-clients.map"  # clients with a model allow-list
 ALLOWED_MODELS_FILE = "allowed-models.map"  # "<client>/<served name>" of each allow-list
 HOLD_LUA_FILE = "hold.lua"  # holds requests for a model without a usable server
+STREAM_SOCKET_FILE = "held-streams.sock"  # hold.lua sends a held stream's request through it
 RETRY_AFTER_MAP_FILE = "retry-after.map"  # backend -> Retry-After of its 503 (expected wake-up)
 #: The table and settings the files were rendered from, so a restarted sync process (or the
 #: sidecar after the init container) continues with runtime commands instead of a reload.
@@ -104,6 +105,8 @@ class GatewaySettings:
     #: long each is held at most before the 503.
     hold_max_requests: int = 100
     hold_max_wait_seconds: int = 300
+    #: A held ``"stream": true`` request gets an SSE comment this often while it waits.
+    hold_keepalive_seconds: int = 5
     #: Clients that may call only some models (spec.clients): (client, served names).
     allowed_models: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
@@ -159,6 +162,7 @@ def render_config(table: RoutingTable, settings: GatewaySettings) -> str:
             wake_table=WAKE_TABLE,
             hold_lua=str(directory / HOLD_LUA_FILE),
             retry_after_map=str(directory / RETRY_AFTER_MAP_FILE),
+            stream_socket=str(directory / STREAM_SOCKET_FILE),
             peers=[Peer(p.name, _address(p.address), p.port) for p in settings.peers],
             peer_tables=[key_table_name(p.name) for p in settings.peers],
             peers_section=PEERS_SECTION,
@@ -222,13 +226,15 @@ def render_files(table: RoutingTable, settings: GatewaySettings) -> dict[str, st
         MODELS_JSON_FILE: render_models_json(table),
         RETRY_AFTER_MAP_FILE: render_retry_after_map(table, settings),
         **render_allow_lists(settings),
-        **(
-            {HOLD_LUA_FILE: _environment().get_template(HOLD_LUA_FILE).render()}
-            if settings.hold_max_requests
-            else {}
-        ),
+        **({HOLD_LUA_FILE: render_hold_lua(settings)} if settings.hold_max_requests else {}),
         STATE_FILE: render_state(table, settings),
     }
+
+
+def render_hold_lua(settings: GatewaySettings) -> str:
+    """``hold.lua`` with the hold's bounds and the held_streams socket of these settings."""
+    stream_socket = str(PurePosixPath(settings.config_dir) / STREAM_SOCKET_FILE)
+    return _environment().get_template(HOLD_LUA_FILE).render(s=settings, stream_socket=stream_socket)
 
 
 def render_state(table: RoutingTable, settings: GatewaySettings) -> str:
