@@ -34,6 +34,13 @@ MODELS_MAP_FILE = "models.map"
 MODELS_JSON_FILE = "models.json"
 RESTRICTED_CLIENTS_FILE = "restricted-clients.map"  # clients with a model allow-list
 ALLOWED_MODELS_FILE = "allowed-models.map"  # "<client>/<served name>" of each allow-list
+
+
+def client_models_file(index: int) -> str:
+    """The ``GET /v1/models`` answer of the index-th client with an allow-list (its models only)."""
+    return f"models-client-{index}.json"
+
+
 HOLD_LUA_FILE = "hold.lua"  # holds requests for a model without a usable server
 STREAM_SOCKET_FILE = "held-streams.sock"  # hold.lua sends a held stream's request through it
 RETRY_AFTER_MAP_FILE = "retry-after.map"  # backend -> Retry-After of its 503 (expected wake-up)
@@ -157,6 +164,10 @@ def render_config(table: RoutingTable, settings: GatewaySettings) -> str:
             backends=backends,
             models_map=str(directory / MODELS_MAP_FILE),
             models_json=str(directory / MODELS_JSON_FILE),
+            client_models=[
+                (client, str(directory / client_models_file(index)))
+                for index, (client, _) in enumerate(settings.allowed_models)
+            ],
             restricted_map=str(directory / RESTRICTED_CLIENTS_FILE),
             allowed_map=str(directory / ALLOWED_MODELS_FILE),
             wake_table=WAKE_TABLE,
@@ -175,10 +186,21 @@ def render_models_map(table: RoutingTable) -> str:
     return "".join(f"{b.model} {b.name}\n" for b in table.backends)
 
 
-def render_models_json(table: RoutingTable) -> str:
-    """The OpenAI ``GET /v1/models`` list of every served name."""
-    data = [{"id": model, "object": "model", "owned_by": "glm-operator"} for model in table.models]
+def render_models_json(table: RoutingTable, only: tuple[str, ...] | None = None) -> str:
+    """The OpenAI ``GET /v1/models`` list of every served name (``only``: those of them in it)."""
+    models = [m for m in table.models if only is None or m in only]
+    data = [{"id": model, "object": "model", "owned_by": "glm-operator"} for model in models]
     return json.dumps({"object": "list", "data": data}, separators=(",", ":")) + "\n"
+
+
+def render_client_models(table: RoutingTable, settings: GatewaySettings) -> dict[str, str]:
+    """One ``GET /v1/models`` answer per client with an allow-list: the served names it may call."""
+    if not settings.keys_file:
+        return {}
+    return {
+        client_models_file(index): render_models_json(table, models)
+        for index, (_, models) in enumerate(settings.allowed_models)
+    }
 
 
 def retry_after_seconds(backend: Backend, settings: GatewaySettings) -> int:
@@ -226,6 +248,7 @@ def render_files(table: RoutingTable, settings: GatewaySettings) -> dict[str, st
         MODELS_JSON_FILE: render_models_json(table),
         RETRY_AFTER_MAP_FILE: render_retry_after_map(table, settings),
         **render_allow_lists(settings),
+        **render_client_models(table, settings),
         **({HOLD_LUA_FILE: render_hold_lua(settings)} if settings.hold_max_requests else {}),
         STATE_FILE: render_state(table, settings),
     }
