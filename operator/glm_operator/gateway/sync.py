@@ -259,8 +259,9 @@ class GatewaySync:
 
     def new_wake_requests(self, now: float | None = None) -> list[str]:
         """Served names requested since the last call while none of their servers was usable
-        (HAProxy's ``wake`` table: a backend's count went up). A model is reported again only
-        after ``WAKE_REPORT_INTERVAL`` seconds: a model down for long under traffic costs the
+        (HAProxy's ``wake`` table: a backend's count changed; it went down when a reload started the
+        table again, and a count above zero there is a new request too). A model is reported again
+        only after ``WAKE_REPORT_INTERVAL`` seconds: a model down for long under traffic costs the
         apiserver one write per pod per interval, not one per request."""
         if self.runtime is None or self.driver is None or self.driver.current is None:
             return []
@@ -271,7 +272,8 @@ class GatewaySync:
             name
             for name, count in counts.items()
             if name in models
-            and count > self._wake_counts.get(name, 0)
+            and count > 0
+            and count != self._wake_counts.get(name, 0)
             and now - self._wake_reported.get(name, -WAKE_REPORT_INTERVAL) >= WAKE_REPORT_INTERVAL
         ]
         for name in due:
