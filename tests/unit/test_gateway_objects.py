@@ -115,6 +115,10 @@ def test_address_map_leaves_unmapped_pods_out() -> None:
     pods = [vllm_pod("a", "m", H100, "10.0.0.1"), vllm_pod("b", "m", H100, "10.0.0.2")]
     mapped = map_addresses(pods, {"10.0.0.1": "127.0.0.5"})
     assert [p["status"]["podIP"] for p in mapped] == ["127.0.0.5"]
+    # "*" maps any other address (a pod the test cannot name before it exists); none without an IP.
+    no_ip = {**pods[1], "status": {"conditions": []}}
+    mapped = map_addresses([*pods, no_ip], {"10.0.0.1": "127.0.0.5", "*": "127.0.0.9"})
+    assert [p["status"]["podIP"] for p in mapped] == ["127.0.0.5", "127.0.0.9"]
 
 
 def test_gateway_crd_is_generated_and_committed() -> None:

@@ -66,7 +66,9 @@ class SyncOptions:
     bind_address: str = "0.0.0.0"
     proxy_metrics_port: int | None = PROXY_METRICS_PORT
     master_socket: str | None = None
-    address_map: str | None = None  # tests: JSON {pod IP: loopback address}; unmapped pods left out
+    #: Tests: JSON {pod IP or "*": loopback address}, for vLLM pods and the gateway's own (peers);
+    #: unmapped pods are left out.
+    address_map: str | None = None
     pod_name: str | None = None  # this gateway pod; with pod_ip, the replicas share the per-key table
     pod_ip: str | None = None
     peers_port: int = PEERS_PORT
@@ -112,12 +114,14 @@ def settings_for(spec: GLMGatewaySpec, options: SyncOptions, peers: tuple[Peer, 
 
 
 def map_addresses(pods: Iterable[Mapping[str, Any]], mapping: Mapping[str, str]) -> list[dict[str, Any]]:
-    """Pods with their IP replaced by ``mapping[ip]``; pods whose IP is not mapped are left out."""
+    """Pods with their IP replaced by ``mapping[ip]`` (``mapping["*"]`` for any IP not named);
+    pods whose IP is not mapped, or that have none, are left out."""
     mapped = []
     for pod in pods:
-        ip = str((pod.get("status") or {}).get("podIP"))
-        if ip in mapping:
-            mapped.append({**pod, "status": {**pod["status"], "podIP": mapping[ip]}})
+        ip = (pod.get("status") or {}).get("podIP")
+        address = mapping.get(str(ip), mapping.get("*")) if ip else None
+        if address is not None:
+            mapped.append({**pod, "status": {**pod["status"], "podIP": address}})
     return mapped
 
 
@@ -221,14 +225,14 @@ class GatewaySync:
         ]
         if not gateways:
             return None
-        peers = gateway_peers(self.store.items(GATEWAY_PODS), self.options)
+        pods, gateway_pods = self.store.items("pods"), self.store.items(GATEWAY_PODS)
+        mapping = self._address_map()
+        if mapping is not None:
+            pods, gateway_pods = map_addresses(pods, mapping), map_addresses(gateway_pods, mapping)
+        peers = gateway_peers(gateway_pods, self.options)
         settings = settings_for(
             GLMGatewaySpec.model_validate(gateways[0].get("spec") or {}), self.options, peers
         )
-        pods = self.store.items("pods")
-        mapping = self._address_map()
-        if mapping is not None:
-            pods = map_addresses(pods, mapping)
         if self.driver is None:
             self.driver = ProxyDriver(settings, self.runtime)
             if self.runtime is not None:
