@@ -14,8 +14,8 @@ from pydantic import ValidationError
 from glm_operator.api.crd import build_gateway_crd, crd_yaml
 from glm_operator.api.gateway import GLMGatewaySpec
 from glm_operator.api.v1alpha1 import ModelSpec
-from glm_operator.gateway.objects import KEYS_FILE, gateway_name, render_gateway, sync_args
 from glm_operator.clients.haproxy import KeyCounters
+from glm_operator.gateway.objects import KEYS_FILE, gateway_name, render_gateway, sync_args
 from glm_operator.gateway.proxy import ProxyDriver
 from glm_operator.gateway.routes import Backend, RoutingTable
 from glm_operator.gateway.sync import GatewaySync, SyncOptions, map_addresses, settings_for
