@@ -50,7 +50,7 @@ from glm_operator.planning.autoscale import (
     decide,
 )
 from glm_operator.planning.capacity import ElasticCapacityInput, observed_capacity
-from glm_operator.planning.coldstart import measured_cold_start
+from glm_operator.planning.coldstart import median_cold_start
 from glm_operator.planning.conditions import MetricsStatus
 from glm_operator.planning.nodes import parse_gpu_pools
 from glm_operator.planning.outages import parse_time
@@ -95,6 +95,18 @@ def _first_replica(placed: list[Any]) -> tuple[str, bool, tuple[str, ...]] | Non
     first = placed[0]
     on_new_node = first.new_node_replicas >= first.replicas > 0
     return first.gpu_product, on_new_node, tuple(first.node_pools)
+
+
+def cold_start_fields(measured: float | None, kept: Any, to_zero: bool) -> tuple[float | None, float | None]:
+    """``status.autoscaler``'s coldStartSeconds and wakeUpSeconds: the pods' measured cold start,
+    else the one kept in status (at zero no pod is left to measure). 0 s is a measure (a replica
+    Ready within its first second), not a missing one. The wake-up, only with minReplicas 0, adds
+    the autoscaler's reaction."""
+    if measured is None and isinstance(kept, (int, float)) and not isinstance(kept, bool) and kept >= 0:
+        measured = float(kept)
+    if measured is None:
+        return None, None
+    return round(measured, 1), round(measured + WAKE_REACTION_SECONDS, 1) if to_zero else None
 
 
 def wake_up_note(first: tuple[str, bool, tuple[str, ...]] | None) -> str:
@@ -239,7 +251,7 @@ class Autoscaler:
         policy = AutoscalePolicy.from_spec(
             spec.autoscaling.model_dump(by_alias=True),
             replica_concurrency=concurrency,
-            cold_start_seconds=measured_cold_start(pods),
+            cold_start_seconds=median_cold_start(pods) or 0.0,
         )
         auto_status = dict(status.get("autoscaler") or {})
         try:
@@ -272,8 +284,10 @@ class Autoscaler:
             else "hold"
         )  # fmt: skip
         metrics.count_autoscaler_decision(namespace, name, direction)
-        cold_start = policy.cold_start_seconds or auto_status.get("coldStartSeconds")
         to_zero = spec.autoscaling.min_replicas == 0
+        cold_start, wake_up = cold_start_fields(
+            median_cold_start(pods), auto_status.get("coldStartSeconds"), to_zero
+        )
         patch = autoscaler_fields(
             desired_replicas=decision.replicas,
             queue_length=sample.waiting if sample is not None else auto_status.get("queueLength"),
@@ -282,10 +296,8 @@ class Autoscaler:
             last_scale_time=rfc3339(self.clock.now())
             if decision.replicas != current
             else auto_status.get("lastScaleTime"),
-            cold_start_seconds=round(float(cold_start), 1) if cold_start else None,
-            wake_up_seconds=round(float(cold_start) + WAKE_REACTION_SECONDS, 1)
-            if to_zero and cold_start
-            else None,
+            cold_start_seconds=cold_start,
+            wake_up_seconds=wake_up,
             wake_up=wake_up_note(first_replica) if to_zero else None,
         )
         written = await asyncio.to_thread(self.api.patch_status, namespace, name, patch)
