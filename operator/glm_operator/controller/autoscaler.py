@@ -38,6 +38,7 @@ from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.kv_cache import KVCacheReader
 from glm_operator.controller.nodepools import NodePoolCache
 from glm_operator.controller.recorder import EventRecorder
+from glm_operator.controller.retry import bounded_step
 from glm_operator.controller.workqueue import Key, WorkQueue
 from glm_operator.desired.children import served_model_name
 from glm_operator.desired.model import Event
@@ -199,12 +200,7 @@ class Autoscaler:
             self._wake.pop(key, None)
 
     async def _bounded_step(self, key: Key) -> None:
-        async with self._concurrency:
-            try:
-                await self.step(key)
-            except Exception as exc:
-                log.warning("autoscaler step for %s/%s failed: %s", *key, exc)
-                log.debug("autoscaler step for %s/%s failed", *key, exc_info=True)
+        await bounded_step(self._concurrency, self.step, key, "autoscaler step", log)
 
     async def _read_queue(
         self, key: Key, model: str, *, scaled_to_zero: bool, current: int

@@ -20,6 +20,7 @@ from glm_operator.clients.prometheus import MetricsUnavailable, PrometheusQueueC
 from glm_operator.controller import metrics
 from glm_operator.controller.cache import ClusterCache
 from glm_operator.controller.clock import Clock
+from glm_operator.controller.retry import bounded_step
 from glm_operator.controller.workqueue import Key
 from glm_operator.desired.children import served_model_name
 from glm_operator.monitoring.kv_cache import pod_gpu_products, reported_kv_tokens
@@ -57,12 +58,7 @@ class KVCacheReader:
             metrics.forget_reported_kv_tokens(*key)
 
     async def _bounded_step(self, key: Key) -> None:
-        async with self._concurrency:
-            try:
-                await self.step(key)
-            except Exception as exc:
-                log.warning("KV-cache read for %s/%s failed: %s", *key, exc)
-                log.debug("KV-cache read for %s/%s failed", *key, exc_info=True)
+        await bounded_step(self._concurrency, self.step, key, "KV-cache read", log)
 
     async def step(self, key: Key) -> None:
         namespace, name = key
