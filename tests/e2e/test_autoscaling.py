@@ -3,24 +3,39 @@
 The vLLM replicas are KWOK pods (no process behind them), so their metrics come from the in-repo
 emulator on 127.0.0.1, scraped by a real Prometheus with a static target labelled with the
 test's namespace, exactly as a real ServiceMonitor would label them. The operator queries
-Prometheus, decides, and writes status.desiredReplicas; the child Deployment follows.
+Prometheus, decides, and writes status.desiredReplicas; the child Deployment follows. The same loop
+reads vLLM's KV-cache size (vllm:cache_config_info) and serves it on the operator's metrics port.
 """
 
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from tests.harness.cluster import free_port
 from tests.harness.operator import RunningOperator
 from tests.harness.prometheus import PrometheusServer
 from tests.harness.vllm_emulator import VLLMMetricsEmulator
 
 from .conftest import E2ECluster
-from .test_controller import ONE_L4, apply, children, condition, glmd, manifest, small, wait_for
+from .test_controller import (
+    ONE_L4,
+    apply,
+    children,
+    condition,
+    get,
+    glmd,
+    manifest,
+    phase_is,
+    small,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 MODEL = "auto-glm"
@@ -132,9 +147,65 @@ def test_replicas_follow_the_vllm_queue_and_hold_when_prometheus_is_gone(
     wait_for(lambda: replicas_of(cluster, ns, "auto")[0] > 1, 30, "scale-up after Prometheus returned")
 
 
-def cluster_events(cluster: E2ECluster, ns: str, name: str) -> list[dict[str, Any]]:
-    from .test_controller import get
+def test_the_operator_serves_the_kv_tokens_vllm_reports_for_the_glmdeployments_pod(
+    cluster: E2ECluster, operator: RunningOperator, ns: str, tmp_path: Path
+) -> None:
+    """No spec.autoscaling needed: with --prometheus-url the operator reads the
+    vllm:cache_config_info of the GLMDeployment's pod (the emulator, scraped with the KWOK pod's
+    name as the PodMonitor labels it) and serves blocks x block size, next to the planned tokens."""
+    apply(cluster, ns, small("kv"))
+    obj = wait_for(phase_is(cluster, ns, "kv", "Ready"), 60, "Ready")
+    (variant,) = [v for v in obj["status"]["plan"]["variants"] if v["replicas"] > 0]
+    (pod,) = get(cluster, ns, "pods", selector="app.kubernetes.io/instance=kv")["items"]
+    blocks = 1234
+    with VLLMMetricsEmulator({str(obj["status"]["model"]): (0.0, 1.0)}) as emulator:
+        emulator.set_cache_config(num_gpu_blocks=blocks, block_size=16)  # no kv_cache_size_tokens
+        prometheus = PrometheusServer(
+            tmp_path, [(emulator.port, {"namespace": ns, "pod": pod["metadata"]["name"]})]
+        )
+        prometheus.start()
+        metrics_port = free_port()
+        operator.stop()
+        try:
+            scraped = f"{prometheus.url}/api/v1/query?query=vllm:cache_config_info"
+            wait_for(lambda: b"num_gpu_blocks" in _get(scraped), 30, "the emulator scraped")
+            operator.start(
+                *operator.args, "--prometheus-url", prometheus.url,
+                "--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1", remember=False,
+            )  # fmt: skip
 
+            def kv_tokens() -> dict[str, dict[str, float]] | None:
+                try:
+                    text = _get(f"http://127.0.0.1:{metrics_port}/metrics").decode()
+                except OSError:
+                    return None
+                found: dict[str, dict[str, float]] = {}
+                for family in text_string_to_metric_families(text):
+                    for s in family.samples:
+                        ours = (s.labels.get("namespace"), s.labels.get("name")) == (ns, "kv")
+                        if ours and s.name.endswith("_kv_cache_tokens"):
+                            found.setdefault(s.name, {})[s.labels["gpu_product"]] = s.value
+                return found if "glm_operator_reported_kv_cache_tokens" in found else None
+
+            # The first read may come before the pod is cached: the next one is a minute later.
+            found = wait_for(kv_tokens, 90, "glm_operator_reported_kv_cache_tokens")
+            assert found["glm_operator_reported_kv_cache_tokens"] == {variant["gpuProduct"]: blocks * 16.0}
+            assert (
+                found["glm_operator_planned_kv_cache_tokens"][variant["gpuProduct"]]
+                == variant["kvCacheTokens"]
+            )
+        finally:
+            operator.stop()
+            operator.start()
+            prometheus.stop()
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return bytes(response.read())
+
+
+def cluster_events(cluster: E2ECluster, ns: str, name: str) -> list[dict[str, Any]]:
     return [e for e in get(cluster, ns, "events")["items"] if e["involvedObject"]["name"] == name]
 
 

@@ -62,13 +62,15 @@ def gateway_kubeconfig(cluster: E2ECluster, ns: str, sa: str, path: Path) -> Pat
 class Sync:
     """``glm-operator gateway sync`` as a subprocess."""
 
-    def __init__(self, kubeconfig: Path, ns: str, gw: LocalGateway, keys: Path, address_map: Path) -> None:
+    def __init__(
+        self, kubeconfig: Path, ns: str, gw: LocalGateway, keys: Path, address_map: Path, *extra: str
+    ) -> None:
         self.env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
         self.args = [
             sys.executable, "-m", "glm_operator.cli", "gateway", "sync",
             "--namespace", ns, "--gateway", "llm", "--config-dir", str(gw.workdir),
             "--keys-file", str(keys), "--bind-address", "127.0.0.1", "--port", str(gw.port),
-            "--proxy-metrics-port", str(gw.metrics_port), "--address-map", str(address_map),
+            "--proxy-metrics-port", str(gw.metrics_port), "--address-map", str(address_map), *extra,
         ]  # fmt: skip
         self.log = gw.workdir / "sync.log"
         self.proc: subprocess.Popen[bytes] | None = None

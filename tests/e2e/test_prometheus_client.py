@@ -72,3 +72,36 @@ def test_client_reads_queue_from_real_prometheus(
     prometheus.stop()
     with pytest.raises(MetricsUnavailable, match="unreachable"):
         client.fetch(namespace=NAMESPACE, model=MODEL)
+
+
+def test_client_reads_the_kv_cache_info_of_the_models_pods(tmp_path: Path) -> None:
+    """vllm:cache_config_info has no model_name: the default query finds it by the pod whose queue
+    gauge has the model's; pods of another model in the namespace are left out."""
+    with (
+        VLLMMetricsEmulator({MODEL: (0.0, 0.0)}) as ours,
+        VLLMMetricsEmulator({"another-model": (0.0, 0.0)}) as theirs,
+    ):
+        ours.set_cache_config(num_gpu_blocks=1234, block_size=16)
+        server = PrometheusServer(
+            tmp_path,
+            [
+                (ours.port, {"namespace": NAMESPACE, "pod": "ours-0"}),
+                (theirs.port, {"namespace": NAMESPACE, "pod": "theirs-0"}),
+            ],
+        )
+        server.start()
+        try:
+            client = PrometheusQueueClient(server.url, retries=0, timeout_seconds=2)
+            found: list[list[dict[str, str]]] = []
+
+            def sees_info() -> bool:
+                found.append(client.fetch_kv_cache_info(namespace=NAMESPACE, model=MODEL))
+                return bool(found[-1])
+
+            _wait_until(sees_info, 30, "the scraped cache_config_info")
+            (labels,) = found[-1]
+            assert labels["__name__"] == "vllm:cache_config_info" and labels["pod"] == "ours-0"
+            assert (labels["num_gpu_blocks"], labels["block_size"]) == ("1234", "16")
+            assert client.fetch_kv_cache_info(namespace="elsewhere", model=MODEL) == []
+        finally:
+            server.stop()

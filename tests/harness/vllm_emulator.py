@@ -9,7 +9,11 @@ left out; an unknown model is added). ``GET /health`` answers 200. The gauges on
 chart's dashboards and alerts read (``VLLM_SERIES``, checked against vLLM's own in the contract
 test): ``vllm:kv_cache_usage_perc`` and ``vllm:num_preemptions_total`` (set through ``set``), and
 the prompt and generation token counters and the time-to-first-token and inter-token latency
-histograms, which each served request moves by its latency model's figures.
+histograms, which each served request moves by its latency model's figures. And, once per
+emulator (one engine, as one vLLM server), ``vllm:cache_config_info``: value 1, vLLM 0.33's label
+names (``CacheConfig.metrics_info()``, a subset of them) with the KV-cache size in ``num_gpu_blocks``,
+``block_size`` and ``kv_cache_size_tokens`` (``set_cache_config``, or the same keys in
+``/admin/set``; ``None`` renders ``"None"`` as vLLM does for an unset field), and no ``model_name``.
 
 It also answers the OpenAI routes a gateway forwards, with a latency model so queues form:
 ``POST /v1/chat/completions`` and ``/v1/completions`` (``"stream": true`` gives server-sent
@@ -53,6 +57,7 @@ from typing import Any
 
 __all__ = [
     "VLLM_SERIES",
+    "CacheConfig",
     "EngineStats",
     "LatencyHistogram",
     "LatencyModel",
@@ -132,7 +137,29 @@ VLLM_SERIES = (
     "vllm:inter_token_latency_seconds_bucket",
     "vllm:inter_token_latency_seconds_sum",
     "vllm:inter_token_latency_seconds_count",
+    "vllm:cache_config_info",
 )
+
+
+@dataclass
+class CacheConfig:
+    """The KV-cache fields of vLLM's ``vllm:cache_config_info`` (one engine); a few fixed others."""
+
+    num_gpu_blocks: int | None = 2048
+    block_size: int | None = 16
+    kv_cache_size_tokens: int | None = 32768
+
+    def labels(self) -> dict[str, str]:
+        return {
+            "block_size": str(self.block_size),
+            "cache_dtype": "auto",
+            "enable_prefix_caching": "True",
+            "gpu_memory_utilization": "0.92",
+            "kv_cache_size_tokens": str(self.kv_cache_size_tokens),
+            "num_cpu_blocks": "None",
+            "num_gpu_blocks": str(self.num_gpu_blocks),
+            "engine": "0",
+        }
 
 
 @dataclass
@@ -175,10 +202,18 @@ class EngineStats:
 
 
 def render_metrics(
-    gauges: Mapping[str, tuple[float, float]], engines: Mapping[str, EngineStats] | None = None
+    gauges: Mapping[str, tuple[float, float]],
+    engines: Mapping[str, EngineStats] | None = None,
+    cache_config: CacheConfig | None = None,
 ) -> str:
-    """Prometheus text exposition of ``{model: (waiting, running)}`` and each model's ``EngineStats``."""
-    lines = []
+    """Prometheus text exposition of ``{model: (waiting, running)}``, each model's ``EngineStats``
+    and the engine's ``CacheConfig``."""
+    info = ",".join(f'{k}="{_escape(v)}"' for k, v in (cache_config or CacheConfig()).labels().items())
+    lines = [
+        "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig",
+        "# TYPE vllm:cache_config_info gauge",
+        f"vllm:cache_config_info{{{info}}} 1.0",
+    ]
     for metric, index, help_text in (
         ("vllm:num_requests_running", 1, "Number of requests in model execution batches."),
         ("vllm:num_requests_waiting", 0, "Number of requests waiting to be processed."),
@@ -250,6 +285,7 @@ class VLLMMetricsEmulator:
         self._lock = threading.Lock()
         self._gauges: dict[str, tuple[float, float]] = dict(models or {})
         self._engines: dict[str, EngineStats] = {}
+        self._cache_config = CacheConfig()
         self.latency = latency or LatencyModel()
         # tokenizer=False: like vLLM with --skip-tokenizer-init, streamed completions carry empty text
         # (and their token ids when the request asks for return_token_ids)
@@ -329,6 +365,17 @@ class VLLMMetricsEmulator:
             if preemptions is not None:
                 engine.preemptions = float(preemptions)
 
+    def set_cache_config(
+        self,
+        *,
+        num_gpu_blocks: int | None = None,
+        block_size: int | None = None,
+        kv_cache_size_tokens: int | None = None,
+    ) -> None:
+        """The KV-cache size ``vllm:cache_config_info`` reports (fields left out: rendered "None")."""
+        with self._lock:
+            self._cache_config = CacheConfig(num_gpu_blocks, block_size, kv_cache_size_tokens)
+
     def _served(self, model: str, prompt_tokens: int, output_tokens: int) -> None:
         """Count one served request in its model's token counters and latency histograms."""
         with self._lock:
@@ -344,7 +391,7 @@ class VLLMMetricsEmulator:
 
     def metrics_text(self) -> str:
         with self._lock:
-            return render_metrics(self._gauges, self._engines)
+            return render_metrics(self._gauges, self._engines, self._cache_config)
 
     def start(self) -> VLLMMetricsEmulator:
         self._thread = threading.Thread(
@@ -408,6 +455,11 @@ class VLLMMetricsEmulator:
                         waiting=None if waiting is None else float(waiting),
                         running=None if running is None else float(running),
                     )
+                    fields = ("num_gpu_blocks", "block_size", "kv_cache_size_tokens")
+                    if any(f in body for f in fields):
+                        emulator.set_cache_config(
+                            **{f: int(body[f]) for f in fields if body.get(f) is not None}
+                        )
                 except (KeyError, TypeError, ValueError, AttributeError) as err:
                     self._reply(400, f"bad request: {err}\n", "text/plain")
                     return

@@ -13,7 +13,9 @@ imports nothing from glm_operator. It reads one JSON request on stdin and prints
                                     EngineArgs for a config.json written to a temp dir, on CPU
   {"op": "metrics", "argv": [...], "config": {...}, "names": [...]}
                                     build vLLM's Prometheus stat logger for that engine config and
-                                    return the label sets of the named series it registers
+                                    return the label sets of the named series it registers;
+                                    "cache_config": {...} also logs the initialised engine
+                                    (vllm:cache_config_info) with those CacheConfig fields set
 
 vLLM picks its platform (CUDA, ROCm, CPU, ...) on first use; on a machine without GPUs the
 detection may fail or pick nothing. The CPU platform is forced before anything builds the parser.
@@ -246,7 +248,9 @@ def _engine(parser: argparse.ArgumentParser, cases: list[dict[str, Any]]) -> lis
 
 
 def _metrics(parser: argparse.ArgumentParser, request: dict[str, Any]) -> dict[str, list[dict[str, str]]]:
-    """The labels vLLM's own Prometheus logger puts on the named series (the autoscaler's input)."""
+    """The labels vLLM's own Prometheus logger puts on the named series (the autoscaler's input).
+    With ``cache_config`` (CacheConfig fields the engine sets after profiling, e.g. num_gpu_blocks)
+    the logger also logs the initialised engine, as vLLM's server does: vllm:cache_config_info."""
     import prometheus_client
     from vllm.config import VllmConfig
     from vllm.engine.arg_utils import EngineArgs
@@ -259,7 +263,13 @@ def _metrics(parser: argparse.ArgumentParser, request: dict[str, Any]) -> dict[s
         ns.model = tmp
         ns.skip_tokenizer_init = True
         model_config = EngineArgs.from_cli_args(ns).create_model_config()
-        PrometheusStatLogger(VllmConfig(model_config=model_config), [0])
+        vllm_config = VllmConfig(model_config=model_config)
+        # What the engine sets once its KV cache is allocated; then the info gauge is logged.
+        for name, value in (request.get("cache_config") or {}).items():
+            setattr(vllm_config.cache_config, name, value)
+        stat_logger = PrometheusStatLogger(vllm_config, [0])
+        if request.get("cache_config"):
+            stat_logger.log_engine_initialized()
     found: dict[str, list[dict[str, str]]] = {name: [] for name in request["names"]}
     for metric in prometheus_client.REGISTRY.collect():
         for sample in metric.samples:

@@ -346,7 +346,11 @@ def test_prometheus_settings_reach_the_operator(
     """The rendered args and env, parsed by the operator's own command line, give its config."""
     from glm_operator.cli import build_parser
     from glm_operator.commands.run import config_from_args
-    from glm_operator.controller.config import DEFAULT_RUNNING_QUERY, DEFAULT_WAITING_QUERY
+    from glm_operator.controller.config import (
+        DEFAULT_KV_CACHE_QUERY,
+        DEFAULT_RUNNING_QUERY,
+        DEFAULT_WAITING_QUERY,
+    )
 
     def operator_config(*args: str) -> Any:
         operator = container(documents(render(helm, *args).stdout))
@@ -362,6 +366,7 @@ def test_prometheus_settings_reach_the_operator(
     default = operator_config()
     assert default.prometheus_url is None
     assert (default.waiting_query, default.running_query) == (DEFAULT_WAITING_QUERY, DEFAULT_RUNNING_QUERY)
+    assert default.kv_cache_query == DEFAULT_KV_CACHE_QUERY
     assert default.lease_namespace == "glm-operator-system" and default.lease_name == "glm-operator"
     assert default.leader_election is True and default.metrics_port == 8081
     assert default.node_grace_seconds == 300
@@ -369,14 +374,18 @@ def test_prometheus_settings_reach_the_operator(
     waiting = 'sum(vllm:num_requests_waiting{namespace="{namespace}",model_name="{model}",job="x"})'
     running = 'max(vllm:num_requests_running{model_name="{model}"}) * 2'
     queries = tmp_path / "queries.yaml"  # a file: --set would split the PromQL at its commas
-    queries.write_text(yaml.safe_dump({"prometheus": {"waitingQuery": waiting, "runningQuery": running}}))
+    kv = 'vllm:cache_config_info{namespace="{namespace}",job="x"}'
+    queries.write_text(
+        yaml.safe_dump({"prometheus": {"waitingQuery": waiting, "runningQuery": running, "kvCacheQuery": kv}})
+    )
     custom = operator_config("-f", str(CHART / "ci" / "namespaced-values.yaml"), "-f", str(queries))
     assert custom.prometheus_url == "http://prometheus.monitoring.svc:9090"
-    assert (custom.waiting_query, custom.running_query) == (waiting, running)
+    assert (custom.waiting_query, custom.running_query, custom.kv_cache_query) == (waiting, running, kv)
     assert custom.namespaces == ("llm", "llm-staging")
     assert custom.metrics_port == 9100
     operator = container(documents(render(helm, "--set", "prometheus.url=http://p:9090").stdout))
-    assert not [arg for arg in operator["args"] if arg.startswith(("--waiting-query", "--running-query"))]
+    query_flags = ("--waiting-query", "--running-query", "--kv-cache-query")
+    assert not [arg for arg in operator["args"] if arg.startswith(query_flags)]
 
 
 def test_chart_passes_the_mode_and_grants_podmonitors_in_both_rbac_modes(helm: Path) -> None:

@@ -21,6 +21,7 @@ from kubernetes import config as k8s_config
 
 from glm_operator.controller.gateway import GatewayReconciler
 from glm_operator.controller.workqueue import WorkQueue
+from glm_operator.gateway.haproxy_config import WAKE_TABLE
 from glm_operator.gateway.routes import Backend, Member, RoutingTable, backend_name
 from glm_operator.gateway.sync import GatewaySync, SyncOptions
 from tests.harness.clock import ManualClock
@@ -79,6 +80,36 @@ def test_past_the_longest_wait_a_held_request_gets_503(tmp_path: Path) -> None:
         expired = request(gateway.url, CHAT, chat())
         assert expired.status == 503 and json.loads(expired.body)["error"]["code"] == "model_not_ready"
         assert expired.headers.get("retry-after") == "30"
+
+
+def test_retry_after_is_the_models_expected_wake_up_changed_without_a_reload(tmp_path: Path) -> None:
+    """A measured wake-up (status.autoscaler.wakeUpSeconds, 41.2 s) is the Retry-After (42) of the
+    queue-full and wait-expired 503s; a new estimate reaches the running proxy as one ``set map``,
+    not a reload (held requests live in the process that holds them)."""
+    name = backend_name("glm-flash")
+    measured = RoutingTable((Backend("glm-flash", name, (), wake_up_seconds=41.2),))
+    with LocalGateway(tmp_path, hold_max_requests=1, hold_max_wait_seconds=2) as gateway:
+        gateway.start(measured)
+        results: list[Result] = []
+        held = threading.Thread(target=lambda: results.append(request(gateway.url, CHAT, chat())))
+        held.start()
+        wait_for(lambda: gateway.runtime.key_counters(WAKE_TABLE) or None, timeout=10, what="one held")
+        full = request(gateway.url, CHAT, chat())
+        assert full.status == 503 and full.headers.get("retry-after") == "42", full
+        assert b"waiting for this model to start: retry after 42 seconds" in full.body
+        assert b'"code":"model_not_ready"' in full.body and results == []
+        held.join(timeout=30)
+        (expired,) = results
+        assert expired.status == 503 and expired.headers.get("retry-after") == "42"
+        assert b"No replica of this model is ready" in expired.body
+
+        worker = gateway.runtime.process_id()
+        faster = RoutingTable((Backend("glm-flash", name, (), wake_up_seconds=7.5),))
+        assert gateway.driver.apply(faster) == "runtime"
+        assert gateway.runtime.process_id() == worker, "no reload"
+        expired = request(gateway.url, CHAT, chat())
+        assert expired.status == 503 and expired.headers.get("retry-after") == "8"
+        assert (tmp_path / "retry-after.map").read_text() == f"{name} 8\n", "kept for a restart"
 
 
 def test_a_request_for_a_model_at_zero_is_answered_503_and_reported(tmp_path: Path) -> None:

@@ -28,8 +28,17 @@ pytestmark = pytest.mark.integration
             "local_peer": "gw-a",
             "allowed_models": (("team-a", ("glm-4.5-air",)),),
         },
+        {"hold_max_requests": 0},
     ],
-    ids=["full", "no-auth", "roundrobin", "concurrency-only", "prefix-affinity", "peers-and-allow-lists"],
+    ids=[
+        "full",
+        "no-auth",
+        "roundrobin",
+        "concurrency-only",
+        "prefix-affinity",
+        "peers-and-allow-lists",
+        "no-hold",
+    ],
 )
 def test_rendered_config_passes_haproxy_check(tmp_path: Path, changes: dict[str, object]) -> None:
     settings = _settings(tmp_path, **changes)

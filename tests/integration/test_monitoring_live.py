@@ -4,7 +4,9 @@ Prometheus (Debian's, tests/harness/prometheus.py) scrapes, on loopback:
 - the vLLM emulator, which has served a request through the gateway (token counters and latency
   histograms move), labelled like the PodMonitor labels a vLLM pod (namespace, pod);
 - the operator's own metrics port (controller.metrics.serve) after the real reconciler has
-  reconciled a GLMDeployment on the in-memory API;
+  reconciled a GLMDeployment on the in-memory API, and after the operator's KV-cache reader
+  (controller.kv_cache, as the autoscaler's tick runs it) has read the emulator's
+  vllm:cache_config_info from this Prometheus: 20 % fewer tokens than the plan's;
 - a real HAProxy configured by the gateway code (its prometheus-exporter frontend) and the gateway
   sync's per-key collector reading that HAProxy's stick table;
 - a DCGM-exporter stand-in with two GPUs used by the vLLM pod.
@@ -16,6 +18,7 @@ the threshold) must return series. Polling waits for scrapes to land; nothing as
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import threading
@@ -30,11 +33,14 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
+from glm_operator.clients.prometheus import PrometheusQueueClient
 from glm_operator.commands.gateway import key_metrics
 from glm_operator.controller import metrics
 from glm_operator.controller.config import OperatorConfig
+from glm_operator.controller.kv_cache import INTERVAL_SECONDS, KVCacheReader
 from glm_operator.gateway.routes import compute_routing_table
 from glm_operator.monitoring import alerts, dashboards, series
+from tests.harness.clock import ManualClock
 from tests.harness.cluster import free_port
 from tests.harness.controller import reconciling
 from tests.harness.dcgm_exporter import GPU, DCGMExporterStandIn
@@ -53,12 +59,14 @@ NAME = "live-monitoring"
 KEY = "sk-test-alice"
 RATE = "30s"
 A100 = "NVIDIA-A100-SXM4-80GB"  # a GPU type of the plan; DCGM's modelName is "NVIDIA A100-SXM4-80GB"
+BLOCK_SIZE = 16
 
 
 @dataclass
 class Bed:
     prometheus: PrometheusServer
     served_model: str
+    reported_kv_tokens: int  # what the emulator's blocks make: 80 % of the H100 variant's plan
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         url = f"{self.prometheus.url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
@@ -103,6 +111,8 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
     r.reconcile((NAMESPACE, NAME))
     status = api.get_object(str(BODY["apiVersion"]), str(BODY["kind"]), NAMESPACE, NAME)["status"]
     served = str(status["model"])
+    (h100,) = [v for v in status["plan"]["variants"] if v["gpuProduct"] == H100]
+    blocks = int(h100["kvCacheTokens"] * 0.8) // BLOCK_SIZE
     metrics.LEADER.set(1)
     metrics.QUEUE_DEPTH.labels(NAMESPACE, NAME).set(0)  # the autoscaler's, when it runs
     metrics.count_autoscaler_decision(NAMESPACE, NAME, "hold")
@@ -113,6 +123,13 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
     vllm_port = free_port()
     emulator = VLLMMetricsEmulator({served: (2.0, 3.0)}, vllm_port, name="vllm-0").start()
     emulator.set(served, kv_cache_usage=0.97, preemptions=1)  # a full KV cache: its alert's expression holds
+    emulator.set_cache_config(
+        num_gpu_blocks=blocks, block_size=BLOCK_SIZE, kv_cache_size_tokens=blocks * BLOCK_SIZE
+    )
+    # The operator knows the scraped vLLM pod as one of the GLMDeployment's, on H100.
+    pod = vllm_pod(f"{NAME}-0", NAME, H100, "127.0.0.1")
+    pod["metadata"].update(namespace=NAMESPACE, uid="live-pod-0")
+    r.wired.cache.owned.set_pod((NAMESPACE, NAME), pod)
     keys = workdir / "keys.map"
     keys.write_text(f"{KEY} alice\n")
     gateway = LocalGateway(workdir / "gw", keys_file=str(keys), slots=2, health_check_interval_seconds=1)
@@ -145,7 +162,7 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
         )
         prometheus.start()
         try:
-            bed = Bed(prometheus, served)
+            bed = Bed(prometheus, served, blocks * BLOCK_SIZE)
             # Traffic: answers through the gateway (2xx), one without a key (401).
             wait_for(
                 lambda: request(gateway.url, "/v1/chat/completions", chat(served), api_key=KEY).status == 200
@@ -159,6 +176,21 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bed]:
             wait_for(
                 lambda: bool(bed.query(f"count_over_time({series.GATEWAY_CLIENT_REQUESTS}[{RATE}]) > 3"))
             )
+            # The operator reads vLLM's KV-cache size from this Prometheus, which scrapes it back.
+            clock = ManualClock()
+            reader = KVCacheReader(
+                prometheus=PrometheusQueueClient(prometheus.url, retries=0, timeout_seconds=5),
+                cache=r.wired.cache,
+                clock=clock,
+                concurrency=asyncio.Semaphore(1),
+            )
+
+            def kv_read() -> bool:
+                clock.advance(INTERVAL_SECONDS)
+                asyncio.run(reader.tick())
+                return bool(bed.query(f'{series.OP_REPORTED_KV}{{name="{NAME}"}}'))
+
+            wait_for(kv_read)
             yield bed
         finally:
             prometheus.stop()
@@ -225,6 +257,16 @@ def test_the_deployment_dashboard_joins_vllm_to_the_glmdeployment(bed: Bed) -> N
     assert float(kv["value"][1]) == 0.97
 
 
+def test_the_operator_exports_the_kv_tokens_the_emulator_reports(bed: Bed) -> None:
+    """vLLM's blocks x block size, read by the operator through Prometheus, scraped back from the
+    operator: one series, of the GPU type the pod was planned for, next to the planned one."""
+    (reported,) = bed.query(f'{series.OP_REPORTED_KV}{{namespace="{NAMESPACE}",name="{NAME}"}}')
+    assert reported["metric"]["gpu_product"] == H100
+    assert float(reported["value"][1]) == bed.reported_kv_tokens
+    (planned,) = bed.query(f'{series.OP_PLANNED_KV}{{name="{NAME}",gpu_product="{H100}"}}')
+    assert float(reported["value"][1]) / float(planned["value"][1]) == pytest.approx(0.8, abs=1e-3)
+
+
 FIRING = {
     # vLLM reports 97 % KV-cache usage
     "GLMDeploymentKVCacheFull": {"namespace": NAMESPACE, "pod": f"{NAME}-0"},
@@ -237,6 +279,8 @@ FIRING = {
     },
     # no pod runs: desired 1, ready 0
     "GLMDeploymentReplicasNotReady": {"namespace": NAMESPACE, "name": NAME},
+    # vLLM reports 80 % of the H100 variant's planned KV tokens (no other GPU type reports any)
+    "GLMKVCacheTokensOffPlan": {"namespace": NAMESPACE, "name": NAME, "gpu_product": H100},
 }
 
 

@@ -88,3 +88,24 @@ def test_idle_seconds_needs_min_replicas_zero() -> None:
         policy(min_replicas=1)
     assert AutoscalePolicy.from_spec({"minReplicas": 0}, replica_concurrency=4).idle_seconds == 900.0
     assert AutoscalePolicy.from_spec({"minReplicas": 1}, replica_concurrency=4).idle_seconds is None
+
+
+def test_a_cold_start_under_a_second_is_measured_and_kept_at_zero() -> None:
+    """Timestamps have whole seconds: a replica Ready in its first second measures 0 s, which is a
+    measure (wakeUpSeconds = 0 + the reaction), not a missing one; at zero the kept one is used."""
+    from glm_operator.controller.autoscaler import WAKE_REACTION_SECONDS, cold_start_fields
+    from glm_operator.planning.coldstart import median_cold_start
+
+    ready_at_once = {
+        "metadata": {"creationTimestamp": "2026-12-03T10:00:00Z"},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-03T10:00:00Z"}]
+        },
+    }
+    assert median_cold_start([ready_at_once]) == 0.0 and median_cold_start([]) is None
+    assert cold_start_fields(0.0, None, True) == (0.0, WAKE_REACTION_SECONDS)
+    assert cold_start_fields(None, 41.25, True) == (41.2, 43.2), "kept across zero"
+    assert cold_start_fields(0.0, 41.25, True) == (0.0, WAKE_REACTION_SECONDS), "the pods' measure wins"
+    assert cold_start_fields(None, None, True) == (None, None)
+    assert cold_start_fields(None, "soon", True) == (None, None)
+    assert cold_start_fields(12.0, None, False) == (12.0, None), "no wake-up without minReplicas 0"

@@ -15,6 +15,7 @@ from glm_operator.gateway.haproxy_config import (
     render_models_json,
     render_models_map,
     render_state,
+    retry_after_commands,
     runtime_commands,
 )
 from glm_operator.gateway.routes import RoutingTable, compute_routing_table
@@ -85,9 +86,11 @@ def test_pod_readiness_changes_are_runtime_commands_without_reload() -> None:
     assert runtime_commands(before, after) == [
         f"set server {name}/s1 state maint",
         f"set server {name}/s2 state ready",
+        f"set server {name}/s2 health up",
         f"set server {name}/s3 addr 10.0.0.3 port 8000",
         f"set server {name}/s3 weight 3",
         f"set server {name}/s3 state ready",
+        f"set server {name}/s3 health up",
     ]
     assert runtime_commands(after, after) == []
 
@@ -124,3 +127,37 @@ def test_state_file_round_trips_so_a_restarted_sync_resumes_without_reload(tmp_p
     table, settings = _table(), _settings(tmp_path)
     assert parse_state(render_state(table, settings)) == (table, settings)
     assert parse_state("{not json") is None
+
+
+def test_retry_after_is_the_expected_wake_up_of_each_model(tmp_path: Path) -> None:
+    """``status.autoscaler.wakeUpSeconds`` of the GLMDeployment is its backend's Retry-After (rounded
+    up); a model never measured gets the configured seconds; a new estimate is a ``set map``."""
+    measured = {**GLMDS[0], "status": {**GLMDS[0]["status"], "autoscaler": {"wakeUpSeconds": 41.2}}}
+    table = compute_routing_table([measured, GLMDS[1]], PODS, slots=4)
+    air, flash = table.backends
+    assert (air.wake_up_seconds, flash.wake_up_seconds) == (41.2, None)
+    settings = _settings(tmp_path, wake_retry_after_seconds=30)
+    files = render_files(table, settings)
+    assert files["retry-after.map"] == f"{air.name} 42\n{flash.name} 30\n"
+    assert f"map({tmp_path}/retry-after.map,30)" in files["haproxy.cfg"]
+    assert "hdr Retry-After %[var(txn.retry_after)]" in files["haproxy.cfg"]
+    assert parse_state(files["state.json"]) == (table, settings)
+
+    faster = {**measured, "status": {**measured["status"], "autoscaler": {"wakeUpSeconds": 0.4}}}
+    after = compute_routing_table([faster, GLMDS[1]], PODS, slots=4, previous=table.slots())
+    assert not needs_reload(table, after)
+    map_path = tmp_path / "retry-after.map"
+    assert retry_after_commands(table, after, settings) == [f"set map {map_path} {air.name} 1"]
+    assert retry_after_commands(after, after, settings) == []
+
+
+def test_two_glmdeployments_of_one_name_retry_after_the_sooner_wake_up() -> None:
+    slow = {**GLMDS[0], "status": {**GLMDS[0]["status"], "autoscaler": {"wakeUpSeconds": 300}}}
+    quick = {
+        **GLMDS[0],
+        "metadata": {"name": "air-2"},
+        "status": {**GLMDS[0]["status"], "autoscaler": {"wakeUpSeconds": 20, "coldStartSeconds": 18}},
+    }
+    broken = {**GLMDS[1], "status": {**GLMDS[1]["status"], "autoscaler": {"wakeUpSeconds": "soon"}}}
+    table = compute_routing_table([slow, quick, broken], PODS, slots=4)
+    assert [b.wake_up_seconds for b in table.backends] == [20.0, None]

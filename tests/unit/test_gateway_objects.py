@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -14,8 +14,11 @@ from pydantic import ValidationError
 from glm_operator.api.crd import build_gateway_crd, crd_yaml
 from glm_operator.api.gateway import GLMGatewaySpec
 from glm_operator.api.v1alpha1 import ModelSpec
+from glm_operator.clients.haproxy import KeyCounters
 from glm_operator.gateway.objects import KEYS_FILE, gateway_name, render_gateway, sync_args
-from glm_operator.gateway.sync import SyncOptions, map_addresses, settings_for
+from glm_operator.gateway.proxy import ProxyDriver
+from glm_operator.gateway.routes import Backend, RoutingTable
+from glm_operator.gateway.sync import GatewaySync, SyncOptions, map_addresses, settings_for
 from tests.harness.gateway_objects import H100, vllm_pod
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,6 +115,10 @@ def test_address_map_leaves_unmapped_pods_out() -> None:
     pods = [vllm_pod("a", "m", H100, "10.0.0.1"), vllm_pod("b", "m", H100, "10.0.0.2")]
     mapped = map_addresses(pods, {"10.0.0.1": "127.0.0.5"})
     assert [p["status"]["podIP"] for p in mapped] == ["127.0.0.5"]
+    # "*" maps any other address (a pod the test cannot name before it exists); none without an IP.
+    no_ip = {**pods[1], "status": {"conditions": []}}
+    mapped = map_addresses([*pods, no_ip], {"10.0.0.1": "127.0.0.5", "*": "127.0.0.9"})
+    assert [p["status"]["podIP"] for p in mapped] == ["127.0.0.5", "127.0.0.9"]
 
 
 def test_gateway_crd_is_generated_and_committed() -> None:
@@ -134,3 +141,21 @@ def test_render_command_prints_the_objects(tmp_path: Path) -> None:
     )
     kinds = [doc["kind"] for doc in yaml.safe_load_all(done.stdout) if doc]
     assert kinds == ["ServiceAccount", "Role", "RoleBinding", "Deployment", "Service", "NetworkPolicy"]
+
+
+def test_a_wake_request_after_a_reload_is_reported_though_the_table_started_again() -> None:
+    """A reload starts HAProxy's wake table at zero: a count below the last one seen is new too."""
+    counts = {"m": 21}
+
+    class Runtime:
+        def key_counters(self, table: str) -> list[KeyCounters]:
+            assert table == "wake"
+            return [KeyCounters(name, n, 0, 0, 0) for name, n in counts.items()]
+
+    sync = GatewaySync(SyncOptions("ns", "llm", "/unused", None), cast(Any, Runtime()))
+    sync.driver = ProxyDriver(cast(Any, None), None)
+    sync.driver.current = RoutingTable((Backend("glm-flash", "m", ()),))
+    assert sync.new_wake_requests(now=0.0) == ["glm-flash"]
+    counts["m"] = 2  # reloaded: two requests since
+    assert sync.new_wake_requests(now=20.0) == ["glm-flash"]
+    assert sync.new_wake_requests(now=40.0) == [], "no new request"

@@ -4,6 +4,7 @@ Per-client model allow-lists: from spec.clients into two map files."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from glm_operator.gateway.haproxy_config import (
     render_state,
 )
 from glm_operator.gateway.objects import gateway_labels
-from glm_operator.gateway.routes import RoutingTable
+from glm_operator.gateway.routes import Backend, RoutingTable, backend_name
 from glm_operator.gateway.sync import GATEWAY_PODS, SyncOptions, gateway_peers, pod_kind, settings_for
 from glm_operator.render import names
 
@@ -102,6 +103,14 @@ def test_allow_lists_come_from_spec_clients_into_two_map_files() -> None:
         "allowed-models.map": "team-a/glm-flash 1\nteam-a/glm-5 1\n",
     }
     assert "model_not_allowed" in render_config(RoutingTable(()), s)
+    # GET /v1/models of team-a: the served names of its list, in the served order.
+    table = RoutingTable(tuple(Backend(m, backend_name(m), ()) for m in ("glm-5", "glm-big", "glm-flash")))
+    files = render_files(table, s)
+    assert [m["id"] for m in json.loads(files["models-client-0.json"])["data"]] == ["glm-5", "glm-flash"]
+    assert (
+        "file /run/g/models-client-0.json if METH_GET { path /v1/models } { var(txn.client) -m str team-a }"
+        in (files["haproxy.cfg"])
+    )
     assert render_allow_lists(settings()) == {} and "model_not_allowed" not in render_config(
         RoutingTable(()), settings()
     )

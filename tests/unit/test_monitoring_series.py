@@ -1,5 +1,6 @@
 """Every metric the chart's alerts and dashboards read is one something exposes: vLLM's names are
-the vLLM emulator's (and the contract test checks them against vLLM's own), the operator's are
+the vLLM emulator's (and the contract test checks them against vLLM's own; the emulator exposes
+besides only what the operator's own queries read), the operator's are
 registered by controller.metrics, the gateway's by the sync process; DCGM's and HAProxy's are the
 exporters' names (the live test, tests/integration/test_monitoring_live.py, scrapes stand-ins)."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from glm_operator.clients import prometheus
 from glm_operator.controller import metrics
 from glm_operator.monitoring import alerts, dashboards, series
 from tests.harness.vllm_emulator import VLLM_SERIES
@@ -19,6 +21,14 @@ def all_exprs() -> list[str]:
     return exprs
 
 
+#: What the operator itself queries (the autoscaler, the KV-cache reader).
+OPERATOR_QUERIES = [
+    prometheus.DEFAULT_WAITING_QUERY,
+    prometheus.DEFAULT_RUNNING_QUERY,
+    prometheus.DEFAULT_KV_CACHE_QUERY,
+]
+
+
 def operator_sample_names() -> set[str]:
     names = set()
     for family in metrics.REGISTRY.collect():
@@ -29,7 +39,7 @@ def operator_sample_names() -> set[str]:
 
 def test_every_selector_is_a_known_metric() -> None:
     known = {value for key, value in vars(series).items() if key.isupper() and isinstance(value, str)}
-    for expr in all_exprs():
+    for expr in all_exprs() + OPERATOR_QUERIES:
         assert series.metric_names(expr) <= known, expr
         # nothing else is selected: a bare identifier before { or [ is one of ours
         for name in re.findall(r"([A-Za-z_:][A-Za-z0-9_:]*)\s*[{\[]", expr):
@@ -37,11 +47,13 @@ def test_every_selector_is_a_known_metric() -> None:
 
 
 def test_vllm_names_are_the_emulators() -> None:
-    used = series.vllm_names(all_exprs())
+    used = series.vllm_names(all_exprs() + OPERATOR_QUERIES)
     assert used <= set(VLLM_SERIES), used - set(VLLM_SERIES)
-    # and the emulator exposes nothing the monitoring does not read (besides a histogram's sum/count)
+    # and the emulator exposes nothing the monitoring or the operator does not read (besides a
+    # histogram's sum/count)
     exposed = {n for n in VLLM_SERIES if not n.endswith(("_sum", "_count"))}
     assert exposed == used
+    assert series.VLLM_CACHE_CONFIG_INFO in used - series.vllm_names(all_exprs())  # the operator's only
 
 
 def test_operator_names_are_registered() -> None:

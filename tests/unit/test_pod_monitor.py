@@ -86,6 +86,7 @@ def test_selects_the_serving_pods_by_their_port_name_and_not_the_headless_worker
         operator_config.DEFAULT_RUNNING_QUERY,
         prometheus_client.DEFAULT_WAITING_QUERY,
         prometheus_client.DEFAULT_RUNNING_QUERY,
+        operator_config.DEFAULT_KV_CACHE_QUERY,
     ],
 )
 def test_the_autoscaler_queries_select_only_labels_the_scrape_writes_or_vllm_emits(query: str) -> None:
@@ -98,6 +99,14 @@ def test_the_autoscaler_queries_select_only_labels_the_scrape_writes_or_vllm_emi
     assert written == set(SCRAPE_TARGET_LABELS)
     assert used <= written | VLLM_SERIES_LABELS, used - written - VLLM_SERIES_LABELS
     assert "namespace" in written
+
+
+def test_the_kv_cache_query_joins_on_labels_the_scrape_writes() -> None:
+    """vLLM's cache_config_info has no model_name: the query finds a model's pods by the labels
+    the PodMonitor writes (namespace, pod), which vLLM's own series never carry."""
+    joins = re.findall(r"\bon \(([^)]*)\)", prometheus_client.DEFAULT_KV_CACHE_QUERY)
+    assert [set(j.replace(" ", "").split(",")) for j in joins] == [{"namespace", "pod"}]
+    assert {"namespace", "pod"} <= set(SCRAPE_TARGET_LABELS)
 
 
 def test_label_parser_finds_matchers() -> None:

@@ -1,4 +1,5 @@
-"""PrometheusQueueClient against a canned /api/v1/query on loopback, and the vLLM emulator.
+"""PrometheusQueueClient against a canned /api/v1/query on loopback (the queue, and the KV-cache
+info labels), and the vLLM emulator.
 
 The real-Prometheus test is tests/e2e/test_prometheus_client.py.
 """
@@ -18,6 +19,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from glm_operator.clients.prometheus import (
+    DEFAULT_KV_CACHE_QUERY,
     DEFAULT_WAITING_QUERY,
     MetricsUnavailable,
     PrometheusQueueClient,
@@ -174,3 +176,53 @@ def test_emulator_serves_and_changes_gauges() -> None:
         with pytest.raises(urllib.error.HTTPError) as caught:
             urllib.request.urlopen(bad, timeout=5)
         assert caught.value.code == 400
+
+
+def test_kv_cache_info_is_the_label_sets_of_the_models_pods(
+    prometheus: Callable[[Responder], FakePrometheus],
+) -> None:
+    labels = {"__name__": "vllm:cache_config_info", "pod": "p-0", "num_gpu_blocks": "10", "block_size": "16"}
+    answers = {
+        "n": {"status": "success", "data": {"resultType": "vector", "result": [
+            {"metric": labels, "value": [1700000000.0, "1"]}]}},
+        "empty": vector(),
+        "bad": {"status": "success", "data": {"resultType": "vector", "result": [{"value": [1, "1"]}]}},
+    }  # fmt: skip
+    fake = prometheus(lambda query: (200, answers[query.split('namespace="')[1].split('"')[0]]))
+    client = PrometheusQueueClient(fake.url, retries=0)
+    assert client.fetch_kv_cache_info(namespace="n", model="glm") == [labels]
+    assert fake.queries == [render_query(DEFAULT_KV_CACHE_QUERY, namespace="n", model="glm")]
+    assert fake.queries[0] == (
+        'vllm:cache_config_info{namespace="n"} and on (namespace, pod) '
+        'vllm:num_requests_running{namespace="n",model_name="glm"}'
+    )
+    assert asyncio.run(client.fetch_kv_cache_info_async(namespace="empty", model="glm")) == []  # no error
+    with pytest.raises(MetricsUnavailable, match="unexpected series"):
+        client.fetch_kv_cache_info(namespace="bad", model="glm")
+    custom = PrometheusQueueClient(fake.url, kv_cache_query='vllm:cache_config_info{namespace="{namespace}"}')
+    assert custom.fetch_kv_cache_info(namespace="n", model="glm") == [labels]
+    assert fake.queries[-1] == 'vllm:cache_config_info{namespace="n"}'
+
+
+def test_emulator_reports_its_kv_cache_size_as_vllm_does() -> None:
+    """One vllm:cache_config_info per emulator (one engine), without model_name, its KV-cache size
+    in labels; changed in process or through /admin/set."""
+    with VLLMMetricsEmulator({"glm-4.5-air": (0, 0), "other": (0, 0)}) as emulator:
+
+        def info_lines() -> list[str]:
+            text = urllib.request.urlopen(emulator.url + "/metrics", timeout=5).read().decode()
+            return [line for line in text.splitlines() if line.startswith("vllm:cache_config_info{")]
+
+        (line,) = info_lines()
+        assert 'num_gpu_blocks="2048"' in line and 'block_size="16"' in line and line.endswith("} 1.0")
+        assert "model_name" not in line
+        emulator.set_cache_config(num_gpu_blocks=100, block_size=32)
+        (line,) = info_lines()
+        assert 'num_gpu_blocks="100"' in line and 'kv_cache_size_tokens="None"' in line
+        request = urllib.request.Request(
+            emulator.url + "/admin/set",
+            data=json.dumps({"model": "glm-4.5-air", "num_gpu_blocks": 7, "block_size": 16}).encode(),
+        )
+        assert urllib.request.urlopen(request, timeout=5).status == 200
+        (line,) = info_lines()
+        assert 'num_gpu_blocks="7"' in line and 'block_size="16"' in line

@@ -145,7 +145,14 @@ class ScaleFromZeroSpec(_APIModel):
         description="Longest a request is held for the first ready replica; then 503 with Retry-After.",
     )
     retry_after_seconds: int = Field(
-        30, ge=1, le=3600, description="Retry-After of those 503 answers (queue full, wait expired)."
+        30,
+        ge=1,
+        le=3600,
+        description=(
+            "Retry-After of those 503 answers (queue full, wait expired) for a model whose wake-up was never "
+            "measured; once it was, the Retry-After is its expected wake-up (status.autoscaler.wakeUpSeconds "
+            "of the GLMDeployment serving it, rounded up)."
+        ),
     )
 
 

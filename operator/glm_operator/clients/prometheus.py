@@ -1,4 +1,6 @@
-"""Prometheus queries for the autoscaler: the vLLM queue of one GLMDeployment. Only queries.
+"""Prometheus queries for the autoscaler: the vLLM queue of one GLMDeployment, and the label sets of
+vLLM's ``vllm:cache_config_info`` (its KV-cache size; ``monitoring.kv_cache`` reads them). Only
+queries.
 
 The PromQL is a template with two placeholders, ``{namespace}`` and ``{model}`` (the served model
 name), substituted as escaped PromQL string contents. Only these two exact placeholders are
@@ -6,6 +8,15 @@ replaced, so PromQL's own braces need no escaping. Defaults::
 
     sum(vllm:num_requests_waiting{namespace="{namespace}",model_name="{model}"})
     sum(vllm:num_requests_running{namespace="{namespace}",model_name="{model}"})
+
+The KV-cache query (same placeholders) returns the info series themselves, one per pod and engine::
+
+    vllm:cache_config_info{namespace="{namespace}"}
+      and on (namespace, pod) vllm:num_requests_running{namespace="{namespace}",model_name="{model}"}
+
+vLLM labels that info gauge without ``model_name``; the ``and`` keeps the pods whose queue gauge
+carries the served model name, as the queue queries select them. An empty answer is no pods
+reporting (an empty list), not an error.
 
 Do not append ``or vector(0)``: that turns "no data" into zero load. The ``namespace`` label is
 the one Prometheus' Kubernetes service discovery (or a static target label) attaches; vLLM
@@ -35,6 +46,7 @@ from urllib3.util.retry import Retry
 from glm_operator.planning.autoscale import QueueSample
 
 __all__ = [
+    "DEFAULT_KV_CACHE_QUERY",
     "DEFAULT_RUNNING_QUERY",
     "DEFAULT_WAITING_QUERY",
     "MetricsUnavailable",
@@ -45,6 +57,10 @@ __all__ = [
 
 DEFAULT_WAITING_QUERY = 'sum(vllm:num_requests_waiting{namespace="{namespace}",model_name="{model}"})'
 DEFAULT_RUNNING_QUERY = 'sum(vllm:num_requests_running{namespace="{namespace}",model_name="{model}"})'
+DEFAULT_KV_CACHE_QUERY = (
+    'vllm:cache_config_info{namespace="{namespace}"} and on (namespace, pod) '
+    'vllm:num_requests_running{namespace="{namespace}",model_name="{model}"}'
+)
 
 
 class MetricsUnavailable(Exception):
@@ -88,6 +104,7 @@ class PrometheusQueueClient:
         *,
         waiting_query: str = DEFAULT_WAITING_QUERY,
         running_query: str = DEFAULT_RUNNING_QUERY,
+        kv_cache_query: str = DEFAULT_KV_CACHE_QUERY,
         timeout_seconds: float = 5.0,
         retries: int = 1,
         headers: dict[str, str] | None = None,
@@ -95,6 +112,7 @@ class PrometheusQueueClient:
         self.url = url.rstrip("/")
         self.waiting_query = waiting_query
         self.running_query = running_query
+        self.kv_cache_query = kv_cache_query
         self.timeout_seconds = timeout_seconds
         retry = Retry(
             total=retries,
@@ -127,7 +145,20 @@ class PrometheusQueueClient:
         """:meth:`fetch` in a worker thread, for kopf handlers."""
         return await asyncio.to_thread(self.fetch, namespace=namespace, model=model)
 
+    def fetch_kv_cache_info(self, *, namespace: str, model: str) -> list[dict[str, str]]:
+        """The label sets of ``vllm:cache_config_info`` of the pods serving ``model`` in
+        ``namespace`` ([] when none reports); raises MetricsUnavailable when Prometheus fails."""
+        query = render_query(self.kv_cache_query, namespace=namespace, model=model)
+        return _parse_label_sets(self._query(query), query)
+
+    async def fetch_kv_cache_info_async(self, *, namespace: str, model: str) -> list[dict[str, str]]:
+        """:meth:`fetch_kv_cache_info` in a worker thread."""
+        return await asyncio.to_thread(self.fetch_kv_cache_info, namespace=namespace, model=model)
+
     def _query_value(self, query: str) -> _Value:
+        return _parse_vector(self._query(query), query)
+
+    def _query(self, query: str) -> Any:
         try:
             result: Any = self._connection.custom_query(
                 query,
@@ -142,7 +173,7 @@ class PrometheusQueueClient:
             raise MetricsUnavailable(f"Prometheus at {self.url} unreachable: {_short(err)}", query) from err
         except PrometheusApiClientException as err:
             raise MetricsUnavailable(f"Prometheus query failed: {_short(err)}", query) from err
-        return _parse_vector(result, query)
+        return result
 
 
 def _parse_vector(result: Any, query: str) -> _Value:
@@ -167,6 +198,18 @@ def _parse_vector(result: Any, query: str) -> _Value:
             raise MetricsUnavailable(f"query returned {text}", query)
         total += value
     return _Value(value=total, timestamp=timestamp)
+
+
+def _parse_label_sets(result: Any, query: str) -> list[dict[str, str]]:
+    if not isinstance(result, list):
+        raise MetricsUnavailable(f"query did not return an instant vector: {str(result)[:200]}", query)
+    label_sets = []
+    for series in result:
+        labels = series.get("metric") if isinstance(series, dict) else None
+        if not isinstance(labels, dict):
+            raise MetricsUnavailable(f"unexpected series in query result: {str(series)[:200]}", query)
+        label_sets.append({str(k): str(v) for k, v in labels.items()})
+    return label_sets
 
 
 def _short(err: BaseException) -> str:

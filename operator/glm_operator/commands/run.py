@@ -7,7 +7,11 @@ import logging
 import os
 from typing import Any
 
-from glm_operator.clients.prometheus import DEFAULT_RUNNING_QUERY, DEFAULT_WAITING_QUERY
+from glm_operator.clients.prometheus import (
+    DEFAULT_KV_CACHE_QUERY,
+    DEFAULT_RUNNING_QUERY,
+    DEFAULT_WAITING_QUERY,
+)
 from glm_operator.controller.config import DEFAULT_VLLM_IMAGE, OperatorConfig
 from glm_operator.controller.pod_monitors import PodMonitorMode
 from glm_operator.planning.outages import DEFAULT_NODE_GRACE_SECONDS
@@ -66,6 +70,12 @@ def _add_serving_and_metrics(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--running-query", default=DEFAULT_RUNNING_QUERY, help="PromQL template for running requests"
+    )
+    p.add_argument(
+        "--kv-cache-query",
+        default=DEFAULT_KV_CACHE_QUERY,
+        help="PromQL template for the vllm:cache_config_info series of a model's pods (the KV-cache "
+        "size vLLM reports, exported as glm_operator_reported_kv_cache_tokens)",
     )
     p.add_argument(
         "--pod-monitor",
@@ -136,6 +146,7 @@ def config_from_args(args: argparse.Namespace) -> OperatorConfig:
         prometheus_url=args.prometheus_url,
         waiting_query=args.waiting_query,
         running_query=args.running_query,
+        kv_cache_query=args.kv_cache_query,
         pod_monitor=PodMonitorMode(args.pod_monitor),
         resync_seconds=args.resync_seconds,
         workers=args.workers,

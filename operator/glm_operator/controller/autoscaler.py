@@ -15,6 +15,9 @@ when a gateway got a request for the model (``GatewayReconciler``, from the GLMG
 ``status.wake``), runs the key's decision at once with ``wake_requested``. A wake-up requested
 before the model last went to zero is stale and ignored. The measured cold start is kept in
 ``status.autoscaler`` across zero, and with it the expected wake-up time.
+
+Each tick also runs the ``KVCacheReader`` (``controller.kv_cache``): the KV-cache tokens vLLM
+reports, for every GLMDeployment, from the same Prometheus.
 """
 
 from __future__ import annotations
@@ -32,8 +35,10 @@ from glm_operator.controller import metrics
 from glm_operator.controller.cache import ClusterCache
 from glm_operator.controller.clock import Clock, rfc3339
 from glm_operator.controller.config import OperatorConfig
+from glm_operator.controller.kv_cache import KVCacheReader
 from glm_operator.controller.nodepools import NodePoolCache
 from glm_operator.controller.recorder import EventRecorder
+from glm_operator.controller.retry import bounded_step
 from glm_operator.controller.workqueue import Key, WorkQueue
 from glm_operator.desired.children import served_model_name
 from glm_operator.desired.model import Event
@@ -46,7 +51,7 @@ from glm_operator.planning.autoscale import (
     decide,
 )
 from glm_operator.planning.capacity import ElasticCapacityInput, observed_capacity
-from glm_operator.planning.coldstart import measured_cold_start
+from glm_operator.planning.coldstart import median_cold_start
 from glm_operator.planning.conditions import MetricsStatus
 from glm_operator.planning.nodes import parse_gpu_pools
 from glm_operator.planning.outages import parse_time
@@ -93,6 +98,18 @@ def _first_replica(placed: list[Any]) -> tuple[str, bool, tuple[str, ...]] | Non
     return first.gpu_product, on_new_node, tuple(first.node_pools)
 
 
+def cold_start_fields(measured: float | None, kept: Any, to_zero: bool) -> tuple[float | None, float | None]:
+    """``status.autoscaler``'s coldStartSeconds and wakeUpSeconds: the pods' measured cold start,
+    else the one kept in status (at zero no pod is left to measure). 0 s is a measure (a replica
+    Ready within its first second), not a missing one. The wake-up, only with minReplicas 0, adds
+    the autoscaler's reaction."""
+    if measured is None and isinstance(kept, (int, float)) and not isinstance(kept, bool) and kept >= 0:
+        measured = float(kept)
+    if measured is None:
+        return None, None
+    return round(measured, 1), round(measured + WAKE_REACTION_SECONDS, 1) if to_zero else None
+
+
 def wake_up_note(first: tuple[str, bool, tuple[str, ...]] | None) -> str:
     """``status.autoscaler.wakeUp``: where the first replica goes and what its wait includes."""
     if first is None:
@@ -133,6 +150,9 @@ class Autoscaler:
         self._next_run: dict[Key, float] = {}
         self._wake: dict[Key, float] = {}  # key -> unix time of the newest wake-up request not yet acted on
         self._concurrency = asyncio.Semaphore(CONCURRENCY)
+        self.kv_cache = KVCacheReader(
+            prometheus=prometheus, cache=cache, clock=clock, concurrency=self._concurrency
+        )
 
     def wake(self, key: Key, requested_at: float) -> bool:
         """A gateway got a request for this model: decide for it at the next tick (within 1 s).
@@ -163,7 +183,7 @@ class Autoscaler:
 
     async def tick(self) -> None:
         """Decide for every GLMDeployment whose interval is due (Prometheus queried at once, at
-        most CONCURRENCY at a time)."""
+        most CONCURRENCY at a time, decisions first), and the KV-cache sizes that are due."""
         now = self.clock.monotonic()
         glmdeployments = self.cache.owned.glmdeployments
         due = []
@@ -173,19 +193,14 @@ class Autoscaler:
                 continue
             self._next_run[key] = now + float(autoscaling.get("intervalSeconds") or 15)
             due.append(key)
-        await asyncio.gather(*(self._bounded_step(key) for key in due))
+        await asyncio.gather(*(self._bounded_step(key) for key in due), self.kv_cache.tick())
         for key in set(self._next_run) - set(glmdeployments):
             self._next_run.pop(key, None)
             self._status.pop(key, None)
             self._wake.pop(key, None)
 
     async def _bounded_step(self, key: Key) -> None:
-        async with self._concurrency:
-            try:
-                await self.step(key)
-            except Exception as exc:
-                log.warning("autoscaler step for %s/%s failed: %s", *key, exc)
-                log.debug("autoscaler step for %s/%s failed", *key, exc_info=True)
+        await bounded_step(self._concurrency, self.step, key, "autoscaler step", log)
 
     async def _read_queue(
         self, key: Key, model: str, *, scaled_to_zero: bool, current: int
@@ -232,7 +247,7 @@ class Autoscaler:
         policy = AutoscalePolicy.from_spec(
             spec.autoscaling.model_dump(by_alias=True),
             replica_concurrency=concurrency,
-            cold_start_seconds=measured_cold_start(pods),
+            cold_start_seconds=median_cold_start(pods) or 0.0,
         )
         auto_status = dict(status.get("autoscaler") or {})
         try:
@@ -265,8 +280,10 @@ class Autoscaler:
             else "hold"
         )  # fmt: skip
         metrics.count_autoscaler_decision(namespace, name, direction)
-        cold_start = policy.cold_start_seconds or auto_status.get("coldStartSeconds")
         to_zero = spec.autoscaling.min_replicas == 0
+        cold_start, wake_up = cold_start_fields(
+            median_cold_start(pods), auto_status.get("coldStartSeconds"), to_zero
+        )
         patch = autoscaler_fields(
             desired_replicas=decision.replicas,
             queue_length=sample.waiting if sample is not None else auto_status.get("queueLength"),
@@ -275,10 +292,8 @@ class Autoscaler:
             last_scale_time=rfc3339(self.clock.now())
             if decision.replicas != current
             else auto_status.get("lastScaleTime"),
-            cold_start_seconds=round(float(cold_start), 1) if cold_start else None,
-            wake_up_seconds=round(float(cold_start) + WAKE_REACTION_SECONDS, 1)
-            if to_zero and cold_start
-            else None,
+            cold_start_seconds=cold_start,
+            wake_up_seconds=wake_up,
             wake_up=wake_up_note(first_replica) if to_zero else None,
         )
         written = await asyncio.to_thread(self.api.patch_status, namespace, name, patch)

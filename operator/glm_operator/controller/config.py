@@ -10,7 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE as DEFAULT_VLLM_IMAGE
-from glm_operator.clients.prometheus import DEFAULT_RUNNING_QUERY, DEFAULT_WAITING_QUERY
+from glm_operator.clients.prometheus import (
+    DEFAULT_KV_CACHE_QUERY,
+    DEFAULT_RUNNING_QUERY,
+    DEFAULT_WAITING_QUERY,
+)
 from glm_operator.controller.pod_monitors import PodMonitorMode
 from glm_operator.planning.outages import DEFAULT_NODE_GRACE_SECONDS
 
@@ -26,6 +30,7 @@ class OperatorConfig:
     prometheus_url: str | None = None
     waiting_query: str = DEFAULT_WAITING_QUERY
     running_query: str = DEFAULT_RUNNING_QUERY
+    kv_cache_query: str = DEFAULT_KV_CACHE_QUERY  # vllm:cache_config_info of a model's pods
     pod_monitor: PodMonitorMode = PodMonitorMode.AUTO  # PodMonitor per GLMDeployment (--pod-monitor)
     resync_seconds: float = 600.0
     workers: int = 32

@@ -7,7 +7,7 @@ Components (each in its own module, each given only what it uses):
 - ``EventHandlers`` fed by ``WatchThread`` (kopf, ``watches.WATCHES``): update the caches, enqueue;
 - ``GLMDeploymentReconciler`` on its ``WorkQueue``, with an ``Applier`` and an ``EventRecorder``;
 - ``GatewayReconciler`` on a work queue of its own;
-- ``Autoscaler`` (when a Prometheus URL is configured);
+- ``Autoscaler`` (when a Prometheus URL is configured), with its ``KVCacheReader``;
 - ``ApiDiscovery`` (PodMonitor, LeaderWorkerSet APIs), ``Replanner`` (GPU supply changes);
 - ``LeaderElector`` (a Lease, client-go's rules).
 
@@ -150,7 +150,10 @@ class Manager:
         if not config.prometheus_url:
             return None
         prometheus = PrometheusQueueClient(
-            config.prometheus_url, waiting_query=config.waiting_query, running_query=config.running_query
+            config.prometheus_url,
+            waiting_query=config.waiting_query,
+            running_query=config.running_query,
+            kv_cache_query=config.kv_cache_query,
         )
         return Autoscaler(
             prometheus=prometheus,

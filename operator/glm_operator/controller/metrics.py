@@ -138,6 +138,13 @@ PLANNED_KV_TOKENS = Gauge(
     ["namespace", "name", "gpu_product"],
     registry=REGISTRY,
 )
+REPORTED_KV_TOKENS = Gauge(
+    "glm_operator_reported_kv_cache_tokens",
+    "KV-cache tokens vLLM reports for one replica of this GPU type, the fewest over its pods "
+    "(vllm:cache_config_info read from Prometheus: kv_cache_size_tokens, else num_gpu_blocks x block_size).",
+    ["namespace", "name", "gpu_product"],
+    registry=REGISTRY,
+)
 PLANNED_GPUS = Gauge(
     "glm_operator_planned_gpus",
     "GPUs the placed replicas of this GPU type take: replicas x GPUs per replica.",
@@ -220,7 +227,7 @@ def forget(namespace: str, name: str) -> None:
     for gauge in _PER_OBJECT:
         with contextlib.suppress(KeyError):
             gauge.remove(namespace, name)
-    for family in (*_PER_VARIANT, INFO, PHASE, AUTOSCALER_DECISIONS):
+    for family in (*_PER_VARIANT, REPORTED_KV_TOKENS, INFO, PHASE, AUTOSCALER_DECISIONS):
         _remove_series(family, namespace, name)
 
 
@@ -257,6 +264,24 @@ def record(
         PLANNED_GPU_MEMORY.labels(namespace, name, v.gpu_product).set(
             round(v.gpu_memory_gib * v.gpu_memory_utilization * _GIB)
         )
+
+
+def record_reported_kv_tokens(key: tuple[str, str], tokens: Mapping[str, int]) -> None:
+    """The KV-cache tokens vLLM reports per GPU type (``controller.kv_cache``); the GLMDeployment's
+    series of GPU types not in ``tokens`` go away."""
+    namespace, name = key
+    for gpu_product, value in tokens.items():
+        REPORTED_KV_TOKENS.labels(namespace, name, gpu_product).set(value)
+    # Set, then remove the others: a scrape in between never misses a series (which would reset
+    # the alert's `for`).
+    for labels in list(REPORTED_KV_TOKENS._metrics):
+        if labels[:2] == (namespace, name) and labels[2] not in tokens:
+            with contextlib.suppress(KeyError):
+                REPORTED_KV_TOKENS.remove(*labels)
+
+
+def forget_reported_kv_tokens(namespace: str, name: str) -> None:
+    _remove_series(REPORTED_KV_TOKENS, namespace, name)
 
 
 def count_autoscaler_decision(namespace: str, name: str, direction: str) -> None:

@@ -5,11 +5,14 @@ the request body buffered to route on its ``model`` field (``req.body,json_query
 name -> backend map, API keys from a map file, per-key stick-table counters for the rate and
 concurrency limits, and a runtime API to move members without a reload.
 
-Three files go into the config directory: ``haproxy.cfg``, ``models.map`` (served name ->
-backend) and ``models.json`` (the ``GET /v1/models`` answer). They change only when the set of
-served names or the settings change; then the proxy reloads gracefully (the old process finishes
-its requests). A pod that joins, leaves or changes readiness is one slot of a backend, changed
-with :func:`runtime_commands` (``set server ... addr/weight/state``) and no reload.
+Files in the config directory: ``haproxy.cfg``, ``models.map`` (served name -> backend),
+``models.json`` (the ``GET /v1/models`` answer) and ``retry-after.map`` (backend -> Retry-After
+of its 503 while no replica is ready), besides the allow-lists and ``hold.lua``. They change only
+when the set of served names or the settings change; then the proxy reloads gracefully (the old
+process finishes its requests). A pod that joins, leaves or changes readiness is one slot of a
+backend, changed with :func:`runtime_commands` (``set server ... addr/weight/state``) and no
+reload; a model's new wake-up estimate is one ``set map`` (:func:`retry_after_commands`): a
+reload would strand the requests held in the old process (nothing tells it a replica is ready).
 """
 
 from __future__ import annotations
@@ -31,7 +34,16 @@ MODELS_MAP_FILE = "models.map"
 MODELS_JSON_FILE = "models.json"
 RESTRICTED_CLIENTS_FILE = "restricted-clients.map"  # clients with a model allow-list
 ALLOWED_MODELS_FILE = "allowed-models.map"  # "<client>/<served name>" of each allow-list
+
+
+def client_models_file(index: int) -> str:
+    """The ``GET /v1/models`` answer of the index-th client with an allow-list (its models only)."""
+    return f"models-client-{index}.json"
+
+
 HOLD_LUA_FILE = "hold.lua"  # holds requests for a model without a usable server
+STREAM_SOCKET_FILE = "held-streams.sock"  # hold.lua sends a held stream's request through it
+RETRY_AFTER_MAP_FILE = "retry-after.map"  # backend -> Retry-After of its 503 (expected wake-up)
 #: The table and settings the files were rendered from, so a restarted sync process (or the
 #: sidecar after the init container) continues with runtime commands instead of a reload.
 STATE_FILE = "state.json"
@@ -93,12 +105,15 @@ class GatewaySettings:
     #: shared through HAProxy's peers protocol, so the limits hold across replicas. Empty: local.
     peers: tuple[Peer, ...] = ()
     local_peer: str | None = None
-    #: Retry-After of the 503 for a model without a usable server (scaled to zero, starting).
+    #: Retry-After of the 503 for a model without a usable server (scaled to zero, starting) whose
+    #: wake-up was never measured; a measured one (``Backend.wake_up_seconds``) takes its place.
     wake_retry_after_seconds: int = 30
     #: Requests held per model and replica while no server is usable (0: 503 at once), and how
     #: long each is held at most before the 503.
     hold_max_requests: int = 100
     hold_max_wait_seconds: int = 300
+    #: A held ``"stream": true`` request gets an SSE comment this often while it waits.
+    hold_keepalive_seconds: int = 5
     #: Clients that may call only some models (spec.clients): (client, served names).
     allowed_models: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
@@ -149,10 +164,16 @@ def render_config(table: RoutingTable, settings: GatewaySettings) -> str:
             backends=backends,
             models_map=str(directory / MODELS_MAP_FILE),
             models_json=str(directory / MODELS_JSON_FILE),
+            client_models=[
+                (client, str(directory / client_models_file(index)))
+                for index, (client, _) in enumerate(settings.allowed_models)
+            ],
             restricted_map=str(directory / RESTRICTED_CLIENTS_FILE),
             allowed_map=str(directory / ALLOWED_MODELS_FILE),
             wake_table=WAKE_TABLE,
             hold_lua=str(directory / HOLD_LUA_FILE),
+            retry_after_map=str(directory / RETRY_AFTER_MAP_FILE),
+            stream_socket=str(directory / STREAM_SOCKET_FILE),
             peers=[Peer(p.name, _address(p.address), p.port) for p in settings.peers],
             peer_tables=[key_table_name(p.name) for p in settings.peers],
             peers_section=PEERS_SECTION,
@@ -165,10 +186,46 @@ def render_models_map(table: RoutingTable) -> str:
     return "".join(f"{b.model} {b.name}\n" for b in table.backends)
 
 
-def render_models_json(table: RoutingTable) -> str:
-    """The OpenAI ``GET /v1/models`` list of every served name."""
-    data = [{"id": model, "object": "model", "owned_by": "glm-operator"} for model in table.models]
+def render_models_json(table: RoutingTable, only: tuple[str, ...] | None = None) -> str:
+    """The OpenAI ``GET /v1/models`` list of every served name (``only``: those of them in it)."""
+    models = [m for m in table.models if only is None or m in only]
+    data = [{"id": model, "object": "model", "owned_by": "glm-operator"} for model in models]
     return json.dumps({"object": "list", "data": data}, separators=(",", ":")) + "\n"
+
+
+def render_client_models(table: RoutingTable, settings: GatewaySettings) -> dict[str, str]:
+    """One ``GET /v1/models`` answer per client with an allow-list: the served names it may call."""
+    if not settings.keys_file:
+        return {}
+    return {
+        client_models_file(index): render_models_json(table, models)
+        for index, (_, models) in enumerate(settings.allowed_models)
+    }
+
+
+def retry_after_seconds(backend: Backend, settings: GatewaySettings) -> int:
+    """Retry-After of the backend's 503 while no replica is ready: its expected wake-up in whole
+    seconds (rounded up, at least 1), else the configured ``wake_retry_after_seconds``."""
+    if backend.wake_up_seconds is None:
+        return settings.wake_retry_after_seconds
+    return max(1, math.ceil(backend.wake_up_seconds))
+
+
+def render_retry_after_map(table: RoutingTable, settings: GatewaySettings) -> str:
+    """``<backend> <seconds>`` per line, every backend (``set map`` changes only existing keys)."""
+    return "".join(f"{b.name} {retry_after_seconds(b, settings)}\n" for b in table.backends)
+
+
+def retry_after_commands(old: RoutingTable, new: RoutingTable, settings: GatewaySettings) -> list[str]:
+    """``set map`` commands for the backends (same as ``old``'s) whose Retry-After changed."""
+    path = str(PurePosixPath(settings.config_dir) / RETRY_AFTER_MAP_FILE)
+    commands = []
+    for backend in new.backends:
+        before = old.backend(backend.model)
+        seconds = retry_after_seconds(backend, settings)
+        if before is None or retry_after_seconds(before, settings) != seconds:
+            commands.append(f"set map {path} {backend.name} {seconds}")
+    return commands
 
 
 def render_allow_lists(settings: GatewaySettings) -> dict[str, str]:
@@ -189,14 +246,18 @@ def render_files(table: RoutingTable, settings: GatewaySettings) -> dict[str, st
         CONFIG_FILE: render_config(table, settings),
         MODELS_MAP_FILE: render_models_map(table),
         MODELS_JSON_FILE: render_models_json(table),
+        RETRY_AFTER_MAP_FILE: render_retry_after_map(table, settings),
         **render_allow_lists(settings),
-        **(
-            {HOLD_LUA_FILE: _environment().get_template(HOLD_LUA_FILE).render()}
-            if settings.hold_max_requests
-            else {}
-        ),
+        **render_client_models(table, settings),
+        **({HOLD_LUA_FILE: render_hold_lua(settings)} if settings.hold_max_requests else {}),
         STATE_FILE: render_state(table, settings),
     }
+
+
+def render_hold_lua(settings: GatewaySettings) -> str:
+    """``hold.lua`` with the hold's bounds and the held_streams socket of these settings."""
+    stream_socket = str(PurePosixPath(settings.config_dir) / STREAM_SOCKET_FILE)
+    return _environment().get_template(HOLD_LUA_FILE).render(s=settings, stream_socket=stream_socket)
 
 
 def render_state(table: RoutingTable, settings: GatewaySettings) -> str:
@@ -212,7 +273,7 @@ def parse_state(text: str) -> tuple[RoutingTable, GatewaySettings] | None:
     try:
         state = json.loads(text)
         backends = tuple(
-            Backend(b["model"], b["name"], tuple(Member(**m) for m in b["members"]))
+            Backend(b["model"], b["name"], tuple(Member(**m) for m in b["members"]), b.get("wake_up_seconds"))
             for b in state["backends"]
         )
         settings = dict(state["settings"])
@@ -242,6 +303,9 @@ def _slot_commands(backend: str, slot: int, old: Member | None, new: Member | No
     moved = old is None or old.pod != new.pod
     if new.ready and (moved or not old or not old.ready):
         commands.append(f"set server {server} state ready")
+        # The pod's Ready condition is its readiness probe on /health, what the active check asks:
+        # up at once, not at the next check (up to its interval later: the end of a wake-up).
+        commands.append(f"set server {server} health up")
     elif not new.ready and (old is None or old.ready):
         commands.append(f"set server {server} state maint")
     return commands
@@ -251,7 +315,8 @@ def runtime_commands(old: RoutingTable, new: RoutingTable) -> list[str]:
     """Runtime API commands that turn the members of ``old`` into those of ``new`` (same backends).
 
     A slot that loses its pod or whose pod turns unready goes to maintenance: no new requests,
-    requests in flight finish. A new pod gets its address and weight before it is made ready.
+    requests in flight finish. A new pod gets its address and weight before it is made ready, and
+    is marked healthy with it (its Ready condition is the same /health check).
     """
     commands: list[str] = []
     for new_backend in new.backends:

@@ -13,6 +13,7 @@ from glm_operator.gateway.haproxy_config import (
     needs_reload,
     parse_state,
     render_files,
+    retry_after_commands,
     runtime_commands,
 )
 from glm_operator.gateway.routes import RoutingTable
@@ -63,7 +64,7 @@ class ProxyDriver:
         old = self.current
         same_settings = self._applied_settings == self.settings
         if old is not None and same_settings and not needs_reload(old, table):
-            commands = runtime_commands(old, table)
+            commands = runtime_commands(old, table) + retry_after_commands(old, table, self.settings)
             if commands and self.runtime is not None:
                 self.runtime.execute(commands)
             # Keep the files current too, so a restart of the proxy starts from the same state.

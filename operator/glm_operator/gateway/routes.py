@@ -19,11 +19,15 @@ Rules:
   holding 3: the proxy picks the server with the fewest outstanding requests per unit of weight.
 - Each backend has a fixed number of server slots; a pod keeps its slot as long as it exists
   (:func:`assign_slots`), so a pod joining or leaving changes one slot, not the others.
+- A backend carries the expected wake-up of its model (``status.autoscaler.wakeUpSeconds``: the
+  measured cold start plus the autoscaler's reaction; the smallest when several GLMDeployments
+  serve the name): the ``Retry-After`` of the proxy's 503 while no replica of it is ready.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +60,7 @@ class ModelSource:
     served_name: str
     port: int
     concurrency_by_gpu: Mapping[str, float]  # GPU-product label value -> planned max concurrency
+    wake_up_seconds: float | None = None  # status.autoscaler.wakeUpSeconds (absent until measured)
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,8 @@ class Backend:
     model: str
     name: str  # proxy backend id, derived from the model name
     members: tuple[Member, ...]
+    #: How long a request is expected to wait for a first ready replica (None: not measured yet).
+    wake_up_seconds: float | None = None
 
     def member(self, slot: int) -> Member | None:
         return next((m for m in self.members if m.slot == slot), None)
@@ -126,7 +133,17 @@ def model_source(glmd: Mapping[str, Any]) -> ModelSource | None:
         served_name=str(served),
         port=int((spec.get("serving") or {}).get("port") or DEFAULT_SERVING_PORT),
         concurrency_by_gpu=concurrency,
+        wake_up_seconds=_seconds((status.get("autoscaler") or {}).get("wakeUpSeconds")),
     )
+
+
+def _seconds(value: Any) -> float | None:
+    """A non-negative number of seconds from status, or None."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def _pod_ready(pod: Mapping[str, Any]) -> bool:
@@ -222,5 +239,13 @@ def compute_routing_table(
                 key=lambda m: m.slot,
             )
         )
-        backends.append(Backend(model=model, name=backend_name(model), members=members))
+        estimates = [s.wake_up_seconds for s in model_sources if s.wake_up_seconds is not None]
+        backends.append(
+            Backend(
+                model=model,
+                name=backend_name(model),
+                members=members,
+                wake_up_seconds=min(estimates) if estimates else None,
+            )
+        )
     return RoutingTable(backends=tuple(backends), details=tuple(details))

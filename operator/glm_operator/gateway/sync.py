@@ -66,7 +66,9 @@ class SyncOptions:
     bind_address: str = "0.0.0.0"
     proxy_metrics_port: int | None = PROXY_METRICS_PORT
     master_socket: str | None = None
-    address_map: str | None = None  # tests: JSON {pod IP: loopback address}; unmapped pods left out
+    #: Tests: JSON {pod IP or "*": loopback address}, for vLLM pods and the gateway's own (peers);
+    #: unmapped pods are left out.
+    address_map: str | None = None
     pod_name: str | None = None  # this gateway pod; with pod_ip, the replicas share the per-key table
     pod_ip: str | None = None
     peers_port: int = PEERS_PORT
@@ -112,12 +114,14 @@ def settings_for(spec: GLMGatewaySpec, options: SyncOptions, peers: tuple[Peer, 
 
 
 def map_addresses(pods: Iterable[Mapping[str, Any]], mapping: Mapping[str, str]) -> list[dict[str, Any]]:
-    """Pods with their IP replaced by ``mapping[ip]``; pods whose IP is not mapped are left out."""
+    """Pods with their IP replaced by ``mapping[ip]`` (``mapping["*"]`` for any IP not named);
+    pods whose IP is not mapped, or that have none, are left out."""
     mapped = []
     for pod in pods:
-        ip = str((pod.get("status") or {}).get("podIP"))
-        if ip in mapping:
-            mapped.append({**pod, "status": {**pod["status"], "podIP": mapping[ip]}})
+        ip = (pod.get("status") or {}).get("podIP")
+        address = mapping.get(str(ip), mapping.get("*")) if ip else None
+        if address is not None:
+            mapped.append({**pod, "status": {**pod["status"], "podIP": address}})
     return mapped
 
 
@@ -221,14 +225,14 @@ class GatewaySync:
         ]
         if not gateways:
             return None
-        peers = gateway_peers(self.store.items(GATEWAY_PODS), self.options)
+        pods, gateway_pods = self.store.items("pods"), self.store.items(GATEWAY_PODS)
+        mapping = self._address_map()
+        if mapping is not None:
+            pods, gateway_pods = map_addresses(pods, mapping), map_addresses(gateway_pods, mapping)
+        peers = gateway_peers(gateway_pods, self.options)
         settings = settings_for(
             GLMGatewaySpec.model_validate(gateways[0].get("spec") or {}), self.options, peers
         )
-        pods = self.store.items("pods")
-        mapping = self._address_map()
-        if mapping is not None:
-            pods = map_addresses(pods, mapping)
         if self.driver is None:
             self.driver = ProxyDriver(settings, self.runtime)
             if self.runtime is not None:
@@ -259,8 +263,9 @@ class GatewaySync:
 
     def new_wake_requests(self, now: float | None = None) -> list[str]:
         """Served names requested since the last call while none of their servers was usable
-        (HAProxy's ``wake`` table: a backend's count went up). A model is reported again only
-        after ``WAKE_REPORT_INTERVAL`` seconds: a model down for long under traffic costs the
+        (HAProxy's ``wake`` table: a backend's count changed; it went down when a reload started the
+        table again, and a count above zero there is a new request too). A model is reported again
+        only after ``WAKE_REPORT_INTERVAL`` seconds: a model down for long under traffic costs the
         apiserver one write per pod per interval, not one per request."""
         if self.runtime is None or self.driver is None or self.driver.current is None:
             return []
@@ -271,7 +276,8 @@ class GatewaySync:
             name
             for name, count in counts.items()
             if name in models
-            and count > self._wake_counts.get(name, 0)
+            and count > 0
+            and count != self._wake_counts.get(name, 0)
             and now - self._wake_reported.get(name, -WAKE_REPORT_INTERVAL) >= WAKE_REPORT_INTERVAL
         ]
         for name in due:

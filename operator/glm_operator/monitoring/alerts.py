@@ -41,6 +41,10 @@ _WAITING_GROWTH = f"sum by (namespace, name) ({s.by_deployment(f'deriv({s.VLLM_W
 _WAITING = f"sum by (namespace, name) ({s.by_deployment(s.VLLM_WAITING)})"
 _AT_MAX = f"max by (namespace, name) ({s.OP_DESIRED}) >= max by (namespace, name) ({s.OP_MAX})"
 _MIB = 1048576
+_PLANNED_KV = f"max by (namespace, name, gpu_product) ({s.OP_PLANNED_KV})"
+_REPORTED_KV = f"max by (namespace, name, gpu_product) ({s.OP_REPORTED_KV})"
+#: (reported - planned) / planned per GLMDeployment and GPU type: negative = fewer tokens than planned.
+_KV_OFF_PLAN = f"({_REPORTED_KV} - {_PLANNED_KV}) / ({_PLANNED_KV} > 0)"
 
 ALERTS: tuple[Alert, ...] = (
     Alert(
@@ -119,6 +123,29 @@ ALERTS: tuple[Alert, ...] = (
         runbook="Another process shares the GPU: keep other workloads off the planned GPUs (a taint "
         "on the GPU nodes). If it is vLLM itself, lower spec.gpu.memoryUtilization, which the plan "
         "and the pods both use.",
+    ),
+    Alert(
+        name="GLMKVCacheTokensOffPlan",
+        signal=_KV_OFF_PLAN,
+        condition=f"> 0.1 or {_KV_OFF_PLAN} < -0.1",
+        for_="15m",
+        severity="warning",
+        summary="{{ $labels.namespace }}/{{ $labels.name }} on {{ $labels.gpu_product }}: vLLM's KV cache "
+        "is {{ $value | humanizePercentage }} off the plan",
+        description="For 15 minutes the KV-cache tokens vLLM reports for a replica (the fewest over "
+        "the pods of this GPU type, from vllm:cache_config_info) have differed from the plan's "
+        "(status.plan kvCacheTokens) by more than 10 %: {{ if lt $value 0.0 }}fewer than planned, so "
+        "the plan over-promises: a replica may not hold spec.minConcurrency full-length sequences, and "
+        "requests queue or are preempted{{ else }}more than planned: the plan under-uses these GPUs "
+        "(it would give each replica more concurrency){{ end }}.",
+        runbook="Compare `glm-operator estimate` (the model, GPU type, tensor-parallel size and "
+        "contextLength of status.plan, with --image set to the pods' image) with the pod's log line "
+        "'GPU KV cache size'. Usual causes: spec.serving.image runs another vLLM release than the "
+        "plan assumed (its memory rules and default gpu-memory-utilization differ: pin "
+        "spec.gpu.memoryUtilization so plan and pods use one value), spec.serving.extraArgs that "
+        "change vLLM's memory and that the plan does not read (--max-num-batched-tokens, "
+        "--enforce-eager, --compilation-config, --block-size), or another process on the GPU. "
+        "Fewer tokens than planned: until fixed, lower spec.minConcurrency or spec.contextLength.",
     ),
     Alert(
         name="GLMGatewayErrors",

@@ -232,11 +232,15 @@ DEPLOYMENT = View(
                     (_q(f"sum by (pod) (rate({s.VLLM_PREEMPTIONS}{{{_VLLM}}}[{RATE}]))", "{{pod}}"),),
                 ),
                 Graph(
-                    "KV-cache tokens: planned and in use",
+                    "KV-cache tokens: planned, reported by vLLM, in use",
                     (
                         _q(
                             f"max by (gpu_product) ({s.OP_PLANNED_KV}{{{_DEPLOYMENT}}})",
                             "planned per replica ({{gpu_product}})",
+                        ),
+                        _q(
+                            f"max by (gpu_product) ({s.OP_REPORTED_KV}{{{_DEPLOYMENT}}})",
+                            "reported by vLLM, fewest of the pods ({{gpu_product}})",
                         ),
                         _q(
                             f"max by (pod) ({s.VLLM_KV_CACHE_USAGE}{{{_VLLM}}}) "
@@ -244,10 +248,10 @@ DEPLOYMENT = View(
                             "in use {{pod}} (usage x planned)",
                         ),
                     ),
-                    description="The plan's KV tokens per replica (status.plan kvCacheTokens) and vLLM's "
-                    "usage "
-                    "of them. vLLM reports its real capacity in its log (GPU KV cache size) and as labels of "
-                    "vllm:cache_config_info.",
+                    description="The plan's KV tokens per replica (status.plan kvCacheTokens); the "
+                    "tokens vLLM reports (the labels of vllm:cache_config_info, read by the operator "
+                    "from Prometheus; the fewest over the pods of each GPU type); and vLLM's usage. "
+                    "Reported more than 10 % off the plan for 15 minutes raises GLMKVCacheTokensOffPlan.",
                 ),
             ),
         ),

@@ -25,6 +25,9 @@ VLLM_PROMPT_TOKENS = "vllm:prompt_tokens_total"
 VLLM_GENERATION_TOKENS = "vllm:generation_tokens_total"
 VLLM_TTFT_BUCKET = "vllm:time_to_first_token_seconds_bucket"
 VLLM_ITL_BUCKET = "vllm:inter_token_latency_seconds_bucket"
+#: An info gauge (always 1): vLLM's cache configuration as labels, its KV-cache size among them
+#: (read by the operator, ``monitoring.kv_cache``; PromQL cannot turn a label into a value).
+VLLM_CACHE_CONFIG_INFO = "vllm:cache_config_info"
 
 # DCGM exporter.
 DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -47,6 +50,7 @@ OP_READY = "glm_operator_ready_replicas"
 OP_MAX = "glm_operator_max_replicas"
 OP_PLANNED_REPLICAS = "glm_operator_planned_replicas"
 OP_PLANNED_KV = "glm_operator_planned_kv_cache_tokens"
+OP_REPORTED_KV = "glm_operator_reported_kv_cache_tokens"
 OP_PLANNED_GPUS = "glm_operator_planned_gpus"
 OP_PLANNED_GPU_MEMORY = "glm_operator_planned_gpu_memory_bytes"
 OP_LEADER = "glm_operator_leader"

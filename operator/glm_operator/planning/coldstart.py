@@ -33,7 +33,13 @@ def pod_cold_start(pod: Mapping[str, Any]) -> float | None:
     return None
 
 
+def median_cold_start(pods: Iterable[Mapping[str, Any]]) -> float | None:
+    """Median cold start of the pods that became Ready; None when none has. Timestamps have whole
+    seconds, so a replica Ready within its first second measures 0: measured, not missing."""
+    samples = [s for s in (pod_cold_start(p) for p in pods) if s is not None]
+    return float(statistics.median(samples)) if samples else None
+
+
 def measured_cold_start(pods: Iterable[Mapping[str, Any]]) -> float:
     """Median cold start of the pods that became Ready (0 when none has)."""
-    samples = [s for s in (pod_cold_start(p) for p in pods) if s is not None]
-    return float(statistics.median(samples)) if samples else 0.0
+    return median_cold_start(pods) or 0.0
