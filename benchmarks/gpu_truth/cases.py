@@ -55,7 +55,7 @@ class Sweep:
     input_tokens: int
     output_tokens: int
     concurrencies: tuple[int, ...]
-    requests_per_worker: int = 2
+    requests_per_worker: int = 4
 
     def loadtest_args(self) -> list[str]:
         return [

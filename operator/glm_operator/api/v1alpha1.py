@@ -1074,6 +1074,30 @@ class PlanVariant(_APIModel):
         default_factory=list,
         description="What to know about this variant: checkpoint caveats, kernels, expert parallelism.",
     )
+    predicted: PredictedSpeed | None = Field(
+        None,
+        description=(
+            "Predicted speed of one replica with maxNumSeqs clients sending chat-like requests (512 prompt "
+            "tokens, 128 output tokens): a model calibrated on H200 load tests, not a measurement."
+        ),
+    )
+
+
+class PredictedSpeed(_APIModel):
+    """The performance model's prediction for one replica (glm_operator/planning/performance.py)."""
+
+    concurrency: int = Field(..., ge=1, description="Concurrent requests predicted for: maxNumSeqs.")
+    input_tokens: int = Field(..., ge=1, description="Prompt tokens per request.")
+    output_tokens: int = Field(..., ge=1, description="Output tokens per request.")
+    output_tokens_per_second: float = Field(..., ge=0, description="Output tokens/s of one replica.")
+    output_tokens_per_second_per_gpu: float = Field(
+        ...,
+        alias="outputTokensPerSecondPerGPU",
+        ge=0,
+        description="outputTokensPerSecond / GPUs per replica.",
+    )
+    itl_milliseconds: float = Field(..., ge=0, description="Inter-token latency (a decode step), ms.")
+    ttft_milliseconds: float = Field(..., ge=0, description="Time to the first token, ms.")
 
 
 class RejectedVariant(_APIModel):

@@ -53,6 +53,9 @@ class GpuType:
     labels: tuple[tuple[str, str], ...]
     resource_names: tuple[str, ...]
     karpenter_gpu_memory_mib: int = 0
+    memory_bandwidth_gbs: float = 0.0  # datasheet, GB/s
+    bf16_tflops: float = 0.0  # datasheet, dense
+    fp8_tflops: float = 0.0  # datasheet, dense; 0 without FP8 tensor cores
 
     @property
     def nvlink(self) -> bool:
@@ -88,6 +91,9 @@ def load_gpus() -> tuple[GpuType, ...]:
                 labels=tuple((str(k), str(v)) for k, v in (item.get("labels") or {}).items()),
                 resource_names=tuple(str(r) for r in item.get("resource_names", [])),
                 karpenter_gpu_memory_mib=int(item.get("karpenter_gpu_memory_mib", 0)),
+                memory_bandwidth_gbs=float((item.get("speed") or {}).get("memory_bandwidth_gbs", 0)),
+                bf16_tflops=float((item.get("speed") or {}).get("bf16_tflops", 0)),
+                fp8_tflops=float((item.get("speed") or {}).get("fp8_tflops", 0)),
             )
         )
     return tuple(gpus)

@@ -20,6 +20,7 @@ from glm_operator.cli import UserError
 from glm_operator.commands.engine_args import add_engine_arguments, engine_from_args
 from glm_operator.planning.fit import FitInputError
 from glm_operator.planning.nodes import parse_gpu_pools
+from glm_operator.planning.performance import plan_workload
 from glm_operator.planning.placement import Plan, plan_placement
 from glm_operator.planning.request import PlanningInputError, placement_request_from_spec
 
@@ -188,6 +189,14 @@ def _table(plan: Plan) -> str:
     if plan.variants:
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     for v in plan.variants:
+        if v.speed is not None:
+            w = plan_workload(v.max_num_seqs, v.max_model_len)
+            lines.append(
+                f"predicted {v.gpu_product}: {v.speed.output_tokens_per_s:.0f} output tokens/s per replica "
+                f"({v.speed.output_tokens_per_s_per_gpu:.0f} per GPU), ITL {1000 * v.speed.itl_s:.1f} ms, "
+                f"TTFT {1000 * v.speed.ttft_s:.0f} ms at {w.concurrency} concurrent "
+                f"{w.input_tokens}->{w.output_tokens}-token requests (model calibrated on H200 load tests)"
+            )
         lines += [f"note {v.gpu_product}: {n}" for n in v.notes]
     for r in plan.rejected:
         lines.append(f"rejected {r.gpu_product}: {r.reason}")

@@ -20,6 +20,7 @@ from glm_operator.api.v1alpha1 import (
     Phase,
     PlanStatus,
     PlanVariant,
+    PredictedSpeed,
     RejectedVariant,
 )
 from glm_operator.desired.children import replica_sum
@@ -27,6 +28,7 @@ from glm_operator.desired.model import Observed
 from glm_operator.desired.plan import plan_summary
 from glm_operator.planning.conditions import set_condition, summarize
 from glm_operator.planning.diagnosis import Diagnosis, diagnose_pods
+from glm_operator.planning.performance import plan_workload
 from glm_operator.planning.placement import Plan, Variant
 from glm_operator.render import names
 
@@ -63,6 +65,22 @@ def _variant(v: Variant) -> PlanVariant:
         reason=v.reason,
         checkpoint=v.model_id + (f" --quantization {v.quantization_flag}" if v.quantization_flag else ""),
         notes=list(v.notes),
+        predicted=_predicted(v),
+    )
+
+
+def _predicted(v: Variant) -> PredictedSpeed | None:
+    if v.speed is None:
+        return None
+    workload = plan_workload(v.max_num_seqs, v.max_model_len)
+    return PredictedSpeed(
+        concurrency=workload.concurrency,
+        input_tokens=workload.input_tokens,
+        output_tokens=workload.output_tokens,
+        output_tokens_per_second=round(v.speed.output_tokens_per_s, 1),
+        output_tokens_per_second_per_gpu=round(v.speed.output_tokens_per_s_per_gpu, 1),
+        itl_milliseconds=round(v.speed.itl_s * 1000, 2),
+        ttft_milliseconds=round(v.speed.ttft_s * 1000, 1),
     )
 
 

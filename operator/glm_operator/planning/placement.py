@@ -69,6 +69,7 @@ from glm_operator.planning.fit import (
 )
 from glm_operator.planning.fixes import Fix, all_fixes, cheapest_on, shown_fixes
 from glm_operator.planning.nodes import GpuPool, PoolGroups, group_pools
+from glm_operator.planning.performance import Speed, plan_workload, speed_of_fit
 from glm_operator.planning.product_filter import allowed_products
 from glm_operator.planning.request import DEFAULT_CONTEXT_LENGTH, PlacementRequest, PlanningInputError
 
@@ -121,6 +122,8 @@ class Variant:
     activation_gib: float = 0.0
     non_torch_gib: float = 0.0
     cudagraph_gib: float = 0.0
+    # predicted speed of one replica at max_num_seqs concurrent chat-like requests (planning.performance)
+    speed: Speed | None = None
 
     @property
     def headroom_gib(self) -> float:
@@ -160,6 +163,7 @@ class Variant:
             "activation_gib": round(self.activation_gib, 2),
             "non_torch_gib": round(self.non_torch_gib, 2),
             "cudagraph_gib": round(self.cudagraph_gib, 2),
+            "predicted": self.speed.to_dict() if self.speed else None,
         }
 
 
@@ -853,6 +857,7 @@ def _variant(
     assert ev.fit is not None
     fit, cand = ev.fit, ev.candidate
     _, flag = _model_for(base, cand.quantization)
+    max_num_seqs = _max_num_seqs(request, fit, context)
     return Variant(
         gpu_product=group.gpu.name,
         resource_name=group.resource_name,
@@ -871,7 +876,7 @@ def _variant(
         kv_cache_bytes_per_token_per_gpu=fit.kv_cache_bytes_per_token_per_gpu,
         kv_cache_tokens=fit.kv_cache_tokens,
         max_concurrency=fit.max_concurrency,
-        max_num_seqs=_max_num_seqs(request, fit, context),
+        max_num_seqs=max_num_seqs,
         max_model_len=context,
         replicas=replicas,
         capacity_replicas=chosen.capacity(),
@@ -884,6 +889,7 @@ def _variant(
         activation_gib=fit.activation_gib,
         non_torch_gib=fit.non_torch_gib,
         cudagraph_gib=fit.cudagraph_gib,
+        speed=speed_of_fit(fit, ev.model.architecture, group.gpu, plan_workload(max_num_seqs, context)),
     )
 
 

@@ -1,0 +1,236 @@
+"""How fast one vLLM instance serves (pure): decode from the bytes a step reads, prefill from its FLOPs.
+
+A decode step of a batch of ``B`` sequences at context ``L`` on one GPU of the instance::
+
+    step = layers x layer_overhead + max(bytes / (bandwidth x bandwidth_efficiency),
+                                         flops / (tensor TFLOPS x compute_efficiency))
+    bytes = non-expert weights + routed-expert weights x (1 - (1 - k/E)^B) + B x L x KV bytes per token
+
+* the weights a step reads: everything but the input embedding (a lookup of B rows); of the routed
+  experts only those some token of the batch picks, ``E x (1 - (1 - k/E)^B)`` per layer with uniform
+  routing (top-k of E): 4 of 64 at B = 1, 98 % of them at B = 64 for GLM-4.7-Flash;
+* the KV cache of every sequence, once per step (``fit.kv_bytes_per_token_per_stage``);
+* ``flops``: 2 x the active parameters per token x B (the GEMMs), which decides only at large batches;
+* ``layer_overhead``: kernel launches and small-batch kernels that reach neither bound. On the H200 it
+  is most of a small-batch step: GLM-4.7-Flash decodes one sequence in 5.1 ms where reading its 7 GB
+  takes 1.5 ms, bf16 and fp8 alike (benchmarks/gpu_truth/perf).
+
+Prefill of ``n`` prompt tokens costs 2 x active parameters x n plus causal attention (n^2 x (qk + v)
+head dims x heads per layer) FLOPs. A closed loop of ``C`` clients that each send a prompt of ``I`` tokens
+and read ``O`` output tokens (what ``glm-operator loadtest`` drives) spends, per round of C requests,
+``O`` decode steps at batch C and the prefill FLOPs of C prompts, and each request also waits
+``request_overhead`` (HTTP, scheduling, the first step) before its first token::
+
+    output tokens/s = C x O / (request_overhead + O x step(C, I + O/2) + C x prefill(I))
+    ITL (p50)      = step(C, I + O/2)
+    TTFT           = request_overhead + prefill(I) + step(C, I)
+
+Constants (:class:`PerfConstants`) are calibrated on the H200 load tests (``benchmarks/perf_model.py``
+prints the fit and the held-out errors); GPU speeds are datasheet figures (``catalog/data/gpus.yaml``).
+Not modelled: tensor-parallel all-reduce time (a TP > 1 step is this model's single-GPU step over TP's
+shards), pipeline bubbles (PP stages are summed), speculative decoding, prefix caching, DSA's sparse
+KV reads (the whole context is read).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from glm_operator.catalog.gpus import GpuType
+from glm_operator.catalog.models import ModelArchitecture
+from glm_operator.planning.budget import GIB
+from glm_operator.planning.fit import FitResult
+
+
+@dataclass(frozen=True)
+class PerfConstants:
+    """Efficiencies and overheads; see the module docstring. Calibrated on the H200 (vLLM 0.26, TP 1)."""
+
+    # fitted on GLM-4.7-Flash bf16 at max-num-seqs 64 (both shapes; benchmarks/perf_model.py --refit)
+    layer_overhead_s: float = 100e-6
+    bandwidth_efficiency: float = 0.8
+    compute_efficiency: float = 0.4
+    # the median TTFT at concurrency 1 of those runs (HTTP, scheduling, the first step)
+    request_overhead_s: float = 0.107
+
+
+DEFAULT_PERF = PerfConstants()
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A closed loop: ``concurrency`` clients, each sending ``input_tokens`` and reading ``output_tokens``."""
+
+    concurrency: int
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class Speed:
+    """Predicted speed of one instance (all its GPUs) under a workload."""
+
+    itl_s: float
+    ttft_s: float
+    output_tokens_per_s: float
+    gpus: int
+
+    @property
+    def output_tokens_per_s_per_gpu(self) -> float:
+        return self.output_tokens_per_s / max(1, self.gpus)
+
+    def to_dict(self) -> dict[str, float]:
+        return {
+            "outputTokensPerSecond": round(self.output_tokens_per_s, 1),
+            "outputTokensPerSecondPerGPU": round(self.output_tokens_per_s_per_gpu, 1),
+            "itlMilliseconds": round(self.itl_s * 1000, 2),
+            "ttftMilliseconds": round(self.ttft_s * 1000, 1),
+        }
+
+
+@dataclass(frozen=True)
+class ModelWeights:
+    """What one GPU of the instance holds and reads, in bytes and parameters."""
+
+    read_bytes: float  # non-expert weights read by every step (input embedding excluded)
+    expert_bytes: float  # routed experts on the GPU
+    active_params: float  # parameters one token multiplies on this GPU (for FLOPs)
+    layers: int
+
+
+def model_weights(
+    arch: ModelArchitecture, tp: int, weights_bytes: float, bytes_per_param: float
+) -> ModelWeights:
+    """Split the GPU's ``weights_bytes`` (the fit's figure) into what a step reads and the routed experts."""
+    moe_layers = max(0, arch.num_layers - arch.first_k_dense_replace) if arch.is_moe else 0
+    per_expert = 3.0 * arch.hidden_size * arch.moe_intermediate_size / tp
+    expert_params = moe_layers * arch.n_routed_experts * per_expert
+    expert_bytes = expert_params * bytes_per_param
+    embedding_bytes = 0.0 if arch.tie_word_embeddings else arch.vocab_size / tp * arch.hidden_size * 2.0
+    read_bytes = max(0.0, weights_bytes - expert_bytes - embedding_bytes)
+    dense_params = read_bytes / bytes_per_param
+    active = dense_params + moe_layers * (arch.num_experts_per_tok or 0) * per_expert
+    return ModelWeights(read_bytes, expert_bytes, active, arch.num_layers)
+
+
+def experts_touched(arch: ModelArchitecture, batch: int, same_experts: bool = False) -> float:
+    """Expected fraction of routed experts some token of ``batch`` picks (uniform top-k routing), or
+    top-k of E whatever the batch with ``same_experts`` (every token routed alike: see ``predict_speed``)."""
+    if not arch.is_moe or arch.n_routed_experts <= 0:
+        return 0.0
+    k = min(arch.num_experts_per_tok or 1, arch.n_routed_experts)
+    return 1.0 - (1.0 - k / arch.n_routed_experts) ** (1 if same_experts else max(1, batch))
+
+
+def tensor_tflops(gpu: GpuType, fp8: bool) -> float:
+    return gpu.fp8_tflops if fp8 and gpu.fp8_tflops > 0 else gpu.bf16_tflops
+
+
+def decode_step_s(
+    arch: ModelArchitecture,
+    weights: ModelWeights,
+    kv_bytes_per_token: float,
+    batch: int,
+    context: float,
+    gpu: GpuType,
+    fp8: bool,
+    c: PerfConstants = DEFAULT_PERF,
+    same_experts: bool = False,
+) -> float:
+    """One decode step of ``batch`` sequences at ``context`` tokens each (seconds)."""
+    read = weights.read_bytes + weights.expert_bytes * experts_touched(arch, batch, same_experts)
+    read += batch * context * kv_bytes_per_token
+    memory = read / (gpu.memory_bandwidth_gbs * 1e9 * c.bandwidth_efficiency)
+    compute = 2.0 * weights.active_params * batch / (tensor_tflops(gpu, fp8) * 1e12 * c.compute_efficiency)
+    return weights.layers * c.layer_overhead_s + max(memory, compute)
+
+
+def prefill_compute_s(
+    arch: ModelArchitecture, weights: ModelWeights, tokens: int, tp: int, gpu: GpuType, fp8: bool,
+    c: PerfConstants = DEFAULT_PERF,
+) -> float:  # fmt: skip
+    """The tensor-core time of one prompt of ``tokens`` (GEMMs + causal attention), on one GPU."""
+    if arch.is_mla:
+        head_dims = arch.qk_nope_head_dim + arch.qk_rope_head_dim + arch.v_head_dim
+    else:
+        head_dims = 2 * arch.head_dim
+    attention = float(tokens) ** 2 * head_dims * arch.num_attention_heads / tp * arch.num_layers
+    flops = 2.0 * weights.active_params * tokens + attention
+    return flops / (tensor_tflops(gpu, fp8) * 1e12 * c.compute_efficiency)
+
+
+def predict_speed(
+    arch: ModelArchitecture,
+    tp: int,
+    pp: int,
+    weights_bytes_per_gpu: float,
+    bytes_per_param: float,
+    kv_bytes_per_token_per_gpu: float,
+    workload: Workload,
+    gpu: GpuType,
+    fp8: bool,
+    c: PerfConstants = DEFAULT_PERF,
+    same_experts: bool = False,
+) -> Speed | None:
+    """Closed-loop speed of one instance (module docstring); None where the GPU's speed is unknown.
+
+    ``same_experts``: every token picks the same experts. That is what dummy weights do to GLM's router
+    (sigmoid scores of ~0.5 from weights of 1e-3, so the 1e-3 ``e_score_correction_bias`` decides the
+    top-k alike for all tokens): GLM-4.7-Flash's H200 runs decode 64 sequences in 7.5 ms, where reading
+    the experts 64 tokens touch under uniform routing takes 11 ms at the full 4.8 TB/s. Plans assume real
+    routing (uniform, the default); the calibration on dummy-weight runs uses ``same_experts``.
+    """
+    if gpu.memory_bandwidth_gbs <= 0 or tensor_tflops(gpu, fp8) <= 0:
+        return None
+    w = model_weights(arch, tp, weights_bytes_per_gpu * pp, bytes_per_param)
+    kv = kv_bytes_per_token_per_gpu * pp
+    n, i, o = max(1, workload.concurrency), workload.input_tokens, max(1, workload.output_tokens)
+    step = decode_step_s(arch, w, kv, n, i + o / 2, gpu, fp8, c, same_experts)
+    prefill = prefill_compute_s(arch, w, i, tp, gpu, fp8, c)
+    round_s = c.request_overhead_s + o * step + n * prefill
+    ttft = c.request_overhead_s + prefill + decode_step_s(arch, w, kv, n, i, gpu, fp8, c, same_experts)
+    if not math.isfinite(round_s) or round_s <= 0:
+        return None
+    return Speed(itl_s=step, ttft_s=ttft, output_tokens_per_s=n * o / round_s, gpus=tp * pp)
+
+
+# the workload a plan's prediction is for: the chat-like shape of the H200 runs, at max-num-seqs clients
+PLAN_INPUT_TOKENS = 512
+PLAN_OUTPUT_TOKENS = 128
+
+
+def plan_workload(max_num_seqs: int, max_model_len: int) -> Workload:
+    """What ``status.plan`` predicts for: ``max_num_seqs`` clients sending 512-token prompts for 128 tokens
+    (shorter where the context is)."""
+    prompt = min(PLAN_INPUT_TOKENS, max(1, max_model_len - PLAN_OUTPUT_TOKENS))
+    return Workload(max(1, max_num_seqs), prompt, PLAN_OUTPUT_TOKENS)
+
+
+# bytes per weight of a precision (scales aside): what a step reads per parameter
+BYTES_PER_PARAM = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5, "nvfp4": 0.5625}
+
+
+def speed_of_fit(
+    fit: FitResult,
+    arch: ModelArchitecture,
+    gpu: GpuType,
+    workload: Workload,
+    c: PerfConstants = DEFAULT_PERF,
+    same_experts: bool = False,
+) -> Speed | None:
+    """:func:`predict_speed` for a planned instance (its weights and KV bytes per GPU from the fit)."""
+    precision = fit.quantization
+    return predict_speed(
+        arch,
+        fit.tensor_parallel_size,
+        fit.pipeline_parallel_size,
+        fit.weights_gib_per_gpu * GIB,
+        BYTES_PER_PARAM.get(precision, 2.0),
+        fit.kv_cache_bytes_per_token_per_gpu,
+        workload,
+        gpu,
+        fp8=precision == "fp8" and gpu.native_fp8,
+        c=c,
+        same_experts=same_experts,
+    )
