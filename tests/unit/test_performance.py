@@ -3,17 +3,35 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+import yaml
 from benchmarks.perf_model import DEFAULT_PERF, errors, load_points, refit
+from pydantic import ValidationError
 
 from glm_operator.catalog.gpus import find_gpu
 from glm_operator.catalog.models import resolve_model
 from glm_operator.planning.fit import FitInput, estimate_fit
-from glm_operator.planning.performance import Workload, experts_touched, plan_workload, speed_of_fit
+from glm_operator.planning.nodes import parse_gpu_pools
+from glm_operator.planning.performance import (
+    Workload,
+    concurrency_within,
+    experts_touched,
+    plan_workload,
+    speed_of_fit,
+)
+from glm_operator.planning.placement import Plan, plan_placement
+from glm_operator.planning.request import placement_request_from_spec
 
 POINTS = load_points()
 H200 = find_gpu("NVIDIA-H200")
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu-cluster.yaml"
+POOLS = tuple(parse_gpu_pools(yaml.safe_load(FIXTURE.read_text())))
+
+
+def plan(spec: dict) -> Plan:  # type: ignore[type-arg]
+    return plan_placement(placement_request_from_spec(spec, POOLS))
 
 
 def test_the_shipped_constants_are_the_calibration_fit() -> None:
@@ -73,3 +91,50 @@ def test_fp8_gains_only_where_the_gpu_has_fp8_tensor_cores_and_a_gpu_without_fig
 def test_the_plan_workload_fits_the_context() -> None:
     assert plan_workload(64, 32768) == Workload(64, 512, 128)
     assert plan_workload(8, 300) == Workload(8, 172, 128)
+
+
+def test_concurrency_within_finds_the_largest_batch_that_meets_the_targets() -> None:
+    arch, fit = _flash_fit()
+
+    def speed_at(n: int):  # type: ignore[no-untyped-def]
+        return speed_of_fit(fit, arch, H200, plan_workload(n, 32768))
+
+    itl_at_16 = 1000 * speed_at(16).itl_s
+    seqs, met = concurrency_within(1, 256, speed_at, itl_at_16, None)
+    assert met and seqs >= 16
+    assert 1000 * speed_at(seqs + 1).itl_s > itl_at_16  # the next one misses
+    assert concurrency_within(4, 256, speed_at, 0.001, None) == (4, False)
+    assert concurrency_within(1, 8, speed_at, None, 10**6) == (8, True)
+
+
+AIR = {
+    "model": {"id": "zai-org/GLM-4.5-Air"},
+    "quantization": "bf16",
+    "contextLength": 32768,
+    "minConcurrency": 4,
+}
+
+
+def _h100(plan):  # type: ignore[no-untyped-def]
+    return next(v for v in plan.variants if v.gpu_product == "NVIDIA-H100-80GB-HBM3")
+
+
+def test_spec_slo_lowers_max_num_seqs_until_the_prediction_meets_it_and_says_so() -> None:
+    free = _h100(plan({**AIR}))
+    assert free.speed is not None and free.max_num_seqs > 16
+    target = round(0.8 * 1000 * free.speed.itl_s, 1)  # tighter than what the KV-sized batch gives
+    held = _h100(plan({**AIR, "slo": {"itlMilliseconds": target}}))
+    assert 4 <= held.max_num_seqs < free.max_num_seqs
+    assert held.speed is not None and 1000 * held.speed.itl_s <= target
+    assert any(n.startswith("spec.slo: max-num-seqs") for n in held.notes)
+    impossible = _h100(plan({**AIR, "slo": {"itlMilliseconds": 0.5, "ttftMilliseconds": 100000}}))
+    assert impossible.max_num_seqs == 4  # minConcurrency is kept
+    note = next(n for n in impossible.notes if n.startswith("spec.slo not met"))
+    assert "ITL 0.5 ms" in note and "TTFT" not in note.split("miss")[1] and "fix:" in note
+    pinned = _h100(plan({**AIR, "slo": {"itlMilliseconds": 0.5}, "serving": {"maxNumSeqs": 64}}))
+    assert pinned.max_num_seqs == 64 and not any("spec.slo" in n for n in pinned.notes)
+
+
+def test_spec_slo_values_are_checked_by_the_schema() -> None:
+    with pytest.raises(ValidationError, match=r"itlMilliseconds|itl_milliseconds"):
+        plan({**AIR, "slo": {"itlMilliseconds": 0}})

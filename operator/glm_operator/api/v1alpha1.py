@@ -916,6 +916,17 @@ class ServingSpec(_APIModel):
         return value
 
 
+class ServiceLevelObjective(_APIModel):
+    """Latency targets the planner sizes max-num-seqs for (planning/performance.py predicts them)."""
+
+    itl_milliseconds: float | None = Field(
+        None, gt=0, le=10000, description="Inter-token latency target (a decode step), milliseconds."
+    )
+    ttft_milliseconds: float | None = Field(
+        None, gt=0, le=600000, description="Time-to-first-token target, milliseconds."
+    )
+
+
 class GLMDeploymentSpec(_APIModel):
     """Desired state: which GLM model to serve, at what precision and context, on which GPUs."""
 
@@ -977,6 +988,15 @@ class GLMDeploymentSpec(_APIModel):
         default_factory=GPUSpec,
         json_schema_extra={"default": {}},
         description="GPU types, memory utilisation and parallelism.",
+    )
+    slo: ServiceLevelObjective | None = Field(
+        None,
+        description=(
+            "Latency targets per replica. The planner lowers max-num-seqs (never below minConcurrency) "
+            "until the predicted ITL and TTFT of chat-like requests (512 prompt, 128 output tokens) at "
+            "that concurrency meet them, and says in status.plan when even minConcurrency does not. "
+            "Ignored where serving.maxNumSeqs is set."
+        ),
     )
     replicas: int = Field(
         1,

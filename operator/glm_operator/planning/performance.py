@@ -35,6 +35,7 @@ KV reads (the whole context is read).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from glm_operator.catalog.gpus import GpuType
@@ -234,3 +235,28 @@ def speed_of_fit(
         c=c,
         same_experts=same_experts,
     )
+
+
+def meets(speed: Speed | None, itl_ms: float | None, ttft_ms: float | None) -> bool:
+    """Whether a predicted speed is within the latency targets (an unknown speed meets none)."""
+    if speed is None:
+        return False
+    itl_ok = itl_ms is None or speed.itl_s * 1000 <= itl_ms
+    return itl_ok and (ttft_ms is None or speed.ttft_s * 1000 <= ttft_ms)
+
+
+def concurrency_within(
+    low: int, high: int, speed_at: Callable[[int], Speed | None], itl_ms: float | None, ttft_ms: float | None
+) -> tuple[int, bool]:
+    """The largest concurrency in [low, high] whose predicted speed meets the targets (ITL and TTFT grow
+    with the batch), and True; (low, False) when not even ``low`` does."""
+    if not meets(speed_at(low), itl_ms, ttft_ms):
+        return low, False
+    lo, hi = low, max(low, high)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if meets(speed_at(mid), itl_ms, ttft_ms):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo, True

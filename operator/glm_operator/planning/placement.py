@@ -51,7 +51,7 @@ import collections
 import functools
 import math
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -69,7 +69,7 @@ from glm_operator.planning.fit import (
 )
 from glm_operator.planning.fixes import Fix, all_fixes, cheapest_on, shown_fixes
 from glm_operator.planning.nodes import GpuPool, PoolGroups, group_pools
-from glm_operator.planning.performance import Speed, plan_workload, speed_of_fit
+from glm_operator.planning.performance import Speed, concurrency_within, plan_workload, speed_of_fit
 from glm_operator.planning.product_filter import allowed_products
 from glm_operator.planning.request import DEFAULT_CONTEXT_LENGTH, PlacementRequest, PlanningInputError
 
@@ -857,7 +857,15 @@ def _variant(
     assert ev.fit is not None
     fit, cand = ev.fit, ev.candidate
     _, flag = _model_for(base, cand.quantization)
+    arch, gpu = ev.model.architecture, group.gpu
+
+    def speed_at(n: int) -> Speed | None:
+        return speed_of_fit(fit, arch, gpu, plan_workload(n, context))
+
     max_num_seqs = _max_num_seqs(request, fit, context)
+    if (request.slo_itl_ms or request.slo_ttft_ms) and not request.max_num_seqs:
+        max_num_seqs, note = _seqs_for_slo(request, max_num_seqs, speed_at)
+        notes = [*notes, note]
     return Variant(
         gpu_product=group.gpu.name,
         resource_name=group.resource_name,
@@ -889,7 +897,42 @@ def _variant(
         activation_gib=fit.activation_gib,
         non_torch_gib=fit.non_torch_gib,
         cudagraph_gib=fit.cudagraph_gib,
-        speed=speed_of_fit(fit, ev.model.architecture, group.gpu, plan_workload(max_num_seqs, context)),
+        speed=speed_at(max_num_seqs),
+    )
+
+
+def _seqs_for_slo(
+    request: PlacementRequest, by_kv: int, speed_at: Callable[[int], Speed | None]
+) -> tuple[int, str]:
+    """max-num-seqs for spec.slo: the largest up to what the KV cache holds whose predicted latency meets
+    the targets, never below minConcurrency; and the note that says which and why."""
+    floor = min(by_kv, max(1, math.ceil(request.min_concurrency)))
+    seqs, met = concurrency_within(floor, by_kv, speed_at, request.slo_itl_ms, request.slo_ttft_ms)
+    speed = speed_at(seqs)
+    targets = " and ".join(
+        f"{name} {value:g} ms"
+        for name, value in (("ITL", request.slo_itl_ms), ("TTFT", request.slo_ttft_ms))
+        if value
+    )
+    if speed is None:
+        return by_kv, f"spec.slo: no speed figures for this GPU type; max-num-seqs {by_kv} from the KV cache"
+    predicted = f"ITL {1000 * speed.itl_s:.1f} ms, TTFT {1000 * speed.ttft_s:.0f} ms"
+    if not met:
+        missed = " and ".join(
+            f"{name} {value:g} ms"
+            for name, value, got in (
+                ("ITL", request.slo_itl_ms, speed.itl_s),
+                ("TTFT", request.slo_ttft_ms, speed.ttft_s),
+            )
+            if value and got * 1000 > value
+        )
+        return seqs, (
+            f"spec.slo not met: at minConcurrency {seqs} the predicted {predicted} miss {missed}; fix: a GPU "
+            "type with more memory bandwidth, quantization fp8, or a larger gpu.tensorParallelSize"
+        )
+    return seqs, (
+        f"spec.slo: max-num-seqs {seqs} (the KV cache holds {by_kv}) keeps the predicted {predicted} "
+        f"within {targets}"
     )
 
 

@@ -55,6 +55,8 @@ class PlacementRequest:
     replicas: int = 1
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
+    slo_itl_ms: float | None = None  # spec.slo: latency targets max-num-seqs is sized for
+    slo_ttft_ms: float | None = None
     pools: tuple[GpuPool, ...] = field(default=())
     engine: VllmEngine = DEFAULT_ENGINE
 
@@ -93,6 +95,8 @@ def placement_request(
         allow_multi_node=spec.gpu.allow_multi_node,
         replicas=spec.replicas if replicas is None else replicas,
         max_num_seqs=spec.serving.max_num_seqs,
+        slo_itl_ms=spec.slo.itl_milliseconds if spec.slo else None,
+        slo_ttft_ms=spec.slo.ttft_milliseconds if spec.slo else None,
         pools=tuple(pools),
         engine=engine_for_image(spec.serving.image, default_image),
     )
