@@ -651,8 +651,11 @@ def graph_estimate_startups() -> list[Startup]:
 
 
 def is_fp8_online(s: Startup) -> bool:
-    """A bf16 checkpoint quantized to FP8 at load (--quantization fp8)."""
-    return s.quantization == "fp8" and s.resolved().checkpoint_quantization is None
+    """An MLA model's bf16 checkpoint quantized to FP8 at load (--quantization fp8)."""
+    resolved = s.resolved()
+    return (
+        s.quantization == "fp8" and resolved.checkpoint_quantization is None and resolved.architecture.is_mla
+    )
 
 
 def fit_graph_constants(rows: Sequence[Startup]) -> BudgetConstants:

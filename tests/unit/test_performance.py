@@ -38,16 +38,15 @@ def test_the_shipped_constants_are_the_calibration_fit() -> None:
     assert refit(POINTS) == DEFAULT_PERF
 
 
-@pytest.mark.parametrize(
-    "point",
-    [p for p in POINTS if not p.calibration],
-    ids=lambda p: f"{p.case.name}-{p.shape}-{p.concurrency}",
-)
-def test_held_out_itl_within_15_percent_of_the_h200(point: object) -> None:
-    """ITL p50 of every load-test point not used for calibration (GLM-4.7-Flash fp8 at max-num-seqs 64,
-    both shapes) within 15 % of the prediction."""
-    _, _, _, itl_error = errors(point, DEFAULT_PERF)  # type: ignore[arg-type]
-    assert abs(itl_error) <= 0.15
+def test_held_out_points_against_the_h200() -> None:
+    """The load-test points not used for calibration (GLM-4.7-Flash fp8 at 64 and bf16 at 16, Qwen3-8B
+    long prompts): ITL p50 median error within 10 % and none beyond 25 %; at least six points with both
+    tokens/s and ITL p50 within 15 % (issue 32's bar; benchmarks/perf_model.py prints them all)."""
+    held = [errors(p, DEFAULT_PERF) for p in POINTS if not p.calibration]
+    assert len(held) >= 18
+    itl = sorted(abs(e[3]) for e in held)
+    assert itl[len(itl) // 2] <= 0.10 and itl[-1] <= 0.25
+    assert sum(1 for e in held if abs(e[2]) <= 0.15 and abs(e[3]) <= 0.15) >= 6
 
 
 def _flash_fit(quantization: str = "auto"):  # type: ignore[no-untyped-def]

@@ -76,7 +76,7 @@ its budget), 1.39 for Qwen3-30B-A3B-FP8 at 4096 (512 sequences: a 1.16 GiB sampl
 1.17 for gpt-oss-20b; non-torch 0.22-0.25 at TP 1 (``mid_non_torch_gib``'s 0.25). The model keeps 0.18-0.19's
 forward and sampler rates (``v1_forward_scale``, ``v1_sampler_bytes`` = the ``mid_*`` values) and fits:
 
-* ``v1_moe_workspace_scale`` (0.786): the fused-MoE workspace at max_num_batched_tokens, one scale for bf16
+* ``v1_moe_workspace_scale`` (0.598): the fused-MoE workspace at max_num_batched_tokens, one scale for bf16
   and block-FP8 experts (0.26 runs both through the Triton backend on H200: "Using TRITON Fp8 MoE backend").
 
 MLA models (GLM-4.7-Flash, GLM-5.x, DeepSeek) also hold, at the forward's peak, the tensor MLA allocates in
@@ -133,12 +133,12 @@ so :func:`cudagraph_bytes` models it for every release that profiles with the V1
     graphs = graph_bytes_per_piece x layers on the rank x capture sizes            (PIECEWISE sets)
              + graph_bytes_per_decode_seq x min(max_num_seqs, largest capture size) (FULL decode graphs)
 
-least squares on the 31 logged estimates of vLLM 0.19-0.24 (``graph_bytes_per_piece`` 0.26 MiB,
-``graph_bytes_per_decode_seq`` 1.09 MiB; rms 0.22 GiB, worst DeepSeek-V2-Lite at TP 1, 1.57 logged and
-0.89 ours: MLA and MoE layers take more; the 256-sequence rows on Ampere and Ada come out 0.1-0.3 GiB
-high). The per-request term stands for the FULL decode graphs and the first FULL capture at the largest
-decode batch [inferred: the logs at 256 sequences keep 0.2-0.3 GiB outside the per-layer term, at 1024
-sequences 0.5].
+least squares on the logged estimates of vLLM 0.19-0.26 (45 with the H200 start-ups;
+``graph_bytes_per_piece`` 0.22 MiB, ``graph_bytes_per_decode_seq`` 1.21 MiB; rms 0.23 GiB, worst
+DeepSeek-V2-Lite at TP 1, 1.57 logged and 0.89 ours: MLA and MoE layers take more; the 256-sequence
+rows on Ampere and Ada come out 0.1-0.3 GiB high). The per-request term stands for the FULL decode
+graphs and the first FULL capture at the largest decode batch [inferred: the logs at 256 sequences
+keep 0.2-0.3 GiB outside the per-layer term, at 1024 sequences 0.5].
 
 Model Runner V2 (vLLM 0.33 for every model) keeps ``newer_cudagraph_bytes_per_piece`` per layer and
 capture size divided by TP. The TP-free shape was tried there and not adopted: on Qwen3-32B at TP 2 on
@@ -351,19 +351,20 @@ class BudgetConstants:
     # the V1 model runner's graph estimate (vLLM >= 0.18; see cudagraph_bytes), not divided by TP: least
     # squares on the 31 logged "Estimated CUDA graph memory" figures of vLLM 0.19-0.24 (tests/fit_truth.py
     # fit_graph_constants), a component fit on no KV-token figure
-    graph_bytes_per_piece: float = 0.241 * 2**20  # per layer on the rank and capture size
-    graph_bytes_per_decode_seq: float = 1.154 * 2**20  # per request of the largest FULL decode graph
-    # what the V1 runner's estimate adds per layer on the rank with a bf16 checkpoint quantized at load
-    # (--quantization fp8: per-tensor FP8 through CUTLASS scaled_mm): fitted on the two GLM-4.7-Flash
-    # start-ups of benchmarks/gpu_truth (1.70 and 1.44 GiB logged where bf16 logs 0.75 and 0.32;
-    # tests/fit_truth.py fit_fp8_online_graph_bytes) [open: per layer or per model; one model only]
-    v1_fp8_online_graph_bytes_per_layer: float = 21.8 * 2**20
+    graph_bytes_per_piece: float = 0.224 * 2**20  # per layer on the rank and capture size
+    graph_bytes_per_decode_seq: float = 1.208 * 2**20  # per request of the largest FULL decode graph
+    # what the V1 runner's estimate adds per layer on the rank when an MLA model's bf16 checkpoint is
+    # quantized at load (--quantization fp8: per-tensor FP8 through CUTLASS scaled_mm): fitted on the two
+    # GLM-4.7-Flash start-ups of benchmarks/gpu_truth (1.70 and 1.44 GiB logged where bf16 logs 0.75 and
+    # 0.32; tests/fit_truth.py fit_fp8_online_graph_bytes). Not GQA: Qwen3-30B-A3B quantized the same way
+    # logs 0.46 GiB, no more than its FP8 checkpoint [inferred: MLA's path; one MLA model measured]
+    v1_fp8_online_graph_bytes_per_layer: float = 22.25 * 2**20
     newer_moe_workspace_scale: float = 6.0
     # vLLM >= 0.20 profiled by the V1 model runner (see "vLLM >= 0.20, the V1 model runner" in the docstring):
     # fitted on that generation's V1 rows, the H200 start-ups of vLLM 0.26 (benchmarks/gpu_truth) among them
     v1_forward_scale: float = 0.462
     v1_sampler_bytes: float = 16.04
-    v1_moe_workspace_scale: float = 0.786
+    v1_moe_workspace_scale: float = 0.598
     # vLLM 0.18-0.19 (the profiling run also profiles CUDA graphs, which are not subtracted): fitted on
     # that generation's rows (benchmarks/fit_errors.py --refit); see "vLLM 0.18-0.19" in the docstring
     mid_forward_scale: float = 0.462
@@ -410,8 +411,9 @@ class BudgetSettings:
     model_runner_v1: bool = False
     # FP8 expert weights (vLLM >= 0.18: the fused-MoE workspace at newer_moe_workspace_scale, else mid_*)
     fp8_experts: bool = False
-    # a bf16 checkpoint quantized to FP8 at load (--quantization fp8): its graphs take more (V1 runner)
-    fp8_online: bool = False
+    # an MLA model's bf16 checkpoint quantized to FP8 at load (--quantization fp8): its graphs take more
+    # (V1 runner; see v1_fp8_online_graph_bytes_per_layer)
+    fp8_online_mla: bool = False
     # Model Runner V2 estimates its CUDA graphs (planning.engine.v2_graph_estimate: not in vLLM 0.26)
     v2_graph_estimate: bool = True
 
@@ -769,7 +771,8 @@ def cudagraph_bytes(
         graph_bytes_per_piece x layers on the rank x capture sizes
         + graph_bytes_per_decode_seq x min(max_num_seqs, largest capture size)
 
-    plus ``v1_fp8_online_graph_bytes_per_layer`` per layer when a bf16 checkpoint is quantized at load.
+    plus ``v1_fp8_online_graph_bytes_per_layer`` per layer when an MLA model's bf16 checkpoint is quantized
+    at load.
     Model Runner V2 (0.33 for every model): ``newer_cudagraph_bytes_per_piece`` per layer and capture
     size, divided by TP.
     """
@@ -786,6 +789,6 @@ def cudagraph_bytes(
             return 0.0  # vLLM 0.26's Model Runner V2: profile_cudagraph_memory returns 0
         return c.newer_cudagraph_bytes_per_piece * layers_on_rank * len(sizes) / max(1, tp)
     decode = min(settings.max_num_seqs, sizes[-1]) if sizes else 0
-    fp8_online = c.v1_fp8_online_graph_bytes_per_layer * layers_on_rank if settings.fp8_online else 0.0
+    fp8_online = c.v1_fp8_online_graph_bytes_per_layer * layers_on_rank if settings.fp8_online_mla else 0.0
     piecewise = c.graph_bytes_per_piece * layers_on_rank * len(sizes)
     return piecewise + c.graph_bytes_per_decode_seq * decode + fp8_online

@@ -2,18 +2,20 @@
 
 A decode step of a batch of ``B`` sequences at context ``L`` on one GPU of the instance::
 
-    step = layers x layer_overhead + max(bytes / (bandwidth x bandwidth_efficiency),
-                                         flops / (tensor TFLOPS x compute_efficiency))
+    step = layers x layer_overhead + MoE layers x moe_layer_overhead
+           + bytes / (bandwidth x bandwidth_efficiency) + flops / (tensor TFLOPS x compute_efficiency)
     bytes = non-expert weights + routed-expert weights x (1 - (1 - k/E)^B) + B x L x KV bytes per token
 
 * the weights a step reads: everything but the input embedding (a lookup of B rows); of the routed
   experts only those some token of the batch picks, ``E x (1 - (1 - k/E)^B)`` per layer with uniform
   routing (top-k of E): 4 of 64 at B = 1, 98 % of them at B = 64 for GLM-4.7-Flash;
 * the KV cache of every sequence, once per step (``fit.kv_bytes_per_token_per_stage``);
-* ``flops``: 2 x the active parameters per token x B (the GEMMs), which decides only at large batches;
-* ``layer_overhead``: kernel launches and small-batch kernels that reach neither bound. On the H200 it
-  is most of a small-batch step: GLM-4.7-Flash decodes one sequence in 5.1 ms where reading its 7 GB
-  takes 1.5 ms, bf16 and fp8 alike (benchmarks/gpu_truth/perf).
+* ``flops``: 2 x the active parameters per token x B (the GEMMs), added to the read time (small-batch
+  kernels do not overlap the two);
+* ``layer_overhead`` (+ ``moe_layer_overhead`` per MoE layer): kernel launches and small-batch kernels
+  that reach neither bound. On the H200 it is most of a small MoE step: GLM-4.7-Flash decodes one
+  sequence in 5.1 ms where reading its 7 GB takes 1.5 ms, bf16 and fp8 alike, while the dense
+  Qwen3-8B's 5.2 ms are mostly its 15 GB (benchmarks/gpu_truth/perf).
 
 Prefill of ``n`` prompt tokens costs 2 x active parameters x n plus causal attention (n^2 x (qk + v)
 head dims x heads per layer) FLOPs. A closed loop of ``C`` clients that each send a prompt of ``I`` tokens
@@ -48,12 +50,13 @@ from glm_operator.planning.fit import FitResult
 class PerfConstants:
     """Efficiencies and overheads; see the module docstring. Calibrated on the H200 (vLLM 0.26, TP 1)."""
 
-    # fitted on GLM-4.7-Flash bf16 at max-num-seqs 64 (both shapes; benchmarks/perf_model.py --refit)
-    layer_overhead_s: float = 100e-6
-    bandwidth_efficiency: float = 0.8
+    # fitted on GLM-4.7-Flash bf16 at max-num-seqs 64 and Qwen3-8B (benchmarks/perf_model.py --refit)
+    layer_overhead_s: float = 30e-6
+    moe_layer_overhead_s: float = 70e-6  # more per MoE layer (routing, the fused-MoE kernels)
+    bandwidth_efficiency: float = 0.9
     compute_efficiency: float = 0.4
     # the median TTFT at concurrency 1 of those runs (HTTP, scheduling, the first step)
-    request_overhead_s: float = 0.107
+    request_overhead_s: float = 0.105
 
 
 DEFAULT_PERF = PerfConstants()
@@ -98,6 +101,7 @@ class ModelWeights:
     expert_bytes: float  # routed experts on the GPU
     active_params: float  # parameters one token multiplies on this GPU (for FLOPs)
     layers: int
+    moe_layers: int = 0
 
 
 def model_weights(
@@ -112,7 +116,7 @@ def model_weights(
     read_bytes = max(0.0, weights_bytes - expert_bytes - embedding_bytes)
     dense_params = read_bytes / bytes_per_param
     active = dense_params + moe_layers * (arch.num_experts_per_tok or 0) * per_expert
-    return ModelWeights(read_bytes, expert_bytes, active, arch.num_layers)
+    return ModelWeights(read_bytes, expert_bytes, active, arch.num_layers, moe_layers)
 
 
 def experts_touched(arch: ModelArchitecture, batch: int, same_experts: bool = False) -> float:
@@ -144,7 +148,8 @@ def decode_step_s(
     read += batch * context * kv_bytes_per_token
     memory = read / (gpu.memory_bandwidth_gbs * 1e9 * c.bandwidth_efficiency)
     compute = 2.0 * weights.active_params * batch / (tensor_tflops(gpu, fp8) * 1e12 * c.compute_efficiency)
-    return weights.layers * c.layer_overhead_s + max(memory, compute)
+    overhead = weights.layers * c.layer_overhead_s + weights.moe_layers * c.moe_layer_overhead_s
+    return overhead + memory + compute
 
 
 def prefill_compute_s(
