@@ -21,7 +21,7 @@ Usage.flags = filter.FLT_CFG_FL_HTX
 Usage.__index = Usage
 
 function Usage:new()
-  return setmetatable({ carry = "", tail = "\n", usage = nil, events = 0, done = false, sse = false, counted = false }, Usage)
+  return setmetatable({ carry = "", tail = "\n", usage = nil, events = 0, last = "", sse = false, counted = false }, Usage)
 end
 
 local function tokens_of(object)
@@ -48,11 +48,12 @@ function Usage:scan(piece)
     if not at then
       break
     end
-    local object = text:match('^"usage"%s*:%s*(%b{})', at)
+    local rest = text:sub(at)
+    local object = rest:match('^"usage"%s*:%s*(%b{})')
     if object then
       self.usage = tokens_of(object) or self.usage
-    elseif not text:match('^"usage"%s*:%s*[^%s{]', at) and #text - at < CARRY then
-      self.carry = text:sub(at) -- cut by the chunk's end: completed by the next one
+    elseif (rest:match('^"usage"%s*:?%s*$') or rest:match('^"usage"%s*:%s*{')) and #rest < CARRY then
+      self.carry = rest -- cut by the piece's end: completed by the next one
       break
     end
     from = at + 1
@@ -61,8 +62,8 @@ function Usage:scan(piece)
     local lines = self.tail .. piece
     local _, events = lines:gsub("\ndata:", "")
     self.events = self.events + events
-    self.done = self.done or lines:find("\ndata: [DONE]", 1, true) ~= nil
     self.tail = lines:sub(-5) -- shorter than "\ndata:": an event is never counted twice
+    self.last = (self.last .. piece):sub(-16) -- the stream's end: "data: [DONE]" is no token
   end
 end
 
@@ -73,7 +74,7 @@ function Usage:tokens(txn)
   if not self.sse then
     return 0 -- an error, or an answer without usage: nothing generated to count
   end
-  local events = self.events - (self.done and 1 or 0)
+  local events = self.events - (self.last:find("data: [DONE]", 1, true) and 1 or 0)
   local bytes = tonumber(txn:get_var("txn.request_bytes")) or 0
   return events + math.ceil(bytes / BYTES_PER_TOKEN)
 end
