@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from glm_operator.gateway.haproxy_config import BYTES_PER_TOKEN
+from glm_operator.gateway.haproxy_config import BYTES_PER_TOKEN, Peer
 from glm_operator.gateway.routes import Backend, Member, RoutingTable, backend_name
-from tests.harness.cluster import wait_for
+from tests.harness.cluster import free_port, wait_for
 from tests.harness.haproxy import LocalGateway
 from tests.harness.load import request
 from tests.harness.vllm_emulator import VLLMMetricsEmulator
+from tests.integration.test_gateway_peers import settled
 
 pytestmark = pytest.mark.integration
 MODEL, CHAT = "glm-flash", "/v1/chat/completions"
@@ -35,18 +36,25 @@ def prompt_tokens(body: dict[str, object]) -> int:
 
 
 def tokens(gateway: LocalGateway, client: str) -> int:
-    entries = gateway.runtime.key_counters(gateway.settings.key_table)
-    return next((e.tokens_total for e in entries if e.client == client), 0)
+    """The client's tokens as ``gateway`` knows them: its table's, with peers every replica's."""
+    tables = [f"per_key_{p.name}" for p in gateway.settings.peers] or [gateway.settings.key_table]
+    return sum(e.tokens_total for t in tables for e in gateway.runtime.key_counters(t) if e.client == client)
 
 
 def counts(gateway: LocalGateway, client: str, expected: int) -> bool:
     """Whether the client's tokens reach ``expected`` (bounded wait: an answer's tokens land as it
-    ends, the last bytes may reach the client first) and stay there."""
+    ends, the last bytes may reach the client first; another replica's, with the peers' push) and
+    are exactly that."""
     try:
-        wait_for(lambda: tokens(gateway, client) >= expected or None, timeout=5, what="the count")
+        wait_for(lambda: tokens(gateway, client) >= expected or None, timeout=10, what="the count")
     except AssertionError:
         return False
     return tokens(gateway, client) == expected
+
+
+def served_by(emulator: VLLMMetricsEmulator) -> RoutingTable:
+    member = Member(1, "flash-0", emulator.host, emulator.port, 1, True)
+    return RoutingTable((Backend(MODEL, backend_name(MODEL), (member,)),))
 
 
 @pytest.fixture
@@ -54,8 +62,7 @@ def gateway(tmp_path: Path) -> Iterator[tuple[LocalGateway, VLLMMetricsEmulator]
     keys = tmp_path / "keys.map"
     keys.write_text("sk-a team-a\nsk-b team-b\n")
     emulator = VLLMMetricsEmulator({MODEL: (0.0, 0.0)}).start()
-    member = Member(1, "flash-0", emulator.host, emulator.port, 1, True)
-    table = RoutingTable((Backend(MODEL, backend_name(MODEL), (member,)),))
+    table = served_by(emulator)
     proxy = LocalGateway(tmp_path, keys_file=str(keys), tokens_per_minute=LIMIT, hold_max_requests=0)
     try:
         proxy.start(table)
@@ -100,3 +107,49 @@ def test_usage_is_counted_and_a_key_over_its_limit_gets_429(
     # Another key has its own minute.
     assert request(proxy.url, CHAT, plain, api_key="sk-b").status == 200
     assert counts(proxy, "team-b", prompt_tokens(plain) + 20)
+
+
+def test_one_keys_tokens_count_on_every_replica(tmp_path: Path) -> None:
+    """Two replicas sharing the per-key tables through peers: tokens used through one count on the
+    other, and the key is refused on both once their sum reaches the limit."""
+    keys = tmp_path / "keys.map"
+    keys.write_text("sk-a team-a\nsk-b team-b\n")
+    emulator = VLLMMetricsEmulator({MODEL: (0.0, 0.0)}).start()
+    table = served_by(emulator)
+    peers = (Peer("gw-a", "127.0.0.1", free_port()), Peer("gw-b", "127.0.0.1", free_port()))
+    replicas = []
+    for peer in peers:
+        (tmp_path / peer.name).mkdir()
+        settings = {"peers": peers, "local_peer": peer.name, "hold_max_requests": 0}
+        replicas.append(
+            LocalGateway(tmp_path / peer.name, keys_file=str(keys), tokens_per_minute=LIMIT, **settings)
+        )
+    a, b = replicas
+    try:
+        a.start(table)
+        b.start(table)
+        wait_for(lambda: settled(a) and settled(b), timeout=30, what="the replicas' peer sessions")
+
+        first = chat(50)
+        assert request(a.url, CHAT, first, api_key="sk-a").status == 200
+        used = prompt_tokens(first) + 50
+        assert used < LIMIT <= 2 * used
+        assert counts(b, "team-a", used), "a's count reached b"
+        assert request(b.url, CHAT, first, api_key="sk-a").status == 200, "under the limit: b lets it through"
+        assert counts(a, "team-a", 2 * used)
+
+        for gateway in (a, b):
+            refused = request(gateway.url, CHAT, first, api_key="sk-a")
+            assert (
+                refused.status == 429 and "tokens per minute" in json.loads(refused.body)["error"]["message"]
+            )
+            assert 1 <= int(refused.headers["retry-after"]) <= 60
+        assert request(b.url, CHAT, first, api_key="sk-b").status == 200, "another key is not affected"
+
+        # A replica down: the other keeps its copy of the stopped one's table, and still refuses.
+        b.stop()
+        assert request(a.url, CHAT, first, api_key="sk-a").status == 429
+    finally:
+        a.stop()
+        b.stop()
+        emulator.stop()
