@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from glm_operator.commands.gateway import key_metrics
 from glm_operator.gateway.haproxy_config import BYTES_PER_TOKEN, Peer
 from glm_operator.gateway.routes import Backend, Member, RoutingTable, backend_name
 from tests.harness.cluster import free_port, wait_for
@@ -107,6 +108,13 @@ def test_usage_is_counted_and_a_key_over_its_limit_gets_429(
     # Another key has its own minute.
     assert request(proxy.url, CHAT, plain, api_key="sk-b").status == 200
     assert counts(proxy, "team-b", prompt_tokens(plain) + 20)
+
+    # The sidecar exports them per client.
+    families = {f.name: f for f in key_metrics(proxy.runtime).collect()}
+    exported = {s.labels["client"]: s.value for s in families["glm_gateway_client_tokens"].samples}
+    assert exported == {"team-a": counted, "team-b": prompt_tokens(plain) + 20}
+    per_minute = families["glm_gateway_client_tokens_per_minute"].samples
+    assert {s.labels["client"]: s.value for s in per_minute}["team-a"] == counted
 
 
 def test_one_keys_tokens_count_on_every_replica(tmp_path: Path) -> None:
