@@ -6,13 +6,16 @@ before anything reaches the model, and another key is not affected."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from glm_operator.clients.haproxy import send
 from glm_operator.commands.gateway import key_metrics
-from glm_operator.gateway.haproxy_config import BYTES_PER_TOKEN, Peer
+from glm_operator.gateway.haproxy_config import BYTES_PER_TOKEN, WAKE_TABLE, Peer
 from glm_operator.gateway.routes import Backend, Member, RoutingTable, backend_name
 from tests.harness.cluster import free_port, wait_for
 from tests.harness.haproxy import LocalGateway
@@ -160,4 +163,32 @@ def test_one_keys_tokens_count_on_every_replica(tmp_path: Path) -> None:
     finally:
         a.stop()
         b.stop()
+        emulator.stop()
+
+
+def test_a_held_stream_is_counted_once(tmp_path: Path) -> None:
+    """A stream held while its model has no ready replica is answered by hold.lua, which sends the
+    request again through the unfiltered held_streams frontend: its tokens count once."""
+    keys = tmp_path / "keys.map"
+    keys.write_text("sk-a team-a\n")
+    emulator = VLLMMetricsEmulator({MODEL: (0.0, 0.0)}).start()
+    proxy = LocalGateway(
+        tmp_path, keys_file=str(keys), tokens_per_minute=LIMIT, health_check_interval_seconds=30
+    )
+    body = chat(7, stream=True, stream_options={"include_usage": True})
+    answers = []
+    held = threading.Thread(target=lambda: answers.append(request(proxy.url, CHAT, body, api_key="sk-a")))
+    try:
+        proxy.start(RoutingTable((Backend(MODEL, backend_name(MODEL), ()),)))
+        held.start()
+        # Held: counted in the "wake" table as it enters hold.lua.
+        wake = f"show table {WAKE_TABLE}"
+        wait_for(lambda: backend_name(MODEL) in send(proxy.settings.runtime_socket, wake), what="the hold")
+        time.sleep(0.5)  # in hold.lua's loop
+        assert proxy.driver.apply(served_by(emulator)) == "runtime"
+        held.join(timeout=30)
+        assert answers and answers[0].status == 200 and b'"usage"' in answers[0].body
+        assert counts(proxy, "team-a", prompt_tokens(body) + 7)
+    finally:
+        proxy.stop()
         emulator.stop()
