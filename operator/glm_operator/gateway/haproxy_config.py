@@ -2,8 +2,9 @@
 
 The gateway is HAProxy: least outstanding requests per unit of weight (``balance leastconn``),
 the request body buffered to route on its ``model`` field (``req.body,json_query``), a
-name -> backend map, API keys from a map file, per-key stick-table counters for the rate and
-concurrency limits, and a runtime API to move members without a reload.
+name -> backend map, API keys from a map file, per-key stick-table counters for the rate,
+concurrency and tokens-per-minute limits (``usage.lua`` counts each answer's tokens), and a runtime
+API to move members without a reload.
 
 Files in the config directory: ``haproxy.cfg``, ``models.map`` (served name -> backend),
 ``models.json`` (the ``GET /v1/models`` answer) and ``retry-after.map`` (backend -> Retry-After
