@@ -34,7 +34,7 @@ def files(**changes: Any) -> dict[str, str]:
 def test_answers_are_counted_by_the_usage_filter() -> None:
     rendered = files()
     text = rendered["haproxy.cfg"]
-    assert "lua-load /run/g/usage.lua" in text and "    filter lua.usage\n" in text
+    assert "lua-load-per-thread /run/g/usage.lua" in text and "    filter lua.usage\n" in text
     # In the client-facing frontend only: a held stream's inner request is not counted twice.
     assert text.count("filter lua.usage") == 1
     lua = rendered[USAGE_LUA_FILE]
