@@ -29,6 +29,12 @@ pytestmark = pytest.mark.integration
             "allowed_models": (("team-a", ("glm-4.5-air",)),),
         },
         {"hold_max_requests": 0},
+        {"tokens_per_minute": 10000},
+        {
+            "tokens_per_minute": 10000,
+            "peers": (Peer("gw-a", "127.0.0.1", 10000), Peer("gw-b", "::1", 10001)),
+            "local_peer": "gw-b",
+        },
     ],
     ids=[
         "full",
@@ -38,6 +44,8 @@ pytestmark = pytest.mark.integration
         "prefix-affinity",
         "peers-and-allow-lists",
         "no-hold",
+        "tokens-per-minute",
+        "tokens-per-minute-with-peers",
     ],
 )
 def test_rendered_config_passes_haproxy_check(tmp_path: Path, changes: dict[str, object]) -> None:

@@ -28,7 +28,7 @@ BODY: dict[str, Any] = {
     "metadata": {"name": "llm", "namespace": "team-a", "uid": "u-1", "generation": 2},
     "spec": {
         "apiKeys": {"secretName": "gateway-keys"},
-        "limits": {"requestsPerMinute": 120, "concurrentRequests": 8},
+        "limits": {"requestsPerMinute": 120, "concurrentRequests": 8, "tokensPerMinute": 50000},
         "service": {"type": "LoadBalancer", "port": 443, "annotations": {"a": "b"}},
     },
 }
@@ -53,6 +53,7 @@ def test_spec_defaults_follow_the_seed_gateway() -> None:
         ({}, "apiKeys"),
         ({"apiKeys": {"secretName": "Bad_Name"}}, "secretName"),
         ({"apiKeys": {"secretName": "k"}, "limits": {"requestsPerMinute": 0}}, "requestsPerMinute"),
+        ({"apiKeys": {"secretName": "k"}, "limits": {"tokensPerMinute": 0}}, "tokensPerMinute"),
         ({"apiKeys": {"secretName": "k"}, "loadBalancing": "Random"}, "loadBalancing"),
         ({"apiKeys": {"secretName": "k"}, "typo": 1}, "typo"),
     ],
@@ -104,6 +105,7 @@ def test_proxy_settings_come_from_the_spec() -> None:
     )
     settings = settings_for(spec, SyncOptions("team-a", "llm", "/run/x", "/keys/keys.map"))
     assert (settings.requests_per_minute, settings.max_concurrent_requests) == (120, 8)
+    assert settings.tokens_per_minute == 50000 and settings.counts_tokens
     assert (settings.balance, settings.slots, settings.runtime_socket) == (
         "roundrobin",
         16,

@@ -46,7 +46,7 @@ def test_each_replica_writes_its_own_table_and_checks_the_sum() -> None:
     assert "table_http_req_rate(per_key_llm-gateway-a)" not in text, "its own counts come from sc0"
     assert "if { var(txn.key_rate) -m int gt 60 }" in text
     assert "peer llm-gateway-a 10.0.0.1:10000" in text and "peer llm-gateway-b 10.0.0.2:10000" in text
-    assert text.count(",gpc0 peers gateway") == 2, "both tables are replicated"
+    assert text.count(",gpc1_rate(60s) peers gateway") == 2, "both tables are replicated"
 
 
 def test_without_peers_the_table_is_local_as_before() -> None:

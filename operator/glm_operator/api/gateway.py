@@ -81,6 +81,18 @@ class GatewayLimits(_APIModel):
         le=100_000,
         description="Requests one client may have in flight at once; over it: 429 with Retry-After: 1.",
     )
+    tokens_per_minute: int | None = Field(
+        None,
+        ge=1,
+        le=1_000_000_000,
+        description=(
+            "Tokens (prompt + completion, from the usage of its answers) one client may use per minute "
+            "(sliding window, over every gateway replica); at or over it: 429 rate_limit_exceeded with "
+            "Retry-After, before the request reaches a model. An answer's tokens count when it ends, so "
+            "requests in flight can overshoot the limit. A stream without stream_options.include_usage "
+            "is estimated: one token per streamed chunk plus its request body's bytes / 4 for the prompt."
+        ),
+    )
 
 
 class GatewayServiceSpec(_APIModel):
@@ -163,7 +175,7 @@ class GLMGatewaySpec(_APIModel):
     limits: GatewayLimits = Field(
         default_factory=GatewayLimits,
         json_schema_extra={"default": {}},
-        description="Per-client request-rate and concurrency limits.",
+        description="Per-client request-rate, concurrency and tokens-per-minute limits.",
     )
     load_balancing: LoadBalancing = Field(
         "LeastRequests",

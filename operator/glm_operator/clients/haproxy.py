@@ -51,6 +51,8 @@ class KeyCounters:
     request_rate_per_minute: int
     concurrent_requests: int
     rejected_total: int
+    tokens_total: int = 0  # usage of the answers (gpc1; counted under a tokens-per-minute limit)
+    tokens_per_minute: int = 0
 
 
 _TABLE_ENTRY = re.compile(r"key=(?P<key>\S+) use=(?P<use>\d+) .*")
@@ -72,6 +74,8 @@ def parse_table(text: str) -> list[KeyCounters]:
                 request_rate_per_minute=fields.get("http_req_rate", 0),
                 concurrent_requests=int(match.group("use")),
                 rejected_total=fields.get("gpc0", 0),
+                tokens_total=fields.get("gpc1", 0),
+                tokens_per_minute=fields.get("gpc1_rate", 0),
             )
         )
     return entries

@@ -95,6 +95,17 @@ def key_metrics(runtime: Any, table: str = "per_key") -> Any:
                 "Requests started in the last minute per API client.",
                 labels=["client"],
             )
+            tokens = CounterMetricFamily(
+                "glm_gateway_client_tokens",
+                "Tokens (prompt + completion, from the answers' usage) per API client; counted only "
+                "under a tokens-per-minute limit (spec.limits.tokensPerMinute).",
+                labels=["client"],
+            )
+            tokens_rate = GaugeMetricFamily(
+                "glm_gateway_client_tokens_per_minute",
+                "Tokens of the answers that ended in the last minute per API client (this replica's).",
+                labels=["client"],
+            )
             try:
                 entries = runtime.key_counters(table)
             except OSError:
@@ -104,7 +115,9 @@ def key_metrics(runtime: Any, table: str = "per_key") -> Any:
                 rejected.add_metric([entry.client], entry.rejected_total)
                 in_flight.add_metric([entry.client], entry.concurrent_requests)
                 rate.add_metric([entry.client], entry.request_rate_per_minute)
-            yield from (requests, rejected, in_flight, rate)
+                tokens.add_metric([entry.client], entry.tokens_total)
+                tokens_rate.add_metric([entry.client], entry.tokens_per_minute)
+            yield from (requests, rejected, in_flight, rate, tokens, tokens_rate)
 
     return KeyCollector()
 

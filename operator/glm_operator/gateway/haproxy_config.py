@@ -2,8 +2,9 @@
 
 The gateway is HAProxy: least outstanding requests per unit of weight (``balance leastconn``),
 the request body buffered to route on its ``model`` field (``req.body,json_query``), a
-name -> backend map, API keys from a map file, per-key stick-table counters for the rate and
-concurrency limits, and a runtime API to move members without a reload.
+name -> backend map, API keys from a map file, per-key stick-table counters for the rate,
+concurrency and tokens-per-minute limits (``usage.lua`` counts each answer's tokens), and a runtime
+API to move members without a reload.
 
 Files in the config directory: ``haproxy.cfg``, ``models.map`` (served name -> backend),
 ``models.json`` (the ``GET /v1/models`` answer) and ``retry-after.map`` (backend -> Retry-After
@@ -42,6 +43,9 @@ def client_models_file(index: int) -> str:
 
 
 HOLD_LUA_FILE = "hold.lua"  # holds requests for a model without a usable server
+USAGE_LUA_FILE = "usage.lua"  # counts the tokens of each answer (the tokens-per-minute limit)
+#: A stream without a usage chunk: its prompt is estimated as this many request-body bytes a token.
+BYTES_PER_TOKEN = 4
 STREAM_SOCKET_FILE = "held-streams.sock"  # hold.lua sends a held stream's request through it
 RETRY_AFTER_MAP_FILE = "retry-after.map"  # backend -> Retry-After of its 503 (expected wake-up)
 #: The table and settings the files were rendered from, so a restarted sync process (or the
@@ -60,6 +64,9 @@ HTTP_PORT = 8080  # the OpenAI-compatible endpoint
 PROXY_METRICS_PORT = 8404  # HAProxy's Prometheus exporter
 PEERS_PORT = 10000  # HAProxy peers: the per-key table shared by the gateway's replicas
 PEERS_SECTION = "gateway"
+#: What the per-key tables store, tokens included whether or not a limit counts them: replicas whose
+#: table definitions differ (one reloaded with a limit, one not yet) would stop sharing the table.
+KEY_COUNTERS = "http_req_rate(60s),http_req_cnt,gpc0,gpc1,gpc1_rate(60s)"
 WAKE_TABLE = "wake"  # backends requested while none of their servers was usable
 
 
@@ -89,6 +96,7 @@ class GatewaySettings:
     metrics_port: int | None = PROXY_METRICS_PORT
     keys_file: str | None = None  # "<api key> <client name>" per line; None: no auth
     requests_per_minute: int | None = None  # per key
+    tokens_per_minute: int | None = None  # per key: usage of its answers (usage.lua)
     max_concurrent_requests: int | None = None  # per key
     read_timeout_seconds: int = 600
     connect_timeout_seconds: int = 5
@@ -126,6 +134,11 @@ class GatewaySettings:
     def rate_retry_after_seconds(self) -> int:
         """Seconds until the one-minute window frees one request at the configured rate."""
         return max(1, math.ceil(60 / self.requests_per_minute)) if self.requests_per_minute else 1
+
+    @property
+    def counts_tokens(self) -> bool:
+        """Whether answers are counted in tokens (usage.lua): a tokens-per-minute limit on keys."""
+        return bool(self.keys_file and self.tokens_per_minute)
 
 
 @cache
@@ -172,11 +185,13 @@ def render_config(table: RoutingTable, settings: GatewaySettings) -> str:
             allowed_map=str(directory / ALLOWED_MODELS_FILE),
             wake_table=WAKE_TABLE,
             hold_lua=str(directory / HOLD_LUA_FILE),
+            usage_lua=str(directory / USAGE_LUA_FILE),
             retry_after_map=str(directory / RETRY_AFTER_MAP_FILE),
             stream_socket=str(directory / STREAM_SOCKET_FILE),
             peers=[Peer(p.name, _address(p.address), p.port) for p in settings.peers],
             peer_tables=[key_table_name(p.name) for p in settings.peers],
             peers_section=PEERS_SECTION,
+            key_counters=KEY_COUNTERS,
         )
     )
 
@@ -250,6 +265,7 @@ def render_files(table: RoutingTable, settings: GatewaySettings) -> dict[str, st
         **render_allow_lists(settings),
         **render_client_models(table, settings),
         **({HOLD_LUA_FILE: render_hold_lua(settings)} if settings.hold_max_requests else {}),
+        **({USAGE_LUA_FILE: render_usage_lua()} if settings.counts_tokens else {}),
         STATE_FILE: render_state(table, settings),
     }
 
@@ -258,6 +274,11 @@ def render_hold_lua(settings: GatewaySettings) -> str:
     """``hold.lua`` with the hold's bounds and the held_streams socket of these settings."""
     stream_socket = str(PurePosixPath(settings.config_dir) / STREAM_SOCKET_FILE)
     return _environment().get_template(HOLD_LUA_FILE).render(s=settings, stream_socket=stream_socket)
+
+
+def render_usage_lua() -> str:
+    """``usage.lua``: the filter that counts each answer's tokens into the key's table entry."""
+    return _environment().get_template(USAGE_LUA_FILE).render(bytes_per_token=BYTES_PER_TOKEN)
 
 
 def render_state(table: RoutingTable, settings: GatewaySettings) -> str:

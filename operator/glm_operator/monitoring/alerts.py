@@ -170,7 +170,7 @@ ALERTS: tuple[Alert, ...] = (
         summary="API client {{ $labels.client }}: more than 10 % of its requests get 429",
         description="The gateway has refused more than 10 % of this key's requests with 429 for 10 minutes.",
         runbook="The client sends more than the GLMGateway's spec.limits (requestsPerMinute, "
-        "concurrentRequests): raise the limits, or have the client honour Retry-After.",
+        "concurrentRequests, tokensPerMinute): raise the limits, or have the client honour Retry-After.",
     ),
     Alert(
         name="GLMOperatorNotLeading",
