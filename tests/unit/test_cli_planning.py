@@ -160,6 +160,9 @@ def test_plan_table(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, _ = run(capsys, "plan", "-f", write(tmp_path, GLMD), "--nodes", str(FIXTURE))
     assert code == 0 and "NVIDIA-H100-80GB-HBM3" in out and "rejected NVIDIA-L4" in out
     assert out.splitlines()[1] == "licence: MIT"
+    assert "output tokens/s per replica" in out  # each variant's predicted speed
+    ranks = [line for line in out.splitlines() if line.startswith("rank ")]
+    assert ranks and ranks[0].startswith("rank 1") and sum("(planned)" in r for r in ranks) == 1
 
 
 def test_plan_no_fit_exits_1(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

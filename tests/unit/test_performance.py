@@ -137,3 +137,18 @@ def test_spec_slo_lowers_max_num_seqs_until_the_prediction_meets_it_and_says_so(
 def test_spec_slo_values_are_checked_by_the_schema() -> None:
     with pytest.raises(ValidationError, match=r"itlMilliseconds|itl_milliseconds"):
         plan({**AIR, "slo": {"itlMilliseconds": 0}})
+
+
+def test_the_precisions_are_ranked_by_predicted_tokens_per_gpu() -> None:
+    """GLM-4.5-Air on the fixture's H100s: auto plans bf16 TP4; the ranking also lists fp8 TP2 and the
+    int4 checkpoint, best predicted tokens/s per GPU first, each planned like the pinned precision."""
+    from glm_operator.planning.alternatives import rank_precisions
+
+    request = placement_request_from_spec({**AIR, "quantization": "auto"}, POOLS)
+    ranked = rank_precisions(request)
+    assert {a.quantization for a in ranked} >= {"bf16", "fp8"}
+    per_gpu = [a.tokens_per_s_per_gpu for a in ranked]
+    assert per_gpu == sorted(per_gpu, reverse=True) and per_gpu[-1] > 0
+    by_precision = {a.quantization: a.variant for a in ranked}
+    assert by_precision["bf16"].tensor_parallel_size == _h100(plan({**AIR})).tensor_parallel_size
+    assert by_precision["fp8"].tensor_parallel_size < by_precision["bf16"].tensor_parallel_size

@@ -18,11 +18,12 @@ from glm_operator.api.v1alpha1 import KIND, spec_from_dict
 from glm_operator.catalog.models import CatalogError
 from glm_operator.cli import UserError
 from glm_operator.commands.engine_args import add_engine_arguments, engine_from_args
+from glm_operator.planning.alternatives import rank_precisions
 from glm_operator.planning.fit import FitInputError
 from glm_operator.planning.nodes import parse_gpu_pools
 from glm_operator.planning.performance import plan_workload
 from glm_operator.planning.placement import Plan, plan_placement
-from glm_operator.planning.request import PlanningInputError, placement_request_from_spec
+from glm_operator.planning.request import PlacementRequest, PlanningInputError, placement_request_from_spec
 
 
 def register(subparsers: Any) -> None:
@@ -131,12 +132,19 @@ def _validated_spec(spec: Mapping[str, Any], path: str) -> dict[str, Any]:
         raise UserError(f"-f {path}: {where}: {first.get('msg')}") from None
 
 
-def make_plan(args: argparse.Namespace) -> Plan:
+def make_request(args: argparse.Namespace) -> PlacementRequest:
     spec = _validated_spec(_deployment_spec(args.filename), args.filename)
     pools = parse_gpu_pools(_nodes(args.nodes) if args.nodes else _cluster_nodes())
     default_image = engine_from_args(args).image
     try:
-        return plan_placement(placement_request_from_spec(spec, pools, default_image))
+        return placement_request_from_spec(spec, pools, default_image)
+    except (CatalogError, PlanningInputError, FitInputError) as exc:
+        raise UserError(str(exc)) from None
+
+
+def make_plan(args: argparse.Namespace, request: PlacementRequest | None = None) -> Plan:
+    try:
+        return plan_placement(request or make_request(args))
     except (CatalogError, PlanningInputError, FitInputError) as exc:
         raise UserError(str(exc)) from None
 
@@ -207,8 +215,30 @@ def _table(plan: Plan) -> str:
     return "\n".join(lines)
 
 
+def _ranking(plan: Plan, request: PlacementRequest) -> list[str]:
+    """Each precision that plans, ranked by predicted output tokens/s per GPU (the planner's own choice
+    stays the highest precision that fits; this says what a lower one would buy)."""
+    chosen = next((v for v in plan.variants if v.replicas > 0), None)
+    lines = []
+    for i, alt in enumerate(rank_precisions(request), 1):
+        v = alt.variant
+        mark = " (planned)" if chosen is not None and alt.quantization == chosen.quantization else ""
+        lines.append(
+            f"rank {i}{mark}: {alt.quantization} TP={v.tensor_parallel_size}"
+            + (f" PP={v.pipeline_parallel_size}" if v.pipeline_parallel_size > 1 else "")
+            + f" on {v.gpu_product}, max-num-seqs {v.max_num_seqs}: "
+            + (
+                f"{alt.tokens_per_s_per_gpu:.0f} output tokens/s per GPU predicted"
+                if v.speed
+                else "no prediction"
+            )
+        )
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
-    plan = make_plan(args)
+    request = make_request(args)
+    plan = make_plan(args, request)
     if args.output == "json":
         print(json.dumps(plan.to_dict(), indent=2))
     elif args.output == "html":
@@ -217,4 +247,6 @@ def run(args: argparse.Namespace) -> int:
         print(render_plan_page(plan, title=_title(args.filename)), end="")
     else:
         print(_table(plan))
+        if plan.fits:
+            print("\n".join(_ranking(plan, request)))
     return 0 if plan.fits else 1
