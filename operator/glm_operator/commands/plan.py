@@ -21,7 +21,6 @@ from glm_operator.commands.engine_args import add_engine_arguments, engine_from_
 from glm_operator.planning.alternatives import rank_precisions
 from glm_operator.planning.fit import FitInputError
 from glm_operator.planning.nodes import parse_gpu_pools
-from glm_operator.planning.performance import plan_workload
 from glm_operator.planning.placement import Plan, plan_placement
 from glm_operator.planning.request import PlacementRequest, PlanningInputError, placement_request_from_spec
 
@@ -198,7 +197,7 @@ def _table(plan: Plan) -> str:
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     for v in plan.variants:
         if v.speed is not None:
-            w = plan_workload(v.max_num_seqs, v.max_model_len)
+            w = v.speed.workload
             lines.append(
                 f"predicted {v.gpu_product}: {v.speed.output_tokens_per_s:.0f} output tokens/s per replica "
                 f"({v.speed.output_tokens_per_s_per_gpu:.0f} per GPU), ITL {1000 * v.speed.itl_s:.1f} ms, "

@@ -28,7 +28,6 @@ from glm_operator.desired.model import Observed
 from glm_operator.desired.plan import plan_summary
 from glm_operator.planning.conditions import set_condition, summarize
 from glm_operator.planning.diagnosis import Diagnosis, diagnose_pods
-from glm_operator.planning.performance import plan_workload
 from glm_operator.planning.placement import Plan, Variant
 from glm_operator.render import names
 
@@ -72,7 +71,7 @@ def _variant(v: Variant) -> PlanVariant:
 def _predicted(v: Variant) -> PredictedSpeed | None:
     if v.speed is None:
         return None
-    workload = plan_workload(v.max_num_seqs, v.max_model_len)
+    workload = v.speed.workload
     return PredictedSpeed(
         concurrency=workload.concurrency,
         input_tokens=workload.input_tokens,

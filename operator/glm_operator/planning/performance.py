@@ -79,6 +79,7 @@ class Speed:
     ttft_s: float
     output_tokens_per_s: float
     gpus: int
+    workload: Workload  # what it was predicted for
 
     @property
     def output_tokens_per_s_per_gpu(self) -> float:
@@ -198,7 +199,9 @@ def predict_speed(
     ttft = c.request_overhead_s + prefill + decode_step_s(arch, w, kv, n, i, gpu, fp8, c, same_experts)
     if not math.isfinite(round_s) or round_s <= 0:
         return None
-    return Speed(itl_s=step, ttft_s=ttft, output_tokens_per_s=n * o / round_s, gpus=tp * pp)
+    return Speed(
+        itl_s=step, ttft_s=ttft, output_tokens_per_s=n * o / round_s, gpus=tp * pp, workload=workload
+    )
 
 
 # the workload a plan's prediction is for: the chat-like shape of the H200 runs, at max-num-seqs clients
