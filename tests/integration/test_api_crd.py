@@ -126,6 +126,12 @@ BAD_SPECS: dict[str, tuple[dict[str, Any] | None, str]] = {
     "negative replicas": (bad("replicas", -1), "spec.replicas"),
     "replicas as float": (bad("replicas", 1.5), "spec.replicas"),
     "port out of range": (bad("serving.port", 70000), "spec.serving.port"),
+    "pinned quantization not allowed": (
+        {**bad("allowedQuantizations", ["bf16"]), "quantization": "fp8"},
+        "spec.allowedQuantizations",
+    ),
+    "unknown allowed quantization": (bad("allowedQuantizations", ["fp4"]), "spec.allowedQuantizations[0]"),
+    "empty allowed quantizations": (bad("allowedQuantizations", []), "spec.allowedQuantizations"),
     "maxNumSeqs below minConcurrency": (
         {**bad("serving.maxNumSeqs", 2), "minConcurrency": 4},
         "spec.serving.maxNumSeqs",

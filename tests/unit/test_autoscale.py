@@ -304,3 +304,27 @@ def test_cold_start_is_the_median_from_pod_creation_to_ready() -> None:
     ]
     assert measured_cold_start(pods) == 420.0
     assert measured_cold_start([]) == 0.0
+
+
+def test_a_knee_below_max_num_seqs_is_the_target_and_running_past_it_does_not_raise_it() -> None:
+    # Two replicas of max-num-seqs 256 whose predicted knee is 128: vLLM admits up to 256 each, so
+    # 400 running on two replicas is 200 each, past the knee: scale up to ceil(400 / (128 + 4)) = 4.
+    knee = make_policy(replica_concurrency=128, replica_capacity=256, max_replicas=8)
+    decision = decide(QueueSample(0, 400, 0.0), knee, ScalerState(), 0.0, ObservedReplicas(2, 2))
+    assert decision.recommended == 4 and decision.replicas > 2
+    # the same load with the target at max-num-seqs (no knee below it): replicas observed running
+    # 200 each hold that many, no queue: hold 2
+    capacity = make_policy(replica_concurrency=256, max_replicas=8)
+    assert (
+        decide(QueueSample(0, 400, 0.0), capacity, ScalerState(), 0.0, ObservedReplicas(2, 2)).recommended
+        == 2
+    )
+    # from_spec keeps the capacity only where it differs from the target; a capacity below it is refused
+    assert (
+        AutoscalePolicy.from_spec({}, replica_concurrency=128, replica_capacity=256).replica_capacity == 256
+    )
+    assert (
+        AutoscalePolicy.from_spec({}, replica_concurrency=256, replica_capacity=256).replica_capacity is None
+    )
+    with pytest.raises(ValueError, match="replica_capacity must be >= replica_concurrency"):
+        make_policy(replica_concurrency=128, replica_capacity=64)

@@ -161,6 +161,7 @@ def test_plan_table(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert code == 0 and "NVIDIA-H100-80GB-HBM3" in out and "rejected NVIDIA-L4" in out
     assert out.splitlines()[1] == "licence: MIT"
     assert "output tokens/s per replica" in out  # each variant's predicted speed
+    assert "the autoscaler's target per replica" in out  # and its knee
     ranks = [line for line in out.splitlines() if line.startswith("rank ")]
     assert ranks and ranks[0].startswith("rank 1") and sum("(planned)" in r for r in ranks) == 1
 
@@ -205,3 +206,15 @@ def test_plan_validates_the_spec_like_the_apiserver(
     assert main(["plan", "-f", str(doc), "--nodes", str(nodes)]) == 2
     err = capsys.readouterr().err
     assert "spec.gpu.memoryUtilization" in err and err.count("\n") == 1
+
+
+def test_plan_prints_the_goodput_comparison_of_auto(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    text = GLMD.replace("  quantization: bf16\n", "") + "  gpu: {products: [H100]}\n"
+    code, out, _ = run(capsys, "plan", "-f", write(tmp_path, text), "--nodes", str(FIXTURE))
+    assert code == 0
+    (compared,) = [line for line in out.splitlines() if line.startswith("compared NVIDIA-H100-80GB-HBM3: ")]
+    assert "fp8 TP=2 at max-num-seqs" in compared and compared.count("<- chosen") == 1
+    assert "bf16 TP=4 at max-num-seqs" in compared and "(first fit)" in compared
+    assert "chosen over bf16 TP=4 (the first shape that fits) for throughput" in out

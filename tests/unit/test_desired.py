@@ -81,6 +81,9 @@ def test_glm_4_5_air_on_h100_renders_one_deployment_and_the_service() -> None:
     assert d.status["selector"].startswith("app.kubernetes.io/component=inference")
     assert [e.reason for e in d.events] == ["Planned"]
     assert d.status["plan"]["license"] == "MIT"  # from the catalog, shown to the user
+    predicted = d.status["plan"]["variants"][0]["predicted"]
+    assert predicted["kneeConcurrency"] == v.knee_concurrency and 1 <= v.knee_concurrency <= v.max_num_seqs
+    assert predicted["outputTokensPerSecondPerGPU"] > 0
 
 
 def test_unfit_model_creates_nothing_and_keeps_running_children() -> None:
@@ -115,7 +118,11 @@ def test_shortfall_goes_to_the_preferred_type_so_it_shows_pending() -> None:
     # GLM-4-9B bf16 needs TP=2 on an L4 at 64k: at TP=1 vLLM 0.33 leaves ~1.6 GiB of KV cache, about
     # 41k tokens (0.63 of a sequence). 12 free L4s hold 6 replicas of 14.
     b = body(
-        model={"id": "zai-org/glm-4-9b-chat"}, contextLength=65536, gpu={"products": ["L4"]}, replicas=14
+        model={"id": "zai-org/glm-4-9b-chat"},
+        quantization="bf16",
+        contextLength=65536,
+        gpu={"products": ["L4"]},
+        replicas=14,
     )
     d = compute_desired(observe(b))
     assert d.plan is not None

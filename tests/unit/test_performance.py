@@ -12,13 +12,18 @@ from pydantic import ValidationError
 
 from glm_operator.catalog.gpus import find_gpu
 from glm_operator.catalog.models import resolve_model
+from glm_operator.planning.budget import GIB
 from glm_operator.planning.fit import FitInput, estimate_fit
 from glm_operator.planning.nodes import parse_gpu_pools
 from glm_operator.planning.performance import (
+    Speed,
     Workload,
+    allreduce_s,
     concurrency_within,
     experts_touched,
+    modelled_knee,
     plan_workload,
+    predict_speed,
     speed_of_fit,
 )
 from glm_operator.planning.placement import Plan, plan_placement
@@ -152,3 +157,46 @@ def test_the_precisions_are_ranked_by_predicted_tokens_per_gpu() -> None:
     by_precision = {a.quantization: a.variant for a in ranked}
     assert by_precision["bf16"].tensor_parallel_size == _h100(plan({**AIR})).tensor_parallel_size
     assert by_precision["fp8"].tensor_parallel_size < by_precision["bf16"].tensor_parallel_size
+
+
+def test_the_modelled_knee_follows_the_load_test_rule_and_caps_at_max_num_seqs() -> None:
+    # GLM-4-9B bf16 on an A100 at max-num-seqs 256: the KV and GEMM time of the batch outgrow the
+    # weights read, so throughput flattens before 256.
+    a100 = find_gpu("NVIDIA-A100-SXM4-80GB")
+    p = plan({"model": {"id": "zai-org/glm-4-9b-chat"}, "gpu": {"products": [a100.name]}})
+    (v,) = p.variants
+    assert v.max_num_seqs == 256 and 1 < v.knee_concurrency < v.max_num_seqs
+    arch = resolve_model("zai-org/glm-4-9b-chat").architecture
+
+    def speed_at(n: int) -> Speed:
+        speed = predict_speed(
+            arch, 1, 1, v.weights_gib_per_gpu * GIB, 2.0, v.kv_cache_bytes_per_token_per_gpu,
+            plan_workload(n, v.max_model_len), a100, fp8=False,
+        )  # fmt: skip
+        assert speed is not None
+        return speed
+
+    k = v.knee_concurrency
+    low, high = speed_at(k), speed_at(2 * k)
+    assert high.output_tokens_per_s / low.output_tokens_per_s - 1 < 0.10  # doubling past it buys < 10 %
+    assert high.itl_s / low.itl_s - 1 > 0.20  # and costs > 20 % ITL
+    before = speed_at(k // 2)
+    assert low.output_tokens_per_s / before.output_tokens_per_s - 1 >= 0.10  # the step before it still paid
+    assert modelled_knee(speed_at, k).concurrency is None  # not reached up to the knee itself
+    assert modelled_knee(speed_at, 1).concurrency is None  # one level is not a sweep
+    assert modelled_knee(lambda n: None, 256).concurrency is None  # a GPU without speed figures
+    # every variant of the fixture's plans: the knee is within [1, max-num-seqs]
+    for model in ("GLM-4.5-Air", "GLM-4.7-Flash", "GLM-4-32B-0414"):
+        for variant in plan({"model": {"id": model}}).variants:
+            assert 1 <= variant.knee_concurrency <= variant.max_num_seqs
+
+
+def test_tensor_parallel_steps_pay_the_all_reduce_and_pcie_pays_more() -> None:
+    air = resolve_model("zai-org/GLM-4.5-Air").architecture
+    h100, l40s = find_gpu("H100"), find_gpu("L40S")
+    assert allreduce_s(air, 64, 1, h100, DEFAULT_PERF) == 0.0
+    nvlink = allreduce_s(air, 64, 4, h100, DEFAULT_PERF)
+    # 2 all-reduces per layer, each at least the latency
+    assert nvlink >= 2 * air.num_layers * DEFAULT_PERF.allreduce_latency_s
+    assert allreduce_s(air, 64, 4, l40s, DEFAULT_PERF) > nvlink  # PCIe
+    assert allreduce_s(air, 4096, 4, h100, DEFAULT_PERF) > nvlink  # a prefill's tokens move more bytes

@@ -14,10 +14,11 @@ from pydantic import ValidationError
 
 from glm_operator.catalog.gpus import find_gpu, load_gpus
 from glm_operator.catalog.models import resolve_model
+from glm_operator.planning import placement
 from glm_operator.planning.engine import DEFAULT_ENGINE
 from glm_operator.planning.fit import estimate_fit, fit_input, parallelism_error
 from glm_operator.planning.nodes import GpuPool, parse_gpu_pools
-from glm_operator.planning.placement import Plan, plan_placement
+from glm_operator.planning.placement import GOODPUT_MARGIN, Plan, plan_placement
 from glm_operator.planning.request import PlacementRequest, PlanningInputError, placement_request_from_spec
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu-cluster.yaml"
@@ -69,11 +70,15 @@ def test_glm47_flash_on_l4_needs_tp4_because_on_the_fly_fp8_loads_bf16_first() -
     # GLM-4.7-Flash has no FP8 checkpoint and no int4/int8 one: at TP=2 on-the-fly FP8 would fit
     # after loading, but vLLM loads the 28 GiB bf16 shard per GPU first, more than an L4 holds.
     # bf16 at TP=4 keeps 2.89 GiB of KV cache per GPU after vLLM 0.33's 0.83 GiB of CUDA graphs:
-    # 1.75 sequences of 32k, so auto stays bf16.
+    # 1.75 sequences of 32k, so bf16 is the first shape that fits; the L4 has FP8 tensor cores and
+    # fp8 at TP=4 (its smallest TP that loads) reads half the bytes per step, so auto takes it.
     p = plan({"model": {"id": "GLM-4.7-Flash"}, "contextLength": 32768, "gpu": {"products": ["L4"]}})
     v = variant(p, L4)
-    assert v.tensor_parallel_size == 4 and v.quantization == "bf16"
-    assert "PCIe" in v.reason
+    assert v.tensor_parallel_size == 4 and v.quantization == "fp8" and v.quantization_flag == "fp8"
+    assert "PCIe" in v.reason and "chosen over bf16 TP=4 (the first shape that fits)" in v.reason
+    bf16_only = {"model": {"id": "GLM-4.7-Flash"}, "allowedQuantizations": ["bf16"], "contextLength": 32768}
+    kept = variant(plan({**bf16_only, "gpu": {"products": ["L4"]}}), L4)
+    assert kept.tensor_parallel_size == 4 and kept.quantization == "bf16" and not kept.considered
     pinned = variant(
         plan(
             {
@@ -123,9 +128,64 @@ def test_fp8_on_ampere_says_marlin() -> None:
     assert any("Marlin" in n for n in v.notes) and "W8A16" in v.reason
 
 
-def test_auto_prefers_bf16_when_it_fits() -> None:
+def test_auto_takes_fp8_on_hopper_when_predicted_faster_per_gpu() -> None:
+    # GLM-4.5-Air at 32k on H100: bf16 fits first at TP=4; the official FP8 checkpoint fits at TP=2,
+    # and reads half the weight bytes per step: more output tokens/s per GPU at its own max-num-seqs.
     p = plan({"model": {"id": "GLM-4.5-Air"}, "gpu": {"products": [H100]}})
-    assert variant(p, H100).quantization == "bf16"
+    v = variant(p, H100)
+    assert (v.quantization, v.tensor_parallel_size, v.model_id) == ("fp8", 2, "zai-org/GLM-4.5-Air-FP8")
+    first = next(c for c in v.considered if c.first_fit)
+    chosen = next(c for c in v.considered if c.chosen)
+    assert (first.quantization, first.tensor_parallel_size) == ("bf16", 4)
+    assert (chosen.quantization, chosen.tensor_parallel_size, chosen.max_num_seqs) == (
+        "fp8",
+        2,
+        v.max_num_seqs,
+    )
+    assert chosen.tokens_per_s_per_gpu > first.tokens_per_s_per_gpu * (1 + GOODPUT_MARGIN)
+    assert v.speed is not None and v.speed.output_tokens_per_s_per_gpu == pytest.approx(
+        chosen.tokens_per_s_per_gpu
+    )
+    assert f"{chosen.tokens_per_s_per_gpu:.0f} output tokens/s per GPU" in v.reason
+    assert f"over its {first.tokens_per_s_per_gpu:.0f}" in v.reason
+
+
+def test_auto_keeps_bf16_where_fp8_is_not_native_or_not_allowed() -> None:
+    # A100: no FP8 tensor cores (fp8 would be Marlin W8A16): bf16 without a comparison
+    a100 = variant(plan({"model": {"id": "GLM-4.5-Air"}, "gpu": {"products": [A100]}}), A100)
+    assert a100.quantization == "bf16" and not a100.considered
+    # allowedQuantizations [bf16] is a quality floor: bf16 TP=4 on the H100 as before
+    spec = {"model": {"id": "GLM-4.5-Air"}, "allowedQuantizations": ["bf16"], "gpu": {"products": [H100]}}
+    h100 = variant(plan(spec), H100)
+    assert (h100.quantization, h100.tensor_parallel_size) == ("bf16", 4) and not h100.considered
+    # a model.source names the bf16 weights: no switch to the FP8 checkpoint
+    sourced = {"model": {"id": "GLM-4.5-Air", "source": "pvc://weights/air"}, "gpu": {"products": [H100]}}
+    assert variant(plan(sourced), H100).quantization == "bf16"
+
+
+def test_auto_keeps_the_first_fit_when_fp8_gains_less_than_the_margin(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the same comparison as above with a margin fp8's gain cannot reach: the first fit stays and the
+    # reason gives the runner-up's figure
+    monkeypatch.setattr(placement, "GOODPUT_MARGIN", 10.0)
+    v = variant(plan({"model": {"id": "GLM-4.5-Air"}, "gpu": {"products": [H100]}}), H100)
+    assert (v.quantization, v.tensor_parallel_size) == ("bf16", 4)
+    runner = next(c for c in v.considered if not c.chosen)
+    assert (runner.quantization, runner.tensor_parallel_size) == ("fp8", 2)
+    assert f"best other shape fp8 TP=2: {runner.tokens_per_s_per_gpu:.0f}" in v.reason
+    assert "a shape must gain 1000 % to replace the first that fits" in v.reason
+
+
+def test_allowed_quantizations_rule_out_a_checkpoint_and_name_the_fix() -> None:
+    with pytest.raises(PlanningInputError, match=r"spec.allowedQuantizations \[bf16\]: the checkpoint"):
+        plan({"model": {"id": "zai-org/GLM-4.5-Air-FP8"}, "allowedQuantizations": ["bf16"]})
+    # auto limited to bf16 where only lower precisions fit: the fix adds the precision to the list
+    p = plan({"model": {"id": "GLM-4.5-Air"}, "allowedQuantizations": ["bf16"], "gpu": {"products": [L4]}})
+    assert not p.fits
+    assert any(
+        f.spec_patch.get("allowedQuantizations", [None])[-1] in ("fp8", "int8", "int4") for f in p.fixes
+    )
 
 
 def test_glm51_fp8_needs_two_h100_nodes() -> None:

@@ -16,7 +16,12 @@ from tests.harness.scenarios import observed
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = yaml.safe_load((ROOT / "tests" / "fixtures" / "gpu-cluster.yaml").read_text())["items"]
-AIR = {"model": {"id": "zai-org/GLM-4.5-Air"}, "gpu": {"products": ["H100"]}}
+# bf16 only: the sizes below are those of the bf16 checkpoint (auto would serve the FP8 one for speed)
+AIR = {
+    "model": {"id": "zai-org/GLM-4.5-Air"},
+    "allowedQuantizations": ["bf16"],
+    "gpu": {"products": ["H100"]},
+}
 
 
 def pod_of(spec: dict[str, Any]) -> dict[str, Any]:

@@ -36,7 +36,13 @@ FIXTURE = ROOT / "tests" / "fixtures" / "gpu-cluster.yaml"
 NODES = yaml.safe_load(FIXTURE.read_text())["items"]
 # 24k on an L4: one GPU holds it with vLLM 0.33's leaner profiling run (1.21 sequences), not with 0.11's
 # (0.84: its PyTorch top-k/top-p sampler peaks at ~1.4 GiB), so the release decides the TP.
-NINE_B_ON_L4 = {"model": {"id": "zai-org/glm-4-9b-chat"}, "contextLength": 24576, "gpu": {"products": ["L4"]}}
+# bf16 pinned: the TP each release's budget needs is the point (auto would take fp8 on the L4 for speed)
+NINE_B_ON_L4 = {
+    "model": {"id": "zai-org/glm-4-9b-chat"},
+    "quantization": "bf16",
+    "contextLength": 24576,
+    "gpu": {"products": ["L4"]},
+}
 
 
 @pytest.mark.parametrize(

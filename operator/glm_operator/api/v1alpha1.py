@@ -47,10 +47,15 @@ SHORT_NAMES = ("glmd",)
 CRD_NAME = f"{PLURAL}.{GROUP}"
 
 Quantization = Literal["auto", "bf16", "fp16", "fp8", "int8", "int4"]
+WeightPrecision = Literal["bf16", "fp16", "fp8", "int8", "int4"]
 KVCacheDtype = Literal["auto", "fp8"]
 ConditionStatus = Literal["True", "False", "Unknown"]
 
 QUANTIZATIONS: tuple[str, ...] = ("auto", "bf16", "fp16", "fp8", "int8", "int4")
+ALLOWED_QUANTIZATIONS_MESSAGE = (
+    "quantization must be auto or one of allowedQuantizations: add it to allowedQuantizations or set "
+    "quantization: auto"
+)
 KV_CACHE_DTYPES: tuple[str, ...] = ("auto", "fp8")
 
 
@@ -938,7 +943,13 @@ class GLMDeploymentSpec(_APIModel):
                     "self.serving.maxNumSeqs >= self.minConcurrency",
                     "serving.maxNumSeqs must be at least minConcurrency",
                     field_path=".serving.maxNumSeqs",
-                )
+                ),
+                _cel(
+                    "!has(self.allowedQuantizations) || !has(self.quantization) || "
+                    "self.quantization == 'auto' || self.quantization in self.allowedQuantizations",
+                    ALLOWED_QUANTIZATIONS_MESSAGE,
+                    field_path=".allowedQuantizations",
+                ),
             ]
         }
     )
@@ -947,8 +958,20 @@ class GLMDeploymentSpec(_APIModel):
     quantization: Quantization = Field(
         "auto",
         description=(
-            "Weight precision: auto (the highest precision that fits), bf16, fp16, fp8, int8 or int4. "
-            "fp8 runs natively (W8A8) on compute capability 8.9 or newer."
+            "Weight precision: auto, bf16, fp16, fp8, int8 or int4. auto serves bf16 or fp8, whichever "
+            "the performance model predicts more output tokens/s per GPU for (fp8 only on GPUs with FP8 "
+            "tensor cores, and only when it wins by 5 % or more); int8/int4 only when neither fits. fp8 "
+            "runs natively (W8A8) on compute capability 8.9 or newer."
+        ),
+    )
+    allowed_quantizations: list[WeightPrecision] | None = Field(
+        None,
+        min_length=1,
+        max_length=5,
+        json_schema_extra={"x-kubernetes-list-type": "set"},
+        description=(
+            "The weight precisions quantization: auto may choose (a quality floor), e.g. [bf16] to never "
+            "serve fp8. Absent: any. A pinned quantization must be in the list."
         ),
     )
     kv_cache_dtype: KVCacheDtype = Field(
@@ -1021,6 +1044,13 @@ class GLMDeploymentSpec(_APIModel):
     def _max_num_seqs_holds_min_concurrency(self) -> GLMDeploymentSpec:
         if self.serving.max_num_seqs is not None and self.serving.max_num_seqs < self.min_concurrency:
             raise ValueError("serving.maxNumSeqs must be at least minConcurrency")
+        return self
+
+    @model_validator(mode="after")
+    def _pinned_quantization_allowed(self) -> GLMDeploymentSpec:
+        allowed = self.allowed_quantizations
+        if allowed is not None and self.quantization != "auto" and self.quantization not in allowed:
+            raise ValueError(ALLOWED_QUANTIZATIONS_MESSAGE)
         return self
 
     @property
@@ -1118,6 +1148,15 @@ class PredictedSpeed(_APIModel):
     )
     itl_milliseconds: float = Field(..., ge=0, description="Inter-token latency (a decode step), ms.")
     ttft_milliseconds: float = Field(..., ge=0, description="Time to the first token, ms.")
+    knee_concurrency: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "The predicted knee: the concurrency beyond which doubling raises output tokens/s by < 10 % "
+            "while ITL rises > 20 % (the load-test rule); maxNumSeqs when not reached below it. The "
+            "autoscaler aims each replica at this many running requests."
+        ),
+    )
 
 
 class RejectedVariant(_APIModel):

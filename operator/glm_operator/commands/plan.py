@@ -202,7 +202,20 @@ def _table(plan: Plan) -> str:
                 f"predicted {v.gpu_product}: {v.speed.output_tokens_per_s:.0f} output tokens/s per replica "
                 f"({v.speed.output_tokens_per_s_per_gpu:.0f} per GPU), ITL {1000 * v.speed.itl_s:.1f} ms, "
                 f"TTFT {1000 * v.speed.ttft_s:.0f} ms at {w.concurrency} concurrent "
-                f"{w.input_tokens}->{w.output_tokens}-token requests (model calibrated on H200 load tests)"
+                f"{w.input_tokens}->{w.output_tokens}-token requests (model calibrated on H200 load tests); "
+                f"knee at {v.knee_concurrency} concurrent (the autoscaler's target per replica)"
+            )
+        if v.considered:
+            lines.append(
+                f"compared {v.gpu_product}: "
+                + "; ".join(
+                    f"{c.shape} at max-num-seqs {c.max_num_seqs}: "
+                    f"{c.tokens_per_s_per_gpu:.0f} tokens/s per GPU"
+                    + ("" if c.meets_slo else " (misses spec.slo)")
+                    + (" (first fit)" if c.first_fit else "")
+                    + (" <- chosen" if c.chosen else "")
+                    for c in v.considered
+                )
             )
         lines += [f"note {v.gpu_product}: {n}" for n in v.notes]
     for r in plan.rejected:
@@ -215,8 +228,8 @@ def _table(plan: Plan) -> str:
 
 
 def _ranking(plan: Plan, request: PlacementRequest) -> list[str]:
-    """Each precision that plans, ranked by predicted output tokens/s per GPU (the planner's own choice
-    stays the highest precision that fits; this says what a lower one would buy)."""
+    """Each precision that plans, pinned, ranked by predicted output tokens/s per GPU (auto compares only
+    bf16 with native fp8; this also says what int8/int4 or a pinned precision would buy)."""
     chosen = next((v for v in plan.variants if v.replicas > 0), None)
     lines = []
     for i, alt in enumerate(rank_precisions(request), 1):

@@ -74,9 +74,10 @@ def capacity_and_concurrency(
     pods: list[dict[str, Any]],
     now: str,
     default_image: str,
-) -> tuple[int, float, tuple[str, bool, tuple[str, ...]] | None]:
+) -> tuple[int, float, float, tuple[str, bool, tuple[str, ...]] | None]:
     """Replicas the GPU pools and what node autoscalers can add host (the planner asked for
-    ``maxReplicas``), one replica's concurrency, and where a first replica goes. CPU-heavy at 1,000
+    ``maxReplicas``), one replica's target concurrency (the plan's predicted knee, at most max-num-seqs),
+    its max-num-seqs, and where a first replica goes. CPU-heavy at 1,000
     nodes: run in a thread."""
     assert spec.autoscaling is not None
     max_replicas = spec.autoscaling.max_replicas
@@ -85,8 +86,10 @@ def capacity_and_concurrency(
     )
     plan = plan_placement(placement_request(spec, capacity.pools, default_image, replicas=max_replicas))
     placed = [v for v in plan.variants if v.replicas > 0] or list(plan.variants)
-    concurrency = max((float(v.max_num_seqs) for v in placed), default=1.0)
-    return plan.replicas_planned, concurrency, _first_replica(placed)
+    # aim each replica at the predicted knee (past it more requests buy latency, not throughput)
+    concurrency = max((float(v.knee_concurrency or v.max_num_seqs) for v in placed), default=1.0)
+    capacity_seqs = max((float(v.max_num_seqs) for v in placed), default=1.0)
+    return plan.replicas_planned, concurrency, capacity_seqs, _first_replica(placed)
 
 
 def _first_replica(placed: list[Any]) -> tuple[str, bool, tuple[str, ...]] | None:
@@ -234,7 +237,7 @@ class Autoscaler:
         assert spec.autoscaling is not None
         status = dict(body.get("status") or {})
         pods = self.cache.owned.pods_of(key)  # those waiting for a launching node keep their GPUs
-        capacity, concurrency, first_replica = await asyncio.to_thread(
+        capacity, concurrency, max_num_seqs, first_replica = await asyncio.to_thread(
             capacity_and_concurrency,
             spec,
             list(self.cache.nodes.values()),
@@ -248,6 +251,7 @@ class Autoscaler:
             spec.autoscaling.model_dump(by_alias=True),
             replica_concurrency=concurrency,
             cold_start_seconds=median_cold_start(pods) or 0.0,
+            replica_capacity=max_num_seqs,
         )
         auto_status = dict(status.get("autoscaler") or {})
         try:

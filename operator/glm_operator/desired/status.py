@@ -80,6 +80,7 @@ def _predicted(v: Variant) -> PredictedSpeed | None:
         output_tokens_per_second_per_gpu=round(v.speed.output_tokens_per_s_per_gpu, 1),
         itl_milliseconds=round(v.speed.itl_s * 1000, 2),
         ttft_milliseconds=round(v.speed.ttft_s * 1000, 1),
+        knee_concurrency=v.knee_concurrency or None,
     )
 
 

@@ -16,7 +16,8 @@ adds replicas again and again for one queue while the first new replicas are sti
 
 The load we scale on
 --------------------
-Let ``K`` be the concurrency of one replica (sequences it runs at once, from the plan), ``q`` the
+Let ``K`` be the target concurrency of one replica (running sequences, from the plan: the predicted
+knee, where doubling the load raises throughput < 10 % while ITL rises > 20 %, else max-num-seqs), ``q`` the
 ``targetQueueLength`` (waiting requests per replica the user accepts), ``tol`` the tolerance, and
 
 * ``D = waiting + running``: the requests in the system. Unlike ``waiting``, this barely depends on
@@ -25,7 +26,8 @@ Let ``K`` be the concurrency of one replica (sequences it runs at once, from the
 * ``n = max(current, ready)``: ready replicas plus those still starting. Starting replicas count
   as capacity: a queue they will absorb does not cause a second scale-up;
 * ``K' = max(K, running / ready)``: replicas observed running more sequences than the plan says
-  can hold at least that many.
+  can hold at least that many. Only where ``K`` is max-num-seqs: a knee below it is an operating
+  point the replicas exceed by design (vLLM admits up to max-num-seqs), so ``K' = K`` there.
 
 Per replica, ``d = D / n``. Then the raw recommendation is
 
@@ -134,7 +136,8 @@ class AutoscalePolicy:
     min_replicas: int
     max_replicas: int
     target_queue_length: float
-    # Sequences one replica runs at once (the plan's concurrency / --max-num-seqs).
+    # Running requests the autoscaler aims one replica at: the plan's predicted knee (at most
+    # --max-num-seqs; --max-num-seqs itself when the knee is not reached below it).
     replica_concurrency: float
     scale_up_stabilization_seconds: float = 0.0
     scale_down_stabilization_seconds: float = 300.0
@@ -150,6 +153,9 @@ class AutoscalePolicy:
     cold_start_seconds: float = 0.0
     # With min_replicas == 0: seconds of no load before going to zero (None: never to zero).
     idle_seconds: float | None = None
+    # --max-num-seqs where the knee lies below it (None: the target is the capacity). Replicas seen
+    # running more than the target raise it only when the target is the capacity (see ``K'``).
+    replica_capacity: float | None = None
 
     def __post_init__(self) -> None:
         problems: list[str] = []
@@ -161,6 +167,8 @@ class AutoscalePolicy:
             problems.append("target_queue_length must be >= 0")
         if self.replica_concurrency <= 0:
             problems.append("replica_concurrency must be > 0")
+        if self.replica_capacity is not None and self.replica_capacity < self.replica_concurrency:
+            problems.append("replica_capacity must be >= replica_concurrency")
         if self.scale_up_stabilization_seconds < 0 or self.scale_down_stabilization_seconds < 0:
             problems.append("stabilization windows must be >= 0")
         if self.interval_seconds <= 0:
@@ -180,7 +188,12 @@ class AutoscalePolicy:
 
     @classmethod
     def from_spec(
-        cls, autoscaling: Mapping[str, Any], *, replica_concurrency: float, cold_start_seconds: float = 0.0
+        cls,
+        autoscaling: Mapping[str, Any],
+        *,
+        replica_concurrency: float,
+        cold_start_seconds: float = 0.0,
+        replica_capacity: float | None = None,
     ) -> AutoscalePolicy:
         """Build from the camelCase ``spec.autoscaling`` mapping; absent keys take the CRD defaults."""
         min_replicas = int(autoscaling.get("minReplicas", 1))
@@ -197,6 +210,7 @@ class AutoscalePolicy:
             scale_down_stabilization_seconds=float(autoscaling.get("scaleDownStabilizationSeconds", 300)),
             interval_seconds=float(autoscaling.get("intervalSeconds", 15)),
             cold_start_seconds=cold_start_seconds,
+            replica_capacity=replica_capacity if replica_capacity != replica_concurrency else None,
         )
 
     @property
@@ -412,7 +426,7 @@ def compute_recommendation(
     replicas = observed.effective
     load = sample.waiting + sample.running
     concurrency = policy.replica_concurrency
-    if observed.ready > 0:
+    if observed.ready > 0 and policy.replica_capacity is None:
         concurrency = max(concurrency, sample.running / observed.ready)
     queue = policy.target_queue_length
     up_threshold = concurrency + queue * (1 + policy.tolerance)

@@ -11,7 +11,8 @@ combined:
   are too few, the same with extra nodes like its largest one, up to the planner's most nodes per
   replica, which says how many nodes of that type one replica needs;
 - **a lower precision** where ``quantization`` is pinned (fp8, int8, int4 that a checkpoint or vLLM's
-  load-time FP8 provides; the checkpoint the variant loads is named).
+  load-time FP8 provides; the checkpoint the variant loads is named), or, under ``quantization: auto``
+  with ``allowedQuantizations``, that list with the lower precision added.
 
 Order, cheapest first: what the cluster's nodes can run before what needs nodes added, then GPUs
 per replica, nodes per replica, GPU memory per replica (the smaller GPU of the same count), and
@@ -189,6 +190,22 @@ def _multi_node_relaxations(request: PlacementRequest) -> list[_Relaxation]:
 
 
 def _precision_relaxations(request: PlacementRequest) -> list[_Relaxation]:
+    if request.quantization == "auto" and request.allowed_quantizations:
+        # auto under spec.allowedQuantizations: name the precision that would fit, added to the list
+        out = []
+        for q in ("fp8", "int8", "int4"):
+            if q in request.allowed_quantizations:
+                continue
+            allowed = (*request.allowed_quantizations, q)
+            out.append(
+                _Relaxation(
+                    f"quantization:{q}",
+                    f"allowedQuantizations: [{', '.join(allowed)}]",
+                    {"allowedQuantizations": list(allowed)},
+                    {"allowed_quantizations": allowed},
+                )
+            )
+        return out
     return [
         _Relaxation(
             f"quantization:{q}",

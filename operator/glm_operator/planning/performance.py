@@ -29,9 +29,19 @@ and read ``O`` output tokens (what ``glm-operator loadtest`` drives) spends, per
 
 Constants (:class:`PerfConstants`) are calibrated on the H200 load tests (``benchmarks/perf_model.py``
 prints the fit and the held-out errors); GPU speeds are datasheet figures (``catalog/data/gpus.yaml``).
-Not modelled: tensor-parallel all-reduce time (a TP > 1 step is this model's single-GPU step over TP's
-shards), pipeline bubbles (PP stages are summed), speculative decoding, prefix caching, DSA's sparse
-KV reads (the whole context is read).
+With TP > 1 every layer ends its attention and its MLP with an all-reduce of the step's activations
+(``tokens x hidden x 2`` bytes, bf16): ``2 x layers x (allreduce_latency + 2 (TP-1)/TP x bytes / link
+bandwidth)`` is added to each decode step and each prefill (ring all-reduce traffic; NVLink or PCIe
+by the catalog's interconnect). Those three constants are datasheet-level assumptions, not
+calibrated: the device lends one GPU (NCCL's nccl-tests report ~360 GB/s bus bandwidth on 8 x H100
+NVLink and ~20 GB/s over PCIe 4.0; vLLM's custom all-reduce takes a few microseconds for small
+messages).
+
+Not modelled: pipeline bubbles (PP stages are summed), speculative decoding, prefix caching, DSA's
+sparse KV reads (the whole context is read).
+
+The knee (:func:`modelled_knee`): the load-test rule of :mod:`glm_operator.planning.knee` applied to
+predicted levels 1, 2, 4, ... up to max-num-seqs; the autoscaler aims each replica at it.
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ from glm_operator.catalog.gpus import GpuType
 from glm_operator.catalog.models import ModelArchitecture
 from glm_operator.planning.budget import GIB
 from glm_operator.planning.fit import FitResult
+from glm_operator.planning.knee import Knee, LevelResult, find_knee
 
 
 @dataclass(frozen=True)
@@ -57,6 +68,10 @@ class PerfConstants:
     compute_efficiency: float = 0.4
     # the median TTFT at concurrency 1 of those runs (HTTP, scheduling, the first step)
     request_overhead_s: float = 0.105
+    # tensor-parallel all-reduce (module docstring): assumptions, not calibrated (one GPU on the device)
+    allreduce_latency_s: float = 8e-6
+    nvlink_allreduce_gbs: float = 300.0
+    pcie_allreduce_gbs: float = 20.0
 
 
 DEFAULT_PERF = PerfConstants()
@@ -133,6 +148,16 @@ def tensor_tflops(gpu: GpuType, fp8: bool) -> float:
     return gpu.fp8_tflops if fp8 and gpu.fp8_tflops > 0 else gpu.bf16_tflops
 
 
+def allreduce_s(arch: ModelArchitecture, tokens: float, tp: int, gpu: GpuType, c: PerfConstants) -> float:
+    """The all-reduces of one forward pass over ``tokens`` tokens at tensor-parallel size ``tp``
+    (0 at TP 1)."""
+    if tp <= 1:
+        return 0.0
+    link = c.nvlink_allreduce_gbs if gpu.nvlink else c.pcie_allreduce_gbs
+    per_call = c.allreduce_latency_s + 2.0 * (tp - 1) / tp * tokens * arch.hidden_size * 2.0 / (link * 1e9)
+    return 2 * arch.num_layers * per_call
+
+
 def decode_step_s(
     arch: ModelArchitecture,
     weights: ModelWeights,
@@ -143,6 +168,7 @@ def decode_step_s(
     fp8: bool,
     c: PerfConstants = DEFAULT_PERF,
     same_experts: bool = False,
+    tp: int = 1,
 ) -> float:
     """One decode step of ``batch`` sequences at ``context`` tokens each (seconds)."""
     read = weights.read_bytes + weights.expert_bytes * experts_touched(arch, batch, same_experts)
@@ -150,7 +176,7 @@ def decode_step_s(
     memory = read / (gpu.memory_bandwidth_gbs * 1e9 * c.bandwidth_efficiency)
     compute = 2.0 * weights.active_params * batch / (tensor_tflops(gpu, fp8) * 1e12 * c.compute_efficiency)
     overhead = weights.layers * c.layer_overhead_s + weights.moe_layers * c.moe_layer_overhead_s
-    return overhead + memory + compute
+    return overhead + memory + compute + allreduce_s(arch, batch, tp, gpu, c)
 
 
 def prefill_compute_s(
@@ -164,7 +190,9 @@ def prefill_compute_s(
         head_dims = 2 * arch.head_dim
     attention = float(tokens) ** 2 * head_dims * arch.num_attention_heads / tp * arch.num_layers
     flops = 2.0 * weights.active_params * tokens + attention
-    return flops / (tensor_tflops(gpu, fp8) * 1e12 * c.compute_efficiency)
+    return flops / (tensor_tflops(gpu, fp8) * 1e12 * c.compute_efficiency) + allreduce_s(
+        arch, tokens, tp, gpu, c
+    )
 
 
 def predict_speed(
@@ -193,10 +221,10 @@ def predict_speed(
     w = model_weights(arch, tp, weights_bytes_per_gpu * pp, bytes_per_param)
     kv = kv_bytes_per_token_per_gpu * pp
     n, i, o = max(1, workload.concurrency), workload.input_tokens, max(1, workload.output_tokens)
-    step = decode_step_s(arch, w, kv, n, i + o / 2, gpu, fp8, c, same_experts)
+    step = decode_step_s(arch, w, kv, n, i + o / 2, gpu, fp8, c, same_experts, tp)
     prefill = prefill_compute_s(arch, w, i, tp, gpu, fp8, c)
     round_s = c.request_overhead_s + o * step + n * prefill
-    ttft = c.request_overhead_s + prefill + decode_step_s(arch, w, kv, n, i, gpu, fp8, c, same_experts)
+    ttft = c.request_overhead_s + prefill + decode_step_s(arch, w, kv, n, i, gpu, fp8, c, same_experts, tp)
     if not math.isfinite(round_s) or round_s <= 0:
         return None
     return Speed(
@@ -243,6 +271,35 @@ def speed_of_fit(
         c=c,
         same_experts=same_experts,
     )
+
+
+def modelled_knee(speed_at: Callable[[int], Speed | None], max_num_seqs: int) -> Knee:
+    """The knee rule (:func:`glm_operator.planning.knee.find_knee`) on predicted levels 1, 2, 4, ... and
+    ``max_num_seqs``; ``Knee(None, ...)`` when throughput still rises up to max-num-seqs or speed is
+    unknown."""
+    top = max(1, max_num_seqs)
+    levels = []
+    for n in sorted({*(2**i for i in range(top.bit_length()) if 2**i < top), top}):
+        speed = speed_at(n)
+        if speed is None:
+            return Knee(None, "no speed figures for this GPU type")
+        levels.append(
+            LevelResult(
+                concurrency=n,
+                requests=n,
+                errors=0,
+                wall_s=0.0,
+                output_tokens=0,
+                ttft_p50_s=speed.ttft_s,
+                ttft_p95_s=speed.ttft_s,
+                itl_p50_s=speed.itl_s,
+                itl_p95_s=speed.itl_s,
+                output_tokens_per_s=speed.output_tokens_per_s,
+            )
+        )
+    if len(levels) < 2:
+        return Knee(None, "max-num-seqs 1")
+    return find_knee(levels)
 
 
 def meets(speed: Speed | None, itl_ms: float | None, ttft_ms: float | None) -> bool:

@@ -15,15 +15,23 @@ decision was taken. The rules (docs/DESIGN.md and README "What you write, what y
    (``estimate_fit`` under the budget rules of the request's vLLM release, ``request.engine``:
    concurrency >= minConcurrency) wins:
    - quantization ``auto`` = the highest precision that fits: bf16 > fp8 > int8 > int4 (a quantized
-     checkpoint - the official -FP8 id or a config with ``quantization_config`` - fixes the precision).
-     FP8 is native (W8A8) only at compute capability >= 8.9; older GPUs run FP8 weights as weight-only
-     W8A16 through Marlin, which is said in the reason;
+     checkpoint - the official -FP8 id or a config with ``quantization_config`` - fixes the precision),
+     among ``allowedQuantizations`` when given. FP8 is native (W8A8) only at compute capability >= 8.9;
+     older GPUs run FP8 weights as weight-only W8A16 through Marlin, which is said in the reason;
    - the smallest TP that fits (replicas before TP: the seeds' "DP first"); TP must divide the
      attention heads (GQA: KV heads and TP divide each other) and be <= the GPUs of that type on one
      node;
    - TP > 2 on PCIe-only GPUs is penalised: it is tried only after the next lower precision at
      TP <= 2 (sort key: precision rank + 1.5 when penalised, then TP), and the reason says so;
-   - a pinned TP/PP/quantization is still checked, never silently changed.
+   - a pinned TP/PP/quantization is still checked, never silently changed;
+   - **goodput**: a 16-bit pick under ``auto`` on a GPU with FP8 tensor cores is compared with native
+     fp8 at its smallest TP that fits (single node), each at its own max-num-seqs (rule 6, spec.slo
+     included), by predicted output tokens/s per GPU (:mod:`glm_operator.planning.performance`). fp8
+     replaces the pick when it meets spec.slo where the pick does not, or gives ``GOODPUT_MARGIN``
+     (5 %) more; the variant's ``considered`` lists both and the reason says why. Not compared: larger
+     TPs (replicas before TP; the model's all-reduce term is not calibrated on more than one GPU),
+     int8/int4 and Marlin fp8 (ways to fit, never chosen for speed: quality), fp8 that needs another
+     checkpoint than the one ``model.source`` names, and ``allowedQuantizations`` without fp8.
 4. PP > 1 (one replica over several nodes, TP inside each node, PP <= 8 when chosen) only when no
    single-node candidate fits and ``allowMultiNode``; otherwise the group is *rejected* with the
    reason and the smallest fix (the multi-node shape that would fit, the quantization that would
@@ -69,7 +77,13 @@ from glm_operator.planning.fit import (
 )
 from glm_operator.planning.fixes import Fix, all_fixes, cheapest_on, shown_fixes
 from glm_operator.planning.nodes import GpuPool, PoolGroups, group_pools
-from glm_operator.planning.performance import Speed, concurrency_within, plan_workload, speed_of_fit
+from glm_operator.planning.performance import (
+    Speed,
+    concurrency_within,
+    modelled_knee,
+    plan_workload,
+    speed_of_fit,
+)
 from glm_operator.planning.product_filter import allowed_products
 from glm_operator.planning.request import DEFAULT_CONTEXT_LENGTH, PlacementRequest, PlanningInputError
 
@@ -79,9 +93,44 @@ PCIE_TP_PENALTY = 1.5
 TYPICAL_SEQUENCE_TOKENS = 4096
 MAX_NUM_SEQS_CAP = 256
 MAX_PIPELINE_PARALLEL = 8  # nodes per replica the planner considers when choosing PP
+# Another shape replaces the first that fits only when predicted to give this much more throughput per
+# GPU: below it the choice is within the performance model's error between shapes, not worth a change.
+GOODPUT_MARGIN = 0.05
 FP8_LOAD_PEAK_FRACTION = 0.95  # of a GPU's memory: room for the CUDA context while loading
 _CAPACITY_KEY = operator.attrgetter("capacity_key")
 _GPU_COUNT = operator.attrgetter("gpu_count")
+
+
+@dataclass(frozen=True)
+class Considered:
+    """A single-node shape compared for goodput: its max-num-seqs and predicted speed there."""
+
+    quantization: str
+    tensor_parallel_size: int
+    max_num_seqs: int
+    speed: Speed | None
+    meets_slo: bool
+    chosen: bool = False
+    first_fit: bool = False  # the first shape that fits in rule 3's order (what a pure fit check picks)
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        return self.speed.output_tokens_per_s_per_gpu if self.speed else 0.0
+
+    @property
+    def shape(self) -> str:
+        return f"{self.quantization} TP={self.tensor_parallel_size}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "quantization": self.quantization,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "max_num_seqs": self.max_num_seqs,
+            "predicted": self.speed.to_dict() if self.speed else None,
+            "meets_slo": self.meets_slo,
+            "chosen": self.chosen,
+            "first_fit": self.first_fit,
+        }
 
 
 @dataclass(frozen=True)
@@ -124,6 +173,11 @@ class Variant:
     cudagraph_gib: float = 0.0
     # predicted speed of one replica at max_num_seqs concurrent chat-like requests (planning.performance)
     speed: Speed | None = None
+    # the predicted knee (planning.performance.modelled_knee), max_num_seqs when not reached: the
+    # autoscaler's target of running requests per replica
+    knee_concurrency: int = 0
+    # the shapes compared for goodput (rule 3), the chosen one marked; () when there was no choice
+    considered: tuple[Considered, ...] = ()
 
     @property
     def headroom_gib(self) -> float:
@@ -164,6 +218,8 @@ class Variant:
             "non_torch_gib": round(self.non_torch_gib, 2),
             "cudagraph_gib": round(self.cudagraph_gib, 2),
             "predicted": self.speed.to_dict() if self.speed else None,
+            "knee_concurrency": self.knee_concurrency,
+            "considered": [c.to_dict() for c in self.considered],
         }
 
 
@@ -370,8 +426,20 @@ def _precisions(request: PlacementRequest, model: ResolvedModel, gpu: GpuType) -
         if model.checkpoint_quantization is not None:
             return [model.checkpoint_quantization.precision]
         first = "bf16" if gpu.bf16 and model.architecture.dtype != "fp16" else "fp16"
-        return [first, *(p for p in AUTO_PRECISIONS[1:] if _has_checkpoint(model, p))]
+        found = [first, *(p for p in AUTO_PRECISIONS[1:] if _has_checkpoint(model, p))]
+        return [p for p in found if _allowed(request, p)]
     return [request.quantization]
+
+
+def _allowed(request: PlacementRequest, precision: str) -> bool:
+    """Whether spec.allowedQuantizations lets auto choose ``precision`` (bf16 and fp16 are one
+    16-bit class)."""
+    allowed = request.allowed_quantizations
+    if not allowed:
+        return True
+    if PRECISION_RANK[precision] == 0:
+        return any(PRECISION_RANK.get(a) == 0 for a in allowed)
+    return precision in allowed
 
 
 def _fit_input(
@@ -716,6 +784,7 @@ class _Chosen:
     group: _Group
     pick: _Evaluated
     tried: list[_Evaluated]
+    considered: tuple[Considered, ...] = ()  # rule 3's goodput comparison; () when there was none
 
     def capacity(self, when_available: bool = False) -> int:
         """Replicas of the chosen shape the group's free GPUs hold (nodes autoscalers add included)."""
@@ -745,6 +814,13 @@ def _check_pinned(request: PlacementRequest, base: ResolvedModel) -> None:
             f"is known and vLLM cannot quantize to {request.quantization} at load time; use fp8 (quantized "
             "on the fly) or auto, or point model.source at an AWQ/GPTQ checkpoint and give its config.json "
             "(with its quantization_config) as model.config"
+        )
+    ckpt = base.checkpoint_quantization
+    if request.quantization == "auto" and ckpt is not None and not _allowed(request, ckpt.precision):
+        raise PlanningInputError(
+            f"spec.allowedQuantizations [{', '.join(request.allowed_quantizations)}]: the checkpoint "
+            f"{base.model_id} is stored in {ckpt.precision}; add {ckpt.precision} to allowedQuantizations "
+            "or serve the model's 16-bit checkpoint"
         )
     if request.tensor_parallel_size:
         err = parallelism_error(base.architecture, request.tensor_parallel_size)
@@ -824,7 +900,75 @@ def _choose_shape(
         notes += mnotes
     if pick is None:
         return _rejection(request, base, group, context, tried, notes)
-    return _Chosen(group, pick, tried)
+    if pick.candidate.pp > 1:
+        return _Chosen(group, pick, tried)
+    best, considered = _by_goodput(request, base, group, context, pick)
+    return _Chosen(group, best, tried, considered)
+
+
+def _goodput_rivals(
+    request: PlacementRequest, base: ResolvedModel, group: _Group, first: _Candidate
+) -> list[_Candidate]:
+    """The shapes compared with the first that fits (rule 3): native fp8 for a 16-bit pick under auto, in
+    TP order (the smallest that fits is taken); none over PCIe at TP > 2 unless the pick is, none that
+    loads another checkpoint than the one spec.model.source names."""
+    if PRECISION_RANK[first.quantization] != 0 or not group.gpu.native_fp8:
+        return []
+    if request.checkpoint_pinned and _model_for(base, "fp8")[0] is not base:
+        return []
+    return [
+        c
+        for c in _candidates(request, base, group, False)[0]
+        if c.quantization == "fp8" and (not c.penalised or first.penalised)
+    ]
+
+
+def _by_goodput(
+    request: PlacementRequest, base: ResolvedModel, group: _Group, context: int, first: _Evaluated
+) -> tuple[_Evaluated, tuple[Considered, ...]]:
+    """The first fit, or the rival of best predicted throughput per GPU when it wins (rule 3)."""
+    fits = [first]
+    for cand in _goodput_rivals(request, base, group, first.candidate):
+        ev = _evaluate(request, base, group.gpu, cand, context)
+        if ev.fit is not None and ev.fit.fits:
+            fits.append(ev)
+            break  # the smallest TP of that precision that fits: replicas before TP
+    if len(fits) == 1:
+        return first, ()
+    scored = [(ev, _considered(request, ev, group.gpu, context, first=ev is first)) for ev in fits]
+    best, best_c = scored[0]
+    for ev, c in scored[1:]:
+        if (c.meets_slo and not best_c.meets_slo) or (
+            c.meets_slo == best_c.meets_slo
+            and c.tokens_per_s_per_gpu > best_c.tokens_per_s_per_gpu * (1 + GOODPUT_MARGIN)
+        ):
+            best, best_c = ev, c
+    ranked = sorted((c for _, c in scored), key=lambda c: (not c.meets_slo, -c.tokens_per_s_per_gpu))
+    return best, tuple(replace(c, chosen=c is best_c) for c in ranked)
+
+
+def _considered(
+    request: PlacementRequest, ev: _Evaluated, gpu: GpuType, context: int, first: bool
+) -> Considered:
+    assert ev.fit is not None
+    fit, arch = ev.fit, ev.model.architecture
+
+    def speed_at(n: int) -> Speed | None:
+        return speed_of_fit(fit, arch, gpu, plan_workload(n, context))
+
+    seqs, met = _planned_seqs(request, fit, context, speed_at)
+    return Considered(fit.quantization, ev.candidate.tp, seqs, speed_at(seqs), met, first_fit=first)
+
+
+def _planned_seqs(
+    request: PlacementRequest, fit: FitResult, context: int, speed_at: Callable[[int], Speed | None]
+) -> tuple[int, bool]:
+    """max-num-seqs (rule 6) lowered for spec.slo, and whether the SLO is met there (True without one)."""
+    by_kv = _max_num_seqs(request, fit, context)
+    if not (request.slo_itl_ms or request.slo_ttft_ms) or request.max_num_seqs:
+        return by_kv, True
+    floor = min(by_kv, max(1, math.ceil(request.min_concurrency)))
+    return concurrency_within(floor, by_kv, speed_at, request.slo_itl_ms, request.slo_ttft_ms)
 
 
 def _order_by_preference(chosen: list[_Chosen], order: dict[str, int]) -> None:
@@ -866,6 +1010,7 @@ def _variant(
     if (request.slo_itl_ms or request.slo_ttft_ms) and not request.max_num_seqs:
         max_num_seqs, note = _seqs_for_slo(request, max_num_seqs, speed_at)
         notes = [*notes, note]
+    knee = modelled_knee(speed_at, max_num_seqs)
     return Variant(
         gpu_product=group.gpu.name,
         resource_name=group.resource_name,
@@ -898,6 +1043,8 @@ def _variant(
         non_torch_gib=fit.non_torch_gib,
         cudagraph_gib=fit.cudagraph_gib,
         speed=speed_at(max_num_seqs),
+        knee_concurrency=knee.concurrency or max_num_seqs,
+        considered=chosen.considered,
     )
 
 
@@ -952,7 +1099,7 @@ def _spread_replicas(
         assert item.pick.fit is not None
         take = min(remaining, item.capacity())
         remaining -= take
-        reason, notes = _variant_reason(request, base, item.group, item.pick, item.tried, context)
+        reason, notes = _variant_reason(request, base, item, context)
         uncertain.extend(item.pick.fit.uncertain)
         variant = _variant(request, base, item, context, take, reason, notes)
         variants.append(variant)
@@ -1130,15 +1277,37 @@ def _checkpoint_notes(base: ResolvedModel, ev: _Evaluated) -> list[str]:
     return notes
 
 
+def _goodput_reason(chosen: _Chosen) -> str:
+    """Rule 3's comparison in words: what the chosen shape gives next to the first that fit, or next to
+    the best other shape when it is the first."""
+    if not chosen.considered:
+        return ""
+    pick = next(c for c in chosen.considered if c.chosen)
+    others = [c for c in chosen.considered if not c.chosen]
+    mine = (
+        f"{pick.tokens_per_s_per_gpu:.0f} output tokens/s per GPU predicted at {pick.max_num_seqs} sequences"
+    )
+    if not pick.first_fit:
+        base = next(c for c in others if c.first_fit)
+        if pick.meets_slo and not base.meets_slo:
+            return f"; chosen over {base.shape} (the first shape that fits), which misses spec.slo: {mine}"
+        gain = pick.tokens_per_s_per_gpu / max(base.tokens_per_s_per_gpu, 1e-9) - 1
+        return (
+            f"; chosen over {base.shape} (the first shape that fits) for throughput: {mine}, "
+            f"{gain * 100:+.0f} % over its {base.tokens_per_s_per_gpu:.0f}"
+        )
+    runner = others[0]
+    return (
+        f"; {mine}; best other shape {runner.shape}: {runner.tokens_per_s_per_gpu:.0f} "
+        f"(a shape must gain {GOODPUT_MARGIN * 100:g} % to replace the first that fits)"
+    )
+
+
 def _variant_reason(
-    request: PlacementRequest,
-    base: ResolvedModel,
-    group: _Group,
-    ev: _Evaluated,
-    tried: list[_Evaluated],
-    context: int,
+    request: PlacementRequest, base: ResolvedModel, chosen: _Chosen, context: int
 ) -> tuple[str, list[str]]:
     """Why this shape on this group, in one sentence, and the notes that go with it."""
+    group, ev, tried = chosen.group, chosen.pick, chosen.tried
     assert ev.fit is not None
     gpu = group.gpu
     fit = ev.fit
@@ -1150,8 +1319,14 @@ def _variant_reason(
         f"(>= minConcurrency {request.min_concurrency:g}), {fit.weights_gib_per_gpu:.1f} GiB weights and "
         f"{fit.available_kv_cache_gib_per_gpu:.1f} GiB KV cache per GPU"
     )
-    reason += _why_not_smaller_or_higher(request, ev, tried, context)
-    reason += _pcie_reason(request, base, group, ev, tried, context)
+    if ev is tried[-1]:  # the first shape that fits: why not a smaller TP or a higher precision
+        reason += _why_not_smaller_or_higher(request, ev, tried, context)
+        reason += _pcie_reason(request, base, group, ev, tried, context)
+    elif ev.candidate.penalised:
+        reason += (
+            f"; TP={ev.candidate.tp} over PCIe (no NVLink) is slow, chosen because no shape with TP <= 2 fits"
+        )
+    reason += _goodput_reason(chosen)
     notes: list[str] = [*request.engine.notes, *fit.notes]
     if gpu.memory_source.startswith(NOT_IN_CATALOG):
         notes.append(f"{gpu.name} {gpu.memory_source}")

@@ -42,7 +42,9 @@ class PlacementRequest:
 
     model: str = ""
     model_config: Mapping[str, Any] | None = None
+    checkpoint_pinned: bool = False  # spec.model.source names the weights: no switch to another checkpoint
     quantization: str = "auto"
+    allowed_quantizations: tuple[str, ...] = ()  # spec.allowedQuantizations: what auto may choose (() = any)
     kv_cache_dtype: str = "auto"
     context_length: int | None = None
     min_concurrency: float = 1.0
@@ -83,7 +85,9 @@ def placement_request(
     return PlacementRequest(
         model=spec.model.id or "",
         model_config=config.model_dump(exclude_none=True) if config is not None else None,
+        checkpoint_pinned=spec.model.source is not None,
         quantization=spec.quantization,
+        allowed_quantizations=tuple(spec.allowed_quantizations or ()),
         kv_cache_dtype=spec.kv_cache_dtype,
         context_length=spec.context_length,
         min_concurrency=float(spec.min_concurrency),
