@@ -110,6 +110,15 @@ def test_replicas_follow_the_vllm_queue_and_hold_when_prometheus_is_gone(
     obj = wait_for(metrics_available, 60, "MetricsAvailable=True")
     assert replicas_of(cluster, ns, "auto") == (1, 1)
     per_replica = int(obj["status"]["plan"]["variants"][0]["maxNumSeqs"])
+    # each replica is aimed at the plan's predicted knee: scale up above knee + targetQueueLength x 1.1
+    knee = int(obj["status"]["plan"]["variants"][0]["predicted"]["kneeConcurrency"])
+    assert 1 <= knee <= per_replica
+    aimed = f"per replica up above {knee + 4 * 1.1:g}, down below {knee * 0.9:g}"
+    wait_for(
+        lambda: aimed in str(glmd(cluster, ns, "auto")["status"].get("autoscaler", {}).get("reason", "")),
+        30,
+        f"the autoscaler's reason says {aimed!r}",
+    )
 
     # Queue rises: every replica full and far more waiting than the target.
     emulator.set(MODEL, waiting=3 * (per_replica + 4), running=per_replica)
