@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import itertools
 import json
 import statistics
 import sys
@@ -27,13 +26,27 @@ sys.path.insert(0, str(REPO / "operator"))
 from benchmarks.gpu_truth.cases import BY_NAME, Case  # noqa: E402
 from glm_operator.catalog.gpus import find_gpu  # noqa: E402
 from glm_operator.planning.fit import FitInput, FitResult, estimate_fit  # noqa: E402
-from glm_operator.planning.performance import DEFAULT_PERF, PerfConstants, Workload, speed_of_fit  # noqa: E402
+from glm_operator.planning.performance import (  # noqa: E402
+    DEFAULT_PERF,
+    PerfConstants,
+    StepTerms,
+    Workload,
+    speed_of_fit,
+    step_terms_of_fit,
+)
 
 PERF = REPO / "benchmarks" / "gpu_truth" / "perf"
 GPU = find_gpu("NVIDIA-H200")
-# the points the constants are fitted on: GLM-4.7-Flash bf16 at max-num-seqs 64 (both shapes) and the
-# dense Qwen3-8B (chat): per-layer overheads differ between MoE and dense layers
-CALIBRATION = {("flash-s64-perf", "chat"), ("flash-s64-perf", "long"), ("qwen3-8b-s16-b2k", "chat")}
+# the points the constants are fitted on: GLM-4.7-Flash bf16 at max-num-seqs 64 (both shapes) and 256
+# (chat), on-the-fly fp8 at 256 (chat), and the dense Qwen3-8B (chat): per-layer overheads differ between
+# MoE and dense layers, the per-sequence cost shows at large batches, fp8 GEMMs only in fp8 runs
+CALIBRATION = {
+    ("flash-s64-perf", "chat"),
+    ("flash-s64-perf", "long"),
+    ("flash-c32k-perf", "chat"),
+    ("flash-fp8online", "chat"),
+    ("qwen3-8b-s16-b2k", "chat"),
+}
 
 
 @dataclass(frozen=True)
@@ -104,23 +117,52 @@ def errors(p: Point, c: PerfConstants) -> tuple[float, float, float, float]:
 
 def refit(points: list[Point]) -> PerfConstants:
     """``request_overhead_s``: the median TTFT p50 of the calibration runs at concurrency 1 (their
-    prefill is a few ms); the other three by grid search on the calibration points (squared relative
-    errors of tokens/s and ITL p50)."""
+    prefill is a few ms). The step's constants: ITL p50 is linear in them (``StepTerms``), so a
+    least-squares fit of the calibration points' ITL, each row weighted by 1 / its measured ITL
+    (relative errors), with the bandwidth efficiency fixed at 0.9 (a decode GEMV reaches ~90 % of HBM
+    peak at most; the read time and the per-layer overheads are otherwise hard to tell apart at the
+    small batches where reads dominate). Rounded: overheads to 0.1 us, efficiencies to 0.01."""
     cal = [p for p in points if p.calibration]
     req = round(statistics.median(p.ttft_s for p in cal if p.concurrency == 1), 3)
-    best, best_loss = DEFAULT_PERF, float("inf")
-    grid = itertools.product(
-        [round(x * 1e-6, 7) for x in range(0, 81, 5)],
-        [round(x * 1e-6, 7) for x in range(0, 121, 5)],
-        [0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9],  # a decode GEMV reaches ~90 % of HBM peak at most
-        [0.2, 0.3, 0.4, 0.5, 0.6, 0.7],
+    bw, comp = DEFAULT_PERF.bandwidth_efficiency, DEFAULT_PERF.compute_efficiency
+    rows, rhs = [], []
+    for p in cal:
+        t = step_terms(p)
+        rows.append([v / p.itl_s for v in (t.layers, t.moe_layers, t.gemm8_s, t.sequences)])
+        rhs.append((p.itl_s - t.read_s / bw - t.gemm16_s / comp) / p.itl_s)
+    layer, moe, k8, seq = _least_squares(rows, rhs)
+    return replace(
+        DEFAULT_PERF,
+        layer_overhead_s=round(layer, 7),
+        moe_layer_overhead_s=round(moe, 7),
+        fp8_compute_efficiency=round(1 / k8, 2),
+        sequence_overhead_s=round(seq, 7),
+        request_overhead_s=req,
     )
-    for overhead, moe, bw, comp in grid:
-        c = PerfConstants(overhead, moe, bw, comp, req)
-        loss = sum(e[2] ** 2 + e[3] ** 2 for e in (errors(p, c) for p in cal))
-        if loss < best_loss:
-            best, best_loss = c, loss
-    return replace(best)
+
+
+def step_terms(p: Point) -> StepTerms:
+    workload = Workload(p.concurrency, p.input_tokens, p.output_tokens)
+    arch = p.case.resolved().architecture
+    return step_terms_of_fit(plan(p.case), arch, GPU, workload, same_experts=p.case.family.startswith("glm"))
+
+
+def _least_squares(rows: list[list[float]], rhs: list[float]) -> list[float]:
+    """x minimising |rows x - rhs|^2: the normal equations, solved by Gaussian elimination."""
+    n = len(rows[0])
+    a = [[sum(r[i] * r[j] for r in rows) for j in range(n)] for i in range(n)]
+    b = [sum(r[i] * y for r, y in zip(rows, rhs, strict=True)) for i in range(n)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda i: abs(a[i][col]))
+        a[col], a[pivot], b[col], b[pivot] = a[pivot], a[col], b[pivot], b[col]
+        for i in range(col + 1, n):
+            f = a[i][col] / a[col][col]
+            a[i] = [x - f * y for x, y in zip(a[i], a[col], strict=True)]
+            b[i] -= f * b[col]
+    x = [0.0] * n
+    for i in reversed(range(n)):
+        x[i] = (b[i] - sum(a[i][j] * x[j] for j in range(i + 1, n))) / a[i][i]
+    return x
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -211,10 +211,11 @@ def test_plan_validates_the_spec_like_the_apiserver(
 def test_plan_prints_the_goodput_comparison_of_auto(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    text = GLMD.replace("  quantization: bf16\n", "") + "  gpu: {products: [H100]}\n"
+    text = GLMD.replace("  quantization: bf16\n", "").replace("GLM-4.5-Air", "GLM-4.7-Flash")
+    text += "  gpu: {products: [H100]}\n"
     code, out, _ = run(capsys, "plan", "-f", write(tmp_path, text), "--nodes", str(FIXTURE))
     assert code == 0
     (compared,) = [line for line in out.splitlines() if line.startswith("compared NVIDIA-H100-80GB-HBM3: ")]
-    assert "fp8 TP=2 at max-num-seqs" in compared and compared.count("<- chosen") == 1
-    assert "bf16 TP=4 at max-num-seqs" in compared and "(first fit)" in compared
-    assert "chosen over bf16 TP=4 (the first shape that fits) for throughput" in out
+    assert "fp8 TP=1 at max-num-seqs" in compared and compared.count("<- chosen") == 1
+    assert "bf16 TP=1 at max-num-seqs" in compared and "(first fit)" in compared
+    assert "chosen over bf16 TP=1 (the first shape that fits) for throughput" in out

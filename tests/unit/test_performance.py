@@ -44,9 +44,10 @@ def test_the_shipped_constants_are_the_calibration_fit() -> None:
 
 
 def test_held_out_points_against_the_h200() -> None:
-    """The load-test points not used for calibration (GLM-4.7-Flash fp8 at 64 and bf16 at 16, Qwen3-8B
-    long prompts): ITL p50 median error within 10 % and none beyond 25 %; at least six points with both
-    tokens/s and ITL p50 within 15 % (issue 32's bar; benchmarks/perf_model.py prints them all)."""
+    """The load-test points not used for calibration (GLM-4.7-Flash fp8 at 64 and its long prompts, bf16
+    at 16 and long prompts at 256's start-up, Qwen3-8B long prompts): ITL p50 median error within 10 %
+    and none beyond 25 %; at least six points with both tokens/s and ITL p50 within 15 % (issue 32's
+    bar; benchmarks/perf_model.py prints them all)."""
     held = [errors(p, DEFAULT_PERF) for p in POINTS if not p.calibration]
     assert len(held) >= 18
     itl = sorted(abs(e[3]) for e in held)
@@ -81,15 +82,26 @@ def test_uniform_routing_reads_more_experts_as_the_batch_grows() -> None:
     assert many.output_tokens_per_s > 10 * one.output_tokens_per_s
 
 
-def test_fp8_gains_only_where_the_gpu_has_fp8_tensor_cores_and_a_gpu_without_figures_gets_none() -> None:
+def test_fp8_gemms_run_at_the_measured_fp8_rate_only_on_fp8_tensor_cores_and_no_figures_give_none() -> None:
+    # the H200 runs: on-the-fly fp8 decodes a batch of 256 slower than bf16 (19.1 vs 16.6 ms ITL), so
+    # the calibrated fp8 rate (fp8_compute_efficiency x FP8 TFLOPS) is below the bf16 one; a GPU
+    # without FP8 tensor cores runs the fp8 weights' GEMMs at its bf16 rate (Marlin W8A16)
     arch, fit = _flash_fit("fp8")
-    long_prompts = Workload(64, 4096, 128)
-    h200 = speed_of_fit(fit, arch, H200, long_prompts)
+    big_batch = Workload(256, 512, 128)
+    h200 = speed_of_fit(fit, arch, H200, big_batch)
     assert h200 is not None
-    no_fp8 = replace(H200, fp8=False)
-    slower = speed_of_fit(fit, arch, no_fp8, long_prompts)
-    assert slower is not None and slower.output_tokens_per_s < h200.output_tokens_per_s
-    assert speed_of_fit(fit, arch, replace(H200, memory_bandwidth_gbs=0.0), long_prompts) is None
+    assert (
+        H200.fp8_tflops * DEFAULT_PERF.fp8_compute_efficiency
+        < H200.bf16_tflops * DEFAULT_PERF.compute_efficiency
+    )
+    marlin = speed_of_fit(fit, arch, replace(H200, fp8=False), big_batch)
+    assert marlin is not None and marlin.itl_s < h200.itl_s
+    # prefill runs at the bf16 rate either way: the same TTFT at batch 1
+    one = Workload(1, 4096, 16)
+    a, b = speed_of_fit(fit, arch, H200, one), speed_of_fit(fit, arch, replace(H200, fp8=False), one)
+    assert a is not None and b is not None
+    assert a.ttft_s - a.itl_s == pytest.approx(b.ttft_s - b.itl_s)
+    assert speed_of_fit(fit, arch, replace(H200, memory_bandwidth_gbs=0.0), big_batch) is None
 
 
 def test_the_plan_workload_fits_the_context() -> None:

@@ -129,25 +129,40 @@ def test_fp8_on_ampere_says_marlin() -> None:
 
 
 def test_auto_takes_fp8_on_hopper_when_predicted_faster_per_gpu() -> None:
-    # GLM-4.5-Air at 32k on H100: bf16 fits first at TP=4; the official FP8 checkpoint fits at TP=2,
-    # and reads half the weight bytes per step: more output tokens/s per GPU at its own max-num-seqs.
-    p = plan({"model": {"id": "GLM-4.5-Air"}, "gpu": {"products": [H100]}})
+    # GLM-4.7-Flash at 32k on H100: bf16 fits first at TP=1 with room for 61 sequences; on-the-fly fp8
+    # halves the weights, so the KV cache holds ~3x the sequences: more output tokens/s per GPU (the
+    # H200 runs: fp8 GEMMs no faster than bf16 ones, the gain is the batch).
+    p = plan({"model": {"id": "GLM-4.7-Flash"}, "gpu": {"products": [H100]}})
     v = variant(p, H100)
-    assert (v.quantization, v.tensor_parallel_size, v.model_id) == ("fp8", 2, "zai-org/GLM-4.5-Air-FP8")
+    assert (v.quantization, v.tensor_parallel_size, v.quantization_flag) == ("fp8", 1, "fp8")
     first = next(c for c in v.considered if c.first_fit)
     chosen = next(c for c in v.considered if c.chosen)
-    assert (first.quantization, first.tensor_parallel_size) == ("bf16", 4)
+    assert (first.quantization, first.tensor_parallel_size) == ("bf16", 1)
     assert (chosen.quantization, chosen.tensor_parallel_size, chosen.max_num_seqs) == (
         "fp8",
-        2,
+        1,
         v.max_num_seqs,
     )
+    assert chosen.max_num_seqs > 2 * first.max_num_seqs
     assert chosen.tokens_per_s_per_gpu > first.tokens_per_s_per_gpu * (1 + GOODPUT_MARGIN)
     assert v.speed is not None and v.speed.output_tokens_per_s_per_gpu == pytest.approx(
         chosen.tokens_per_s_per_gpu
     )
     assert f"{chosen.tokens_per_s_per_gpu:.0f} output tokens/s per GPU" in v.reason
     assert f"over its {first.tokens_per_s_per_gpu:.0f}" in v.reason
+
+
+def test_air_on_h100_keeps_bf16_tp4_because_fp8_tp2_is_not_faster_per_gpu() -> None:
+    # Issue 32's case: the official FP8 checkpoint fits at TP=2 (twice the replicas), but each TP=2
+    # replica holds 46 sequences where a bf16 TP=4 one holds 101: per GPU the two are predicted
+    # within the margin, so auto keeps the first fit (and the higher precision) and says so.
+    v = variant(plan({"model": {"id": "GLM-4.5-Air"}, "gpu": {"products": [H100]}}), H100)
+    assert (v.quantization, v.tensor_parallel_size) == ("bf16", 4)
+    runner = next(c for c in v.considered if not c.chosen)
+    assert (runner.quantization, runner.tensor_parallel_size) == ("fp8", 2)
+    chosen = next(c for c in v.considered if c.chosen)
+    assert runner.tokens_per_s_per_gpu <= chosen.tokens_per_s_per_gpu * (1 + GOODPUT_MARGIN)
+    assert f"best other shape fp8 TP=2: {runner.tokens_per_s_per_gpu:.0f}" in v.reason
 
 
 def test_auto_keeps_bf16_where_fp8_is_not_native_or_not_allowed() -> None:
@@ -166,14 +181,14 @@ def test_auto_keeps_bf16_where_fp8_is_not_native_or_not_allowed() -> None:
 def test_auto_keeps_the_first_fit_when_fp8_gains_less_than_the_margin(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # the same comparison as above with a margin fp8's gain cannot reach: the first fit stays and the
-    # reason gives the runner-up's figure
+    # GLM-4.7-Flash on H100 with a margin fp8's gain cannot reach: the first fit stays and the reason
+    # gives the runner-up's figure
     monkeypatch.setattr(placement, "GOODPUT_MARGIN", 10.0)
-    v = variant(plan({"model": {"id": "GLM-4.5-Air"}, "gpu": {"products": [H100]}}), H100)
-    assert (v.quantization, v.tensor_parallel_size) == ("bf16", 4)
+    v = variant(plan({"model": {"id": "GLM-4.7-Flash"}, "gpu": {"products": [H100]}}), H100)
+    assert (v.quantization, v.tensor_parallel_size) == ("bf16", 1)
     runner = next(c for c in v.considered if not c.chosen)
-    assert (runner.quantization, runner.tensor_parallel_size) == ("fp8", 2)
-    assert f"best other shape fp8 TP=2: {runner.tokens_per_s_per_gpu:.0f}" in v.reason
+    assert (runner.quantization, runner.tensor_parallel_size) == ("fp8", 1)
+    assert f"best other shape fp8 TP=1: {runner.tokens_per_s_per_gpu:.0f}" in v.reason
     assert "a shape must gain 1000 % to replace the first that fits" in v.reason
 
 

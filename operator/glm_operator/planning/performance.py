@@ -4,6 +4,7 @@ A decode step of a batch of ``B`` sequences at context ``L`` on one GPU of the i
 
     step = layers x layer_overhead + MoE layers x moe_layer_overhead
            + bytes / (bandwidth x bandwidth_efficiency) + flops / (tensor TFLOPS x compute_efficiency)
+           + B x sequence_overhead
     bytes = non-expert weights + routed-expert weights x (1 - (1 - k/E)^B) + B x L x KV bytes per token
 
 * the weights a step reads: everything but the input embedding (a lookup of B rows); of the routed
@@ -27,8 +28,17 @@ and read ``O`` output tokens (what ``glm-operator loadtest`` drives) spends, per
     ITL (p50)      = step(C, I + O/2)
     TTFT           = request_overhead + prefill(I) + step(C, I)
 
+A step also costs ``sequence_overhead`` per sequence of the batch (what grows with the batch beyond its
+KV and GEMMs: sampling, the scheduler's and the output processor's per-request work). FP8 GEMMs run at
+``fp8_compute_efficiency`` of the datasheet FP8 TFLOPS: on the H200, GLM-4.7-Flash with on-the-fly
+FP8 decodes a batch of 256 in 19.1 ms where bf16 takes 16.6 ms, so the fitted FP8 rate is below the
+bf16 one (per-step activation quantization; block-FP8 checkpoints were not load-tested yet), and
+prefill is counted at the bf16 rate for every precision. What FP8 buys in this model is the weight
+bytes read and the KV room (a larger batch), not GEMM speed.
+
 Constants (:class:`PerfConstants`) are calibrated on the H200 load tests (``benchmarks/perf_model.py``
-prints the fit and the held-out errors); GPU speeds are datasheet figures (``catalog/data/gpus.yaml``).
+prints the fit and the held-out errors: a linear least-squares fit of ITL p50); GPU speeds are
+datasheet figures (``catalog/data/gpus.yaml``).
 With TP > 1 every layer ends its attention and its MLP with an all-reduce of the step's activations
 (``tokens x hidden x 2`` bytes, bf16): ``2 x layers x (allreduce_latency + 2 (TP-1)/TP x bytes / link
 bandwidth)`` is added to each decode step and each prefill (ring all-reduce traffic; NVLink or PCIe
@@ -61,17 +71,22 @@ from glm_operator.planning.knee import Knee, LevelResult, find_knee
 class PerfConstants:
     """Efficiencies and overheads; see the module docstring. Calibrated on the H200 (vLLM 0.26, TP 1)."""
 
-    # fitted on GLM-4.7-Flash bf16 at max-num-seqs 64 and Qwen3-8B (benchmarks/perf_model.py --refit)
-    layer_overhead_s: float = 30e-6
-    moe_layer_overhead_s: float = 70e-6  # more per MoE layer (routing, the fused-MoE kernels)
-    bandwidth_efficiency: float = 0.9
-    compute_efficiency: float = 0.4
+    # a least-squares fit of the ITL p50 of the calibration runs (benchmarks/perf_model.py --refit)
+    layer_overhead_s: float = 29.6e-6
+    moe_layer_overhead_s: float = 57.7e-6  # more per MoE layer (routing, the fused-MoE kernels)
+    bandwidth_efficiency: float = 0.9  # fixed: a decode GEMV reaches ~90 % of HBM peak at most
+    compute_efficiency: float = 0.4  # of the datasheet dense bf16 TFLOPS
     # the median TTFT at concurrency 1 of those runs (HTTP, scheduling, the first step)
-    request_overhead_s: float = 0.105
+    request_overhead_s: float = 0.025
     # tensor-parallel all-reduce (module docstring): assumptions, not calibrated (one GPU on the device)
     allreduce_latency_s: float = 8e-6
     nvlink_allreduce_gbs: float = 300.0
     pcie_allreduce_gbs: float = 20.0
+    # of the datasheet dense FP8 TFLOPS (on-the-fly FP8 also quantizes each step's activations)
+    fp8_compute_efficiency: float = 0.13
+    # per sequence of the batch and step: what grows with the batch beyond its KV and GEMMs (sampling,
+    # the scheduler's and the output processor's per-request work, MLA/attention kernels' batch setup)
+    sequence_overhead_s: float = 8.1e-6
 
 
 DEFAULT_PERF = PerfConstants()
@@ -158,6 +173,55 @@ def allreduce_s(arch: ModelArchitecture, tokens: float, tp: int, gpu: GpuType, c
     return 2 * arch.num_layers * per_call
 
 
+@dataclass(frozen=True)
+class StepTerms:
+    """What one decode step costs before the constants: each field multiplies one constant (so the
+    constants are a linear least-squares fit of measured ITL, ``benchmarks/perf_model.py``)."""
+
+    layers: int  # x layer_overhead_s
+    moe_layers: int  # x moe_layer_overhead_s
+    read_s: float  # the bytes read at the full datasheet bandwidth; / bandwidth_efficiency
+    gemm16_s: float  # 16-bit GEMM FLOPs at the datasheet bf16 TFLOPS; / compute_efficiency
+    gemm8_s: float  # FP8 GEMM FLOPs at the datasheet FP8 TFLOPS; / fp8_compute_efficiency
+    sequences: int  # x sequence_overhead_s
+
+    def seconds(self, c: PerfConstants) -> float:
+        return (
+            self.layers * c.layer_overhead_s
+            + self.moe_layers * c.moe_layer_overhead_s
+            + self.read_s / c.bandwidth_efficiency
+            + self.gemm16_s / c.compute_efficiency
+            + self.gemm8_s / c.fp8_compute_efficiency
+            + self.sequences * c.sequence_overhead_s
+        )
+
+
+def _gemm_s(flops: float, gpu: GpuType, fp8: bool) -> tuple[float, float]:
+    """(16-bit, FP8) GEMM seconds of ``flops`` at the datasheet peak; FP8 only with FP8 tensor cores."""
+    if fp8 and gpu.fp8_tflops > 0:
+        return 0.0, flops / (gpu.fp8_tflops * 1e12)
+    return flops / (gpu.bf16_tflops * 1e12), 0.0
+
+
+def decode_step_terms(
+    arch: ModelArchitecture,
+    weights: ModelWeights,
+    kv_bytes_per_token: float,
+    batch: int,
+    context: float,
+    gpu: GpuType,
+    fp8: bool,
+    same_experts: bool = False,
+) -> StepTerms:
+    """The terms of one decode step of ``batch`` sequences at ``context`` tokens each (single GPU)."""
+    read = weights.read_bytes + weights.expert_bytes * experts_touched(arch, batch, same_experts)
+    read += batch * context * kv_bytes_per_token
+    gemm16, gemm8 = _gemm_s(2.0 * weights.active_params * batch, gpu, fp8)
+    return StepTerms(
+        weights.layers, weights.moe_layers, read / (gpu.memory_bandwidth_gbs * 1e9), gemm16, gemm8, batch
+    )
+
+
 def decode_step_s(
     arch: ModelArchitecture,
     weights: ModelWeights,
@@ -171,12 +235,8 @@ def decode_step_s(
     tp: int = 1,
 ) -> float:
     """One decode step of ``batch`` sequences at ``context`` tokens each (seconds)."""
-    read = weights.read_bytes + weights.expert_bytes * experts_touched(arch, batch, same_experts)
-    read += batch * context * kv_bytes_per_token
-    memory = read / (gpu.memory_bandwidth_gbs * 1e9 * c.bandwidth_efficiency)
-    compute = 2.0 * weights.active_params * batch / (tensor_tflops(gpu, fp8) * 1e12 * c.compute_efficiency)
-    overhead = weights.layers * c.layer_overhead_s + weights.moe_layers * c.moe_layer_overhead_s
-    return overhead + memory + compute + allreduce_s(arch, batch, tp, gpu, c)
+    terms = decode_step_terms(arch, weights, kv_bytes_per_token, batch, context, gpu, fp8, same_experts)
+    return terms.seconds(c) + allreduce_s(arch, batch, tp, gpu, c)
 
 
 def prefill_compute_s(
@@ -189,10 +249,9 @@ def prefill_compute_s(
     else:
         head_dims = 2 * arch.head_dim
     attention = float(tokens) ** 2 * head_dims * arch.num_attention_heads / tp * arch.num_layers
+    # at the bf16 rate whatever the weights: the H200's fp8 runs prefill no faster (benchmarks/gpu_truth/perf)
     flops = 2.0 * weights.active_params * tokens + attention
-    return flops / (tensor_tflops(gpu, fp8) * 1e12 * c.compute_efficiency) + allreduce_s(
-        arch, tokens, tp, gpu, c
-    )
+    return flops / (gpu.bf16_tflops * 1e12 * c.compute_efficiency) + allreduce_s(arch, tokens, tp, gpu, c)
 
 
 def predict_speed(
@@ -300,6 +359,25 @@ def modelled_knee(speed_at: Callable[[int], Speed | None], max_num_seqs: int) ->
     if len(levels) < 2:
         return Knee(None, "max-num-seqs 1")
     return find_knee(levels)
+
+
+def step_terms_of_fit(
+    fit: FitResult, arch: ModelArchitecture, gpu: GpuType, workload: Workload, same_experts: bool = False
+) -> StepTerms:
+    """The decode-step terms behind :func:`speed_of_fit`'s ITL (for the calibration's least squares)."""
+    precision = fit.quantization
+    pp = fit.pipeline_parallel_size
+    w = model_weights(
+        arch,
+        fit.tensor_parallel_size,
+        fit.weights_gib_per_gpu * GIB * pp,
+        BYTES_PER_PARAM.get(precision, 2.0),
+    )
+    o = max(1, workload.output_tokens)
+    return decode_step_terms(
+        arch, w, fit.kv_cache_bytes_per_token_per_gpu * pp, max(1, workload.concurrency),
+        workload.input_tokens + o / 2, gpu, precision == "fp8" and gpu.native_fp8, same_experts,
+    )  # fmt: skip
 
 
 def meets(speed: Speed | None, itl_ms: float | None, ttft_ms: float | None) -> bool:
