@@ -1,8 +1,9 @@
 """What each weight precision would give, by the performance model (pure; shown by ``glm-operator plan``).
 
-The planner's ``quantization: auto`` takes the highest precision that fits. This module plans the same
-request once per precision and ranks the results by predicted output tokens/s per GPU, so a user sees
-what a lower precision would buy before choosing it (issue 32: the ranking, not yet the choice).
+The planner's ``quantization: auto`` compares only a bf16 first fit with native fp8 (placement rule 3).
+This module plans the same request once per pinned precision and ranks the results by predicted
+output tokens/s per GPU, so a user also sees what int8/int4 (or fp8 where auto does not compare it)
+would buy before choosing it.
 """
 
 from __future__ import annotations
