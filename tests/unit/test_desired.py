@@ -242,3 +242,31 @@ def test_reconcile_leaves_desired_replicas_to_a_running_autoscaler_only() -> Non
     assert own_status_fields(body, status, autoscaler_running=True) == {"phase": "Ready"}
     assert own_status_fields(body, status, autoscaler_running=False) == status
     assert own_status_fields({"spec": {}}, status, autoscaler_running=True) == status
+
+
+def test_status_shows_the_shapes_auto_compared_and_the_args_follow_the_chosen_one() -> None:
+    d = compute_desired(observe(body(model={"id": "zai-org/GLM-4.7-Flash"}, gpu={"products": ["H100"]})))
+    (variant,) = d.status["plan"]["variants"]
+    considered = variant["considered"]
+    assert [(c["quantization"], c["tensorParallelSize"], c["chosen"], c["firstFit"]) for c in considered] == [
+        ("fp8", 1, True, False),
+        ("bf16", 1, False, True),
+    ]
+    assert considered[0]["outputTokensPerSecondPerGPU"] == variant["predicted"]["outputTokensPerSecondPerGPU"]
+    assert considered[0]["maxNumSeqs"] == variant["maxNumSeqs"] and considered[0]["meetsSLO"] is True
+    dep = next(o for o in d.objects if o["kind"] == "Deployment")
+    a = args_of(dep)
+    assert flag(a, "--quantization") == "fp8" and flag(a, "--max-num-seqs") == str(variant["maxNumSeqs"])
+    # with bf16 as the floor nothing is compared and no --quantization is rendered
+    floor = compute_desired(
+        observe(
+            body(
+                model={"id": "zai-org/GLM-4.7-Flash"},
+                allowedQuantizations=["bf16"],
+                gpu={"products": ["H100"]},
+            )
+        )
+    )
+    (kept,) = floor.status["plan"]["variants"]
+    assert kept["quantization"] == "bf16" and not kept.get("considered")
+    assert "--quantization" not in args_of(next(o for o in floor.objects if o["kind"] == "Deployment"))

@@ -1131,6 +1131,31 @@ class PlanVariant(_APIModel):
             "tokens, 128 output tokens): a model calibrated on H200 load tests, not a measurement."
         ),
     )
+    considered: list[ConsideredShape] = Field(
+        default_factory=list,
+        description=(
+            "The shapes quantization: auto compared by predicted tokens/s per GPU, best first (bf16 and "
+            "fp8 on GPUs with FP8 tensor cores; fp8 replaces the first fit only with a 5 % lead). Empty "
+            "when there was nothing to compare."
+        ),
+    )
+
+
+class ConsideredShape(_APIModel):
+    """A shape the planner compared for goodput (quantization: auto, bf16 against native fp8)."""
+
+    quantization: str = Field(..., description="Weight precision of the shape.")
+    tensor_parallel_size: int = Field(..., ge=1, description="Its tensor-parallel size.")
+    max_num_seqs: int = Field(..., ge=1, description="The max-num-seqs it would get (spec.slo included).")
+    output_tokens_per_second_per_gpu: float = Field(
+        ...,
+        alias="outputTokensPerSecondPerGPU",
+        ge=0,
+        description="Predicted output tokens/s per GPU at that max-num-seqs (chat-like requests).",
+    )
+    meets_slo: bool = Field(True, alias="meetsSLO", description="Whether the prediction meets spec.slo.")
+    first_fit: bool = Field(False, description="The first shape that fits (what a fit check alone picks).")
+    chosen: bool = Field(False, description="The shape this variant serves.")
 
 
 class PredictedSpeed(_APIModel):

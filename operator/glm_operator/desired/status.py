@@ -16,6 +16,7 @@ from typing import Any
 from glm_operator.api.v1alpha1 import (
     AutoscalerStatus,
     Condition,
+    ConsideredShape,
     GLMDeploymentStatus,
     Phase,
     PlanStatus,
@@ -65,6 +66,18 @@ def _variant(v: Variant) -> PlanVariant:
         checkpoint=v.model_id + (f" --quantization {v.quantization_flag}" if v.quantization_flag else ""),
         notes=list(v.notes),
         predicted=_predicted(v),
+        considered=[
+            ConsideredShape(
+                quantization=c.quantization,
+                tensor_parallel_size=c.tensor_parallel_size,
+                max_num_seqs=c.max_num_seqs,
+                output_tokens_per_second_per_gpu=round(c.tokens_per_s_per_gpu, 1),
+                meets_slo=c.meets_slo,
+                first_fit=c.first_fit,
+                chosen=c.chosen,
+            )
+            for c in v.considered
+        ],
     )
 
 
