@@ -151,10 +151,13 @@ so :func:`cudagraph_bytes` models it for every release that profiles with the V1
     graphs = graph_bytes_per_piece x layers on the rank x capture sizes            (PIECEWISE sets)
              + graph_bytes_per_decode_seq x min(max_num_seqs, largest capture size) (FULL decode graphs)
 
-least squares on the logged estimates of vLLM 0.19-0.26 (45 with the H200 start-ups;
-``graph_bytes_per_piece`` 0.22 MiB, ``graph_bytes_per_decode_seq`` 1.21 MiB; rms 0.23 GiB, worst
-DeepSeek-V2-Lite at TP 1, 1.57 logged and 0.89 ours: MLA and MoE layers take more; the 256-sequence
-rows on Ampere and Ada come out 0.1-0.3 GiB high). The per-request term stands for the FULL decode
+least squares on the logged estimates of vLLM 0.19-0.26 (49 with the H200 start-ups;
+``graph_bytes_per_piece`` 0.18 MiB, ``graph_bytes_per_decode_seq`` 1.46 MiB; rms 0.28 GiB, worst
+GLM-5-FP8 (10 layers) at 512 sequences, 1.91 logged and 0.82 ours, then DeepSeek-V2-Lite at TP 1, 1.57
+logged and 0.96 ours: MLA and MoE layers take more; GLM-5-FP8 logs 0.28 / 1.01 / 1.91 GiB at 64 / 256 / 512
+sequences, faster than linear in the FULL decode batch, which this shape cannot follow [open: its FULL
+graphs were not read]; the 256-sequence rows on Ampere and Ada come out 0.1-0.3 GiB high). The
+per-request term stands for the FULL decode
 graphs and the first FULL capture at the largest decode batch [inferred: the logs at 256 sequences
 keep 0.2-0.3 GiB outside the per-layer term, at 1024 sequences 0.5].
 
@@ -373,16 +376,17 @@ class BudgetConstants:
     # (LMCache/LMCache#3430)
     newer_cudagraph_bytes_per_piece: float = 0.29 * 2**20
     # the V1 model runner's graph estimate (vLLM >= 0.18; see cudagraph_bytes), not divided by TP: least
-    # squares on the 31 logged "Estimated CUDA graph memory" figures of vLLM 0.19-0.24 (tests/fit_truth.py
-    # fit_graph_constants), a component fit on no KV-token figure
-    graph_bytes_per_piece: float = 0.224 * 2**20  # per layer on the rank and capture size
-    graph_bytes_per_decode_seq: float = 1.208 * 2**20  # per request of the largest FULL decode graph
+    # squares on the 49 logged "Estimated CUDA graph memory" figures of vLLM 0.19-0.26 (tests/fit_truth.py
+    # fit_graph_constants; benchmarks/fit_errors.py --refit prints them), a component fit on no KV-token
+    # figure
+    graph_bytes_per_piece: float = 0.1756 * 2**20  # per layer on the rank and capture size
+    graph_bytes_per_decode_seq: float = 1.4566 * 2**20  # per request of the largest FULL decode graph
     # what the V1 runner's estimate adds per layer on the rank when an MLA model's bf16 checkpoint is
     # quantized at load (--quantization fp8: per-tensor FP8 through CUTLASS scaled_mm): fitted on the two
     # GLM-4.7-Flash start-ups of benchmarks/gpu_truth (1.70 and 1.44 GiB logged where bf16 logs 0.75 and
     # 0.32; tests/fit_truth.py fit_fp8_online_graph_bytes). Not GQA: Qwen3-30B-A3B quantized the same way
     # logs 0.46 GiB, no more than its FP8 checkpoint [inferred: MLA's path; one MLA model measured]
-    v1_fp8_online_graph_bytes_per_layer: float = 22.25 * 2**20
+    v1_fp8_online_graph_bytes_per_layer: float = 23.10 * 2**20
     newer_moe_workspace_scale: float = 6.0
     # vLLM >= 0.20 profiled by the V1 model runner (see "vLLM >= 0.20, the V1 model runner" in the docstring):
     # fitted on that generation's V1 rows, the H200 start-ups of vLLM 0.26 (benchmarks/gpu_truth) among them
