@@ -92,6 +92,8 @@ def row(case: Case, log: StartupLog, log_name: str) -> dict[str, str]:
     notes = [f"config benchmarks/gpu_truth/configs/{case.config} ({layers} layers)"]
     if log.error:
         notes.append(f"engine did not start: {log.error}")
+    elif log.cut_before_actual_usage:
+        notes.append('log ends after the KV-cache lines, before "Actual usage" (no activation split)')
     return {
         "id": ROW_PREFIX + case.name,
         "source_url": f"benchmarks/gpu_truth/logs/{log_name} (this repository: vLLM {VLLM_VERSION} "

@@ -42,11 +42,16 @@ class StartupLog:
     activation_gib: float | None
     non_torch_gib: float | None
     graph_actual_gib: float | None
-    error: str | None  # the last error line when the engine did not start
+    error: str | None  # the last error line when the engine did not start (no KV-cache lines)
 
     @property
     def complete(self) -> bool:
         return self.available_kv_gib is not None and self.kv_cache_tokens is not None
+
+    @property
+    def cut_before_actual_usage(self) -> bool:
+        """The engine sized its KV cache but the log ends before "Actual usage is ..." (no split)."""
+        return self.complete and self.activation_gib is None
 
 
 def _last(pattern: str, text: str) -> re.Match[str] | None:
@@ -69,15 +74,19 @@ def parse(text: str) -> StartupLog:
         text,
     )
     error = None
-    if usage is None:
-        errors = re.findall(r"^.*(?:Error|error:).*$", text, flags=re.MULTILINE)
+    available = _float(rf"Available KV cache memory: {_NUM} GiB", text)
+    if usage is None and (available is None or tokens is None):
+        # an engine that sized its KV cache did start (a log cut before "Actual usage" is no error);
+        # vLLM's own WARNING lines (the API server's "Found ulimit of ... failed ... with error ...") are
+        # not errors
+        errors = re.findall(r"^(?!.*\bWARNING\b).*(?:Error|error:).*$", text, flags=re.MULTILINE)
         error = errors[-1].strip()[:300] if errors else "no memory lines"
     return StartupLog(
         model_runner="V2" if "Using V2 Model Runner" in text else "V1",
         max_num_batched_tokens=int(mnbt.group(1)) if mnbt else None,
         weights_gib=_float(rf"Model loading took {_NUM} GiB", text),
         graph_estimate_gib=_float(rf"Estimated CUDA graph memory: {_NUM} GiB total", text),
-        available_kv_gib=_float(rf"Available KV cache memory: {_NUM} GiB", text),
+        available_kv_gib=available,
         kv_cache_tokens=int(tokens.group(1).replace(",", "")) if tokens else None,
         max_concurrency=_float(rf"Maximum concurrency for [0-9,]+ tokens per request: {_NUM}x", text),
         actual_weights_gib=float(usage.group(1)) if usage else None,

@@ -105,6 +105,21 @@ def test_a_v2_log_and_a_failed_start() -> None:
     assert not failed.complete and failed.error and "get_vocab" in failed.error
 
 
+def test_a_log_cut_before_actual_usage_is_not_an_error() -> None:
+    """vLLM's ulimit WARNING carries "error" but is none: an engine that logged its KV cache did start."""
+    text = (
+        "(APIServer pid=1) WARNING [system_utils.py:299] Found ulimit of 20000 and failed to automatically "
+        "increase with error current limit exceeds maximum limit.\n"
+        "INFO [gpu_worker.py:560] Available KV cache memory: 46.04 GiB\n"
+        "INFO [kv_cache_utils.py:2177] GPU KV cache size: 3,850,176 tokens\n"
+    )
+    log = parse(text)
+    assert log.complete and log.cut_before_actual_usage and log.error is None
+    notes = {r["id"]: r["notes"] for r in committed_rows()}
+    assert not any("engine did not start" in n for n in notes.values())
+    assert 'before "Actual usage"' in notes[ROW_PREFIX + "glm5fp8-b16k"]
+
+
 def test_committed_logs_are_the_csv_rows() -> None:
     with CSV_PATH.open(encoding="utf-8") as fh:
         in_csv = {r["id"]: r for r in csv.DictReader(fh) if r["id"].startswith(ROW_PREFIX)}

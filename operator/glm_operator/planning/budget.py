@@ -74,10 +74,28 @@ benchmarks/gpu_truth split the budget so (0.26.0, TP 1): peak activation 1.63 Gi
 tokens, 4.06 for GLM-5-FP8 (10 layers) at 2048 and about 5.6 at 8192 (that log ends before the split; from
 its budget), 1.39 for Qwen3-30B-A3B-FP8 at 4096 (512 sequences: a 1.16 GiB sampler pass at the 0.19 rate),
 1.17 for gpt-oss-20b; non-torch 0.22-0.25 at TP 1 (``mid_non_torch_gib``'s 0.25). The model keeps 0.18-0.19's
-forward and sampler rates (``v1_forward_scale``, ``v1_sampler_bytes`` = the ``mid_*`` values) and fits:
+forward and sampler rates (``v1_forward_scale``, ``v1_sampler_bytes`` = the ``mid_*`` values) and:
 
-* ``v1_moe_workspace_scale`` (0.598): the fused-MoE workspace at max_num_batched_tokens, one scale for bf16
-  and block-FP8 experts (0.26 runs both through the Triton backend on H200: "Using TRITON Fp8 MoE backend").
+* the fused-MoE workspace as 0.26 requests it (:func:`triton_experts_workspace_bytes`: TritonExperts' two
+  buffers, M x k x max(I/TP, hidden) and M x k x max(2 I/TP, hidden) in bf16 at M = max_num_batched_tokens;
+  0.26 runs bf16 and block-FP8 experts through it on H200, "Using TRITON Fp8 MoE backend"), at
+  ``v1_moe_workspace_scale`` 1, not fitted (fitted, it came out at 0.92 on the V1 rows without
+  h200-glm5fp8-b16k, at 1.88 with it). It replaced a fitted 0.598 x k x (max(2 I/TP, hidden) + I/TP) x 2 B,
+  which for GLM-5 was 78 KiB per token where 0.26 takes 192 KiB: 1.2 GiB short at 16384 tokens.
+* DSA models on 0.26 (``planning.engine.dsa_shared_workspace``; other releases keep the 0.33 form below):
+  the indexer's K-gather rows share the workspace manager's one buffer with the fused-MoE layers, its 512 MiB
+  logits stand-in is freed before the MLA stand-in (:func:`v1_dsa_indexer_workspace_bytes`), and what the
+  model reserves while it is built, the indexer's top-k buffer and FlashMLA-sparse's workspace (fp8 KV on
+  Hopper), counts as weights (:func:`flashmla_sparse_load_workspace_bytes`): GLM-5 with fp8 KV at 131,072
+  tokens loads 62.37 GiB where bf16 KV at 2048 tokens loads 61.08.
+
+GLM-5-FP8 (10 layers, TP 1) then gives peak activation 4.09 GiB at 2048 tokens (logged 4.06) and 5.87 at
+8192 (about 5.64 from its budget), and the budget of its 16384-token, 512-sequence start-up leaves 11.1 GiB
+for activation and non-torch where this model has 8.5 (and 0.82 GiB of graphs where vLLM estimated 1.91):
++8.2 % KV tokens. [open: that log ends before "Actual usage" and is the only start-up whose torch.compile
+first failed to load the cached AOT artifact ("Compiling model again due to a load failure ... Kernel index 1
+not found in id_to_kernel") and compiled again inside the profiling run; a start-up of the same knobs to
+"Actual usage" would say whether the ~2.7 GiB is activation or non-torch memory]
 
 MLA models (GLM-4.7-Flash, GLM-5.x, DeepSeek) also hold, at the forward's peak, the tensor MLA allocates in
 place of the chunked-context up-projection (:func:`mla_profile_upprojection_bytes`: 64K rows x heads/TP x
@@ -133,10 +151,13 @@ so :func:`cudagraph_bytes` models it for every release that profiles with the V1
     graphs = graph_bytes_per_piece x layers on the rank x capture sizes            (PIECEWISE sets)
              + graph_bytes_per_decode_seq x min(max_num_seqs, largest capture size) (FULL decode graphs)
 
-least squares on the logged estimates of vLLM 0.19-0.26 (45 with the H200 start-ups;
-``graph_bytes_per_piece`` 0.22 MiB, ``graph_bytes_per_decode_seq`` 1.21 MiB; rms 0.23 GiB, worst
-DeepSeek-V2-Lite at TP 1, 1.57 logged and 0.89 ours: MLA and MoE layers take more; the 256-sequence
-rows on Ampere and Ada come out 0.1-0.3 GiB high). The per-request term stands for the FULL decode
+least squares on the logged estimates of vLLM 0.19-0.26 (49 with the H200 start-ups;
+``graph_bytes_per_piece`` 0.18 MiB, ``graph_bytes_per_decode_seq`` 1.46 MiB; rms 0.28 GiB, worst
+GLM-5-FP8 (10 layers) at 512 sequences, 1.91 logged and 0.82 ours, then DeepSeek-V2-Lite at TP 1, 1.57
+logged and 0.96 ours: MLA and MoE layers take more; GLM-5-FP8 logs 0.28 / 1.01 / 1.91 GiB at 64 / 256 / 512
+sequences, faster than linear in the FULL decode batch, which this shape cannot follow [open: its FULL
+graphs were not read]; the 256-sequence rows on Ampere and Ada come out 0.1-0.3 GiB high). The
+per-request term stands for the FULL decode
 graphs and the first FULL capture at the largest decode batch [inferred: the logs at 256 sequences
 keep 0.2-0.3 GiB outside the per-layer term, at 1024 sequences 0.5].
 
@@ -299,6 +320,12 @@ DSA_INDEXER_ROWS_PER_FACTOR = 576 * 2 // 132  # 8
 DSA_INDEXER_ROW_BYTES = 132  # fp8 key 128 + fp32 scale
 DSA_PREFILL_ROW_BYTES = 576 * 2  # bf16 MLA latent + rope
 DSA_MAX_LOGITS_BYTES = 512 * 2**20  # VLLM_SPARSE_INDEXER_MAX_LOGITS_MB default
+DSA_RADIX_TOPK_WORKSPACE_BYTES = 2**20  # RADIX_TOPK_WORKSPACE_SIZE, vLLM 0.26 sparse_attn_indexer.py L42
+# vLLM 0.26 get_max_prefill_buffer_size (v1/attention/backends/mla/indexer.py L231-241): 40 x max_model_len
+V1_DSA_GATHER_ROWS_PER_CONTEXT_TOKEN = 40
+# vLLM 0.26 flashmla_sparse.py get_prefill_workspace_size (L222-229): 5 x max_model_len
+FLASHMLA_SPARSE_PREFILL_ROWS_PER_CONTEXT_TOKEN = 5
+DSA_INDEX_TOPK = 2048  # config index_topk of GLM-5.x and DeepSeek-V3.2 (not in ModelArchitecture)
 # MLA's profile-run stand-in for the chunked-context up-projection (mla_profile_upprojection_bytes)
 MLA_CHUNKED_CONTEXT_MAX_ROWS = 64 * 1024
 MLA_BLOCK_SIZE = 16  # vLLM's default KV block size: the rows' lower bounds (4 and 1 pages per request)
@@ -349,22 +376,23 @@ class BudgetConstants:
     # (LMCache/LMCache#3430)
     newer_cudagraph_bytes_per_piece: float = 0.29 * 2**20
     # the V1 model runner's graph estimate (vLLM >= 0.18; see cudagraph_bytes), not divided by TP: least
-    # squares on the 31 logged "Estimated CUDA graph memory" figures of vLLM 0.19-0.24 (tests/fit_truth.py
-    # fit_graph_constants), a component fit on no KV-token figure
-    graph_bytes_per_piece: float = 0.224 * 2**20  # per layer on the rank and capture size
-    graph_bytes_per_decode_seq: float = 1.208 * 2**20  # per request of the largest FULL decode graph
+    # squares on the 49 logged "Estimated CUDA graph memory" figures of vLLM 0.19-0.26 (tests/fit_truth.py
+    # fit_graph_constants; benchmarks/fit_errors.py --refit prints them), a component fit on no KV-token
+    # figure
+    graph_bytes_per_piece: float = 0.1756 * 2**20  # per layer on the rank and capture size
+    graph_bytes_per_decode_seq: float = 1.4566 * 2**20  # per request of the largest FULL decode graph
     # what the V1 runner's estimate adds per layer on the rank when an MLA model's bf16 checkpoint is
     # quantized at load (--quantization fp8: per-tensor FP8 through CUTLASS scaled_mm): fitted on the two
     # GLM-4.7-Flash start-ups of benchmarks/gpu_truth (1.70 and 1.44 GiB logged where bf16 logs 0.75 and
     # 0.32; tests/fit_truth.py fit_fp8_online_graph_bytes). Not GQA: Qwen3-30B-A3B quantized the same way
     # logs 0.46 GiB, no more than its FP8 checkpoint [inferred: MLA's path; one MLA model measured]
-    v1_fp8_online_graph_bytes_per_layer: float = 22.25 * 2**20
+    v1_fp8_online_graph_bytes_per_layer: float = 23.10 * 2**20
     newer_moe_workspace_scale: float = 6.0
     # vLLM >= 0.20 profiled by the V1 model runner (see "vLLM >= 0.20, the V1 model runner" in the docstring):
     # fitted on that generation's V1 rows, the H200 start-ups of vLLM 0.26 (benchmarks/gpu_truth) among them
     v1_forward_scale: float = 0.462
     v1_sampler_bytes: float = 16.04
-    v1_moe_workspace_scale: float = 0.598
+    v1_moe_workspace_scale: float = 1.0
     # vLLM 0.18-0.19 (the profiling run also profiles CUDA graphs, which are not subtracted): fitted on
     # that generation's rows (benchmarks/fit_errors.py --refit); see "vLLM 0.18-0.19" in the docstring
     mid_forward_scale: float = 0.462
@@ -416,6 +444,11 @@ class BudgetSettings:
     fp8_online_mla: bool = False
     # Model Runner V2 estimates its CUDA graphs (planning.engine.v2_graph_estimate: not in vLLM 0.26)
     v2_graph_estimate: bool = True
+    # --kv-cache-dtype fp8 (a DSA model then takes FlashMLA-sparse with fp8_ds_mla on Hopper, see
+    # flashmla_sparse_load_workspace_bytes)
+    kv_cache_fp8: bool = False
+    # vLLM 0.26's DSA profiling run (planning.engine.dsa_shared_workspace; see v1_dsa_indexer_workspace_bytes)
+    dsa_shared_workspace: bool = False
 
     @property
     def graph_profiling(self) -> bool:
@@ -536,14 +569,42 @@ def moe_workspace_bytes(
         # (no Model Runner V2 row has bf16 experts: V2 keeps the larger scale whatever the precision)
         if settings.profiling_run == PROFILING_V1_NEWER:
             # the V1 runner of vLLM >= 0.20 (H200, 0.26: the Triton fused-MoE backend for bf16 and FP8 experts
-            # alike, "Using TRITON Fp8 MoE backend" in the GLM-5-FP8 and Qwen3-30B-A3B-FP8 logs)
-            return c.v1_moe_workspace_scale * per_token * settings.max_num_batched_tokens
+            # alike, "Using TRITON Fp8 MoE backend" in the GLM-5-FP8 and Qwen3-30B-A3B-FP8 logs): the
+            # TritonExperts buffers as vLLM 0.26 requests them (triton_experts_workspace_bytes)
+            tokens = settings.max_num_batched_tokens
+            return c.v1_moe_workspace_scale * triton_experts_workspace_bytes(arch, tp, tokens)
         large = settings.fp8_experts or settings.profiling_run == GENERATION_NEWER
         scale = c.newer_moe_workspace_scale if large else c.mid_moe_workspace_scale
         return scale * per_token * settings.max_num_batched_tokens
     if tp <= 1 or compute_capability < MOE_WORKSPACE_MIN_COMPUTE_CAPABILITY:
         return 0.0
     return c.moe_workspace_gib * GIB
+
+
+def triton_experts_workspace_bytes(arch: ModelArchitecture, tp: int, tokens: int) -> float:
+    """The fused-MoE workspace vLLM 0.26's modular Triton experts take from the workspace manager.
+
+    ``FusedMoEModularKernel._allocate_buffers`` (``vllm/model_executor/layers/fused_moe/modular_kernel.py``
+    L1051-1110, 0.26.0) asks ``current_workspace_manager().get_simultaneous`` for one buffer of
+    max(workspace13, output) elements and one of workspace2, in the activation dtype (bf16), with the shapes
+    of ``TritonExperts.workspace_shapes`` (``experts/triton_moe.py`` L181-195), M = max_num_batched_tokens (no
+    chunking), k = top-k, K = hidden, N = 2 x I/TP (gate and up)::
+
+        workspace13 = M x k x max(N / 2, K)       (cache2 of the activation, then the output view)
+        output      = M x K
+        workspace2  = M x k x max(N, K)           (cache1 of w13, then cache3 of w2)
+
+    For GLM-5 (K 6144, I 2048, k 8) that is 2 x M x 8 x 6144 x 2 B = 192 KiB per token, 3.0 GiB at 16384
+    tokens; the buffer stays allocated at its high-water mark (``vllm/v1/worker/workspace.py``
+    ``_ensure_workspace_size``), so the profiling run's peak holds it beside the next layer's attention.
+    """
+    if not arch.is_moe:
+        return 0.0
+    m, k, h = tokens, arch.num_experts_per_tok or 1, arch.hidden_size
+    inter = arch.moe_intermediate_size / tp
+    workspace13 = max(m * k * max(inter, h), m * h)
+    workspace2 = m * k * max(2 * inter, h)
+    return float((workspace13 + workspace2) * 2)
 
 
 def triton_fused_moe_bytes(
@@ -604,6 +665,72 @@ def dsa_workspace_bytes(arch: ModelArchitecture, settings: BudgetSettings) -> fl
     return per_token * settings.max_model_len + DSA_MAX_LOGITS_BYTES
 
 
+def v1_dsa_shared_workspace(settings: BudgetSettings) -> bool:
+    """vLLM 0.26's V1 runner (the release whose DSA profiling run was read)."""
+    return settings.dsa_shared_workspace and settings.profiling_run == PROFILING_V1_NEWER
+
+
+def v1_flashmla_sparse(arch: ModelArchitecture, settings: BudgetSettings) -> bool:
+    """Whether vLLM 0.26's V1 runner serves this DSA model with FlashMLA-sparse (``FlashMLASparseImpl``).
+
+    0.26 tries ``FLASH_ATTN_MLA_SPARSE`` first, which takes compute capability 9.x only, a bf16 KV cache and
+    no decode context parallel (``vllm/v1/attention/backends/mla/flashattn_mla_sparse.py`` L70-104); the H200
+    logs show it for GLM-5 and GLM-5-FP8 with ``auto`` KV and ``FLASHMLA_SPARSE`` with fp8 KV.
+    """
+    if not arch.index_head_dim or not v1_dsa_shared_workspace(settings):
+        return False
+    hopper = int(settings.compute_capability) == 9
+    return settings.kv_cache_fp8 or settings.decode_context_parallel_size > 1 or not hopper
+
+
+def flashmla_sparse_load_workspace_bytes(arch: ModelArchitecture, tp: int, settings: BudgetSettings) -> float:
+    """What a DSA model reserves while it is built beyond its weights, so inside "Model loading took": the
+    indexer's top-k buffer, and with FlashMLA-sparse its workspace (vLLM 0.26, the V1 runner).
+
+    ``FlashMLASparseImpl.__init__`` (``vllm/v1/attention/backends/mla/flashmla_sparse.py`` L559-583, 0.26.0)
+    takes from the workspace manager a q_concat buffer of (max_num_batched_tokens, heads / TP, 576) bf16 and,
+    with the fp8_ds_mla KV cache, a bf16 prefill workspace of ``get_prefill_workspace_size`` = 5 x
+    max_model_len rows of 576 (L222-229); every layer asks the same shapes, so one buffer. GLM-5 at 8192
+    tokens and 131,072 of context with fp8 KV: 604 + 720 MiB = 1.29 GiB, what its H200 start-up loads above
+    the same config with bf16 KV at 2048 tokens (62.37 against 61.08 GiB). The layers keep views of that
+    buffer, so when the profiling run's fused-MoE layers grow the workspace past it the new buffer is
+    allocated beside it (:func:`activation_peak_bytes`).
+    """
+    if not arch.index_head_dim or not v1_dsa_shared_workspace(settings):
+        return 0.0
+    # DeepseekV2Model.__init__ (vllm/model_executor/models/deepseek_v2.py L1359-1366): the indexer's top-k
+    # output, (max_num_batched_tokens, index_topk) int32, for every backend (GLM-5-FP8's H200 start-ups load
+    # 0.05 and 0.06 GiB more at 8192 and 16384 tokens than at 2048)
+    topk = settings.max_num_batched_tokens * DSA_INDEX_TOPK * 4
+    if not v1_flashmla_sparse(arch, settings):
+        return float(topk)
+    row = (arch.kv_lora_rank + arch.qk_rope_head_dim) * 2
+    heads = arch.num_attention_heads / max(1, tp)
+    q_concat = settings.max_num_batched_tokens * heads * row
+    prefill = FLASHMLA_SPARSE_PREFILL_ROWS_PER_CONTEXT_TOKEN * settings.max_model_len * row
+    return float(topk + q_concat + (prefill if settings.kv_cache_fp8 else 0))
+
+
+def v1_dsa_indexer_workspace_bytes(arch: ModelArchitecture, settings: BudgetSettings) -> float:
+    """The DSA indexer's share of the workspace manager in vLLM 0.26's profiling run (0 for other models).
+
+    With no attention metadata, ``sparse_attn_indexer`` (``vllm/model_executor/layers/sparse_attn_indexer.py``
+    L325-345, 0.26.0) reserves through ``current_workspace_manager().get_simultaneous`` the K-gather rows,
+    (max_total_seq_len, 128) fp8 + (max_total_seq_len, 4) scale bytes, and ``RADIX_TOPK_WORKSPACE_SIZE``
+    (1 MiB, L42), where max_total_seq_len = 40 x max_model_len (``get_max_prefill_buffer_size``,
+    ``vllm/v1/attention/backends/mla/indexer.py`` L231-241). That is the same single buffer the fused-MoE
+    layers grow (``vllm/v1/worker/workspace.py`` ``get_simultaneous``/``_ensure_workspace_size``), so
+    the profiling run holds the larger of the two, not their sum. Then ``_ = torch.empty(
+    VLLM_SPARSE_INDEXER_MAX_LOGITS_MB MiB)`` (L337-341) is freed when the op returns; the FlashMLA-sparse
+    prefill workspace belongs to the attention metadata builder, which the V1 runner builds with the KV cache,
+    after the profiling run ("DSA indexer decode path" is logged just before "Profiling CUDA graph memory").
+    """
+    if not arch.index_head_dim or settings.max_model_len <= 0:
+        return 0.0
+    rows = V1_DSA_GATHER_ROWS_PER_CONTEXT_TOKEN * settings.max_model_len
+    return float(rows * DSA_INDEXER_ROW_BYTES + DSA_RADIX_TOPK_WORKSPACE_BYTES)
+
+
 def mla_profile_upprojection_bytes(arch: ModelArchitecture, tp: int, settings: BudgetSettings) -> float:
     """The tensor MLA allocates in the profiling run in place of the chunked-context up-projection.
 
@@ -640,10 +767,21 @@ def activation_peak_bytes(
     in ``vllm/v1/worker/gpu_model_runner.py``, ``if self.is_last_pp_rank`` in the 0.33 runner
     ``vllm/v1/worker/gpu/model_runner.py``); earlier stages peak at the forward pass.
     """
-    forward = forward_peak_bytes(arch, tp, settings, c) + mla_profile_upprojection_bytes(arch, tp, settings)
+    mla = mla_profile_upprojection_bytes(arch, tp, settings)
+    moe = moe_workspace_bytes(arch, tp, c, settings.compute_capability, settings)
+    if arch.index_head_dim and v1_dsa_shared_workspace(settings):
+        # vLLM 0.26's V1 runner on a DSA model (read in the 0.26.0 wheel): the indexer's 512 MiB logits
+        # stand-in is a transient inside the indexer op, freed before the MLA stand-in of the same layer, and
+        # its K-gather rows share the workspace manager's one buffer with the fused-MoE workspace
+        forward = forward_peak_bytes(arch, tp, settings, c) + max(mla, float(DSA_MAX_LOGITS_BYTES))
+        peak = max(forward, sampler_peak_bytes(arch, settings, c)) if last_stage else forward
+        # the workspace grows only past what FlashMLA-sparse reserved at load (counted as weights)
+        workspace = max(moe, v1_dsa_indexer_workspace_bytes(arch, settings))
+        grows = workspace > flashmla_sparse_load_workspace_bytes(arch, tp, settings)
+        return peak + (workspace if grows else 0.0)
+    forward = forward_peak_bytes(arch, tp, settings, c) + mla
     peak = max(forward, sampler_peak_bytes(arch, settings, c)) if last_stage else forward
-    workspaces = moe_workspace_bytes(arch, tp, c, settings.compute_capability, settings)
-    return peak + workspaces + dsa_workspace_bytes(arch, settings)
+    return peak + moe + dsa_workspace_bytes(arch, settings)
 
 
 def fusion_workspace_bytes(hidden_size: int, tp: int, pp: int, settings: BudgetSettings) -> float:

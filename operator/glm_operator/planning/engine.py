@@ -94,6 +94,12 @@ V2_RUNNER_EVERYWHERE_SINCE: Version = (0, 33, 0)
 #: H200 start-ups log no "Estimated CUDA graph memory" (benchmarks/gpu_truth). 0.27-0.32 were not read: the
 #: 0.27.1 rows were fitted with the estimate, so it is assumed from 0.27.
 V2_GRAPH_ESTIMATE_SINCE: Version = (0, 27, 0)
+#: A DSA model's profiling run as read in the 0.26.0 wheel (``planning.budget``
+#: ``v1_dsa_indexer_workspace_bytes``, ``flashmla_sparse_load_workspace_bytes``): the indexer's K-gather
+#: rows share the workspace manager's buffer with the fused-MoE layers and FlashMLA-sparse reserves its
+#: workspace while the model is built. Other releases were not read and keep the 0.33.0 form
+#: (``dsa_workspace_bytes``): the GLM-5.3-FP8 start on 0.28.0 is fitted with it.
+DSA_SHARED_WORKSPACE_READ: tuple[Version, Version] = ((0, 26, 0), (0, 27, 0))
 #: vLLM's top-k/top-p sampler is FlashInfer's unless VLLM_USE_FLASHINFER_SAMPLER=0: the default of
 #: ``VLLM_USE_FLASHINFER_SAMPLER`` is True in 0.26.0's ``vllm/envs.py`` (the 0.26 H200 logs say "Using
 #: FlashInfer for top-p & top-k sampling") and in 0.33.0; 0.11.1-0.24 needed it set (0.11.1
@@ -149,6 +155,12 @@ def model_runner_v2(version: Version, architecture: str, is_moe: bool, hybrid: b
 def v2_graph_estimate(version: Version) -> bool:
     """Whether Model Runner V2 of vLLM ``version`` takes a CUDA-graph estimate off the budget (not 0.26)."""
     return version >= V2_GRAPH_ESTIMATE_SINCE
+
+
+def dsa_shared_workspace(version: Version) -> bool:
+    """Whether vLLM ``version`` profiles DSA models as read in 0.26.0 (``DSA_SHARED_WORKSPACE_READ``)."""
+    first, after = DSA_SHARED_WORKSPACE_READ
+    return first <= version < after
 
 
 def flashinfer_sampler_default(version: Version) -> bool:

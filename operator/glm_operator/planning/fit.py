@@ -88,6 +88,7 @@ from glm_operator.planning.budget import (
     cudagraph_bytes,
     dsa_workspace_bytes_per_context_token,
     dsa_workspace_factor,
+    flashmla_sparse_load_workspace_bytes,
     fusion_workspace_bytes,
     non_torch_bytes,
 )
@@ -98,6 +99,7 @@ from glm_operator.planning.engine import (
     budget_generation,
     cudagraph_in_budget,
     default_gpu_memory_utilization,
+    dsa_shared_workspace,
     flashinfer_sampler_default,
     fusion_workspace_rounded,
     large_gpu_batch_tier,
@@ -738,6 +740,8 @@ def _budget_settings(inp: FitInput, precision: str) -> BudgetSettings:
         fp8_online_mla=precision == "fp8" and inp.model.checkpoint_quantization is None and arch.is_mla,
         model_runner_v1=cudagraph_in_budget(inp.vllm_version) and not runner_v2,
         v2_graph_estimate=v2_graph_estimate(inp.vllm_version),
+        kv_cache_fp8=inp.kv_cache_dtype.lower() == "fp8",
+        dsa_shared_workspace=dsa_shared_workspace(inp.vllm_version),
     )
 
 
@@ -934,7 +938,16 @@ def estimate_fit(inp: FitInput) -> FitResult:
     kv_dtype = inp.kv_cache_dtype.lower()
     kv_dtype_bytes(inp.model.architecture, kv_dtype)  # validates
     settings = _budget_settings(inp, precision)
-    budget = _memory_budget(inp, util, _weights_per_gpu(inp, precision, layout), settings)
+    # vLLM's "Model loading took" also holds what FlashMLA-sparse reserves while the model is built (unless
+    # the weights are already a logged "Model loading took" figure: the catalog's or the one given)
+    logged = inp.weights_gib is not None or inp.model.loaded_weights(precision) is not None
+    load_workspace = (
+        0.0
+        if logged
+        else flashmla_sparse_load_workspace_bytes(inp.model.architecture, inp.tensor_parallel_size, settings)
+    )
+    weights = tuple(w + load_workspace for w in _weights_per_gpu(inp, precision, layout))
+    budget = _memory_budget(inp, util, weights, settings)
     kv = _kv_capacity(inp, budget.available, kv_dtype)
     verdict = _verdict(inp, kv.concurrency)
     worst = kv.stage
