@@ -450,3 +450,16 @@ def test_group_capacity_counts_like_walking_every_pool(
     existing = sum(free(p) // tp for p in pools if not p.elastic_pool)
     assert group.capacity(tp, pp, when_available) == (every if pp <= 1 else every // pp)
     assert group.existing_capacity(tp, pp, when_available) == existing // pp
+
+
+def test_max_num_batched_tokens_in_extra_args_is_planned_with() -> None:
+    # vLLM profiles a forward pass of max-num-batched-tokens: 16k tokens take more activation (and MoE
+    # workspace) than the 8k default, so the same spec holds fewer KV tokens with it
+    spec = {"model": {"id": "GLM-4.7-Flash"}, "quantization": "bf16", "gpu": {"products": [H100]}}
+    default = variant(plan(spec), H100)
+    for args in (["--max-num-batched-tokens=16384"], ["--max-num-batched-tokens", "16384"]):
+        bigger = variant(plan({**spec, "serving": {"extraArgs": args}}), H100)
+        assert bigger.activation_gib > default.activation_gib
+        assert bigger.kv_cache_tokens < default.kv_cache_tokens
+    with pytest.raises(PlanningInputError, match=r"spec.serving.extraArgs: --max-num-batched-tokens 'lots'"):
+        plan({**spec, "serving": {"extraArgs": ["--max-num-batched-tokens=lots"]}})

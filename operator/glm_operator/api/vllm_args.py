@@ -16,7 +16,7 @@ the pydantic validator uses; ``extra_args_cel_rule()`` the same check as a CEL r
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from glm_operator.api import kube_validation as kv
 from glm_operator.api import vllm_flags
@@ -117,6 +117,20 @@ def managed_flags_in(args: Iterable[str]) -> list[tuple[str, str]]:
 def sets_flag(args: Iterable[str], option: str) -> bool:
     """True when ``args`` set ``option`` (a canonical long option) in any spelling vLLM accepts."""
     return any(arg.startswith("--") and _canonical(arg) == option for arg in args)
+
+
+def flag_value(args: Sequence[str], option: str) -> str | None:
+    """The value the last ``option`` (a canonical long option) in ``args`` takes, ``--opt=v`` or
+    ``--opt v``, as vLLM's parser would read it; None when it is not set or has no value."""
+    found = None
+    for i, arg in enumerate(args):
+        if not arg.startswith("--") or _canonical(arg) != option or "." in arg.split("=", 1)[0]:
+            continue
+        if "=" in arg:
+            found = arg.split("=", 1)[1]
+        elif i + 1 < len(args) and not args[i + 1].startswith("-"):
+            found = args[i + 1]
+    return found
 
 
 def _cel_list(values: Iterable[str]) -> str:

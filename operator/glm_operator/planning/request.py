@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from glm_operator.api.v1alpha1 import GLMDeploymentSpec, spec_from_dict
+from glm_operator.api.vllm_args import flag_value
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE
 from glm_operator.planning.engine import (
     DEFAULT_ENGINE,
@@ -99,11 +100,32 @@ def placement_request(
         allow_multi_node=spec.gpu.allow_multi_node,
         replicas=spec.replicas if replicas is None else replicas,
         max_num_seqs=spec.serving.max_num_seqs,
+        max_num_batched_tokens=_batched_tokens(spec.serving.extra_args),
         slo_itl_ms=spec.slo.itl_milliseconds if spec.slo else None,
         slo_ttft_ms=spec.slo.ttft_milliseconds if spec.slo else None,
         pools=tuple(pools),
         engine=engine_for_image(spec.serving.image, default_image),
     )
+
+
+def _batched_tokens(extra_args: Sequence[str]) -> int | None:
+    """``--max-num-batched-tokens`` from serving.extraArgs: it sizes vLLM's profile run (activation, the
+    MoE workspace), so the plan must use what the pods will run with; None (vLLM's default) otherwise."""
+    value = flag_value(extra_args, "--max-num-batched-tokens")
+    if value is None:
+        return None
+    try:
+        tokens = int(value)
+    except ValueError:
+        raise PlanningInputError(
+            f"spec.serving.extraArgs: --max-num-batched-tokens {value!r} is not a whole number of tokens; "
+            "give an integer such as --max-num-batched-tokens=8192"
+        ) from None
+    if tokens < 1:
+        raise PlanningInputError(
+            f"spec.serving.extraArgs: --max-num-batched-tokens {tokens} must be at least 1"
+        )
+    return tokens
 
 
 def placement_request_from_spec(
