@@ -23,6 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "operator"))
 
+from benchmarks.fitting import least_squares  # noqa: E402
 from benchmarks.gpu_truth.cases import BY_NAME, Case  # noqa: E402
 from glm_operator.catalog.gpus import find_gpu  # noqa: E402
 from glm_operator.planning.fit import FitInput, FitResult, estimate_fit  # noqa: E402
@@ -130,7 +131,7 @@ def refit(points: list[Point]) -> PerfConstants:
         t = step_terms(p)
         rows.append([v / p.itl_s for v in (t.layers, t.moe_layers, t.gemm8_s, t.sequences)])
         rhs.append((p.itl_s - t.read_s / bw - t.gemm16_s / comp) / p.itl_s)
-    layer, moe, k8, seq = _least_squares(rows, rhs)
+    layer, moe, k8, seq = least_squares(rows, rhs)
     return replace(
         DEFAULT_PERF,
         layer_overhead_s=round(layer, 7),
@@ -145,24 +146,6 @@ def step_terms(p: Point) -> StepTerms:
     workload = Workload(p.concurrency, p.input_tokens, p.output_tokens)
     arch = p.case.resolved().architecture
     return step_terms_of_fit(plan(p.case), arch, GPU, workload, same_experts=p.case.family.startswith("glm"))
-
-
-def _least_squares(rows: list[list[float]], rhs: list[float]) -> list[float]:
-    """x minimising |rows x - rhs|^2: the normal equations, solved by Gaussian elimination."""
-    n = len(rows[0])
-    a = [[sum(r[i] * r[j] for r in rows) for j in range(n)] for i in range(n)]
-    b = [sum(r[i] * y for r, y in zip(rows, rhs, strict=True)) for i in range(n)]
-    for col in range(n):
-        pivot = max(range(col, n), key=lambda i: abs(a[i][col]))
-        a[col], a[pivot], b[col], b[pivot] = a[pivot], a[col], b[pivot], b[col]
-        for i in range(col + 1, n):
-            f = a[i][col] / a[col][col]
-            a[i] = [x - f * y for x, y in zip(a[i], a[col], strict=True)]
-            b[i] -= f * b[col]
-    x = [0.0] * n
-    for i in reversed(range(n)):
-        x[i] = (b[i] - sum(a[i][j] * x[j] for j in range(i + 1, n))) / a[i][i]
-    return x
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,6 +23,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from benchmarks.fitting import least_squares
+
 from glm_operator.catalog.models import ResolvedModel, resolve_model
 from glm_operator.catalog.vllm import Version
 from glm_operator.planning.budget import DEFAULT_CONSTANTS, BudgetConstants
@@ -661,24 +663,17 @@ def is_fp8_online(s: Startup) -> bool:
 
 def fit_graph_constants(rows: Sequence[Startup]) -> BudgetConstants:
     """Least squares (GiB) of the V1 runner's graph estimate, ``graph_bytes_per_piece`` x layers x sizes +
-    ``graph_bytes_per_decode_seq`` x decode requests, on the rows' logged estimates (a component fit);
-    FP8-online rows are left to :func:`fit_fp8_online_graph_bytes`."""
+    ``graph_bytes_per_decode_seq`` x decode requests + ``dsa_graph_bytes_per_index_head_token`` x index
+    heads x max_model_len x decode requests (DSA with a bf16 KV cache), on the rows' logged estimates (a
+    component fit); FP8-online rows are left to :func:`fit_fp8_online_graph_bytes`."""
     rows = [s for s in rows if not is_fp8_online(s)]
-    unit = replace(DEFAULT_CONSTANTS, graph_bytes_per_piece=GIB, graph_bytes_per_decode_seq=0.0)
-    per_seq = replace(DEFAULT_CONSTANTS, graph_bytes_per_piece=0.0, graph_bytes_per_decode_seq=GIB)
-    xs = [(s.fit(unit).cudagraph_capture_gib, s.fit(per_seq).cudagraph_capture_gib) for s in rows]
+    names = ("graph_bytes_per_piece", "graph_bytes_per_decode_seq", "dsa_graph_bytes_per_index_head_token")
+    zero = replace(DEFAULT_CONSTANTS, **dict.fromkeys(names, 0.0))
+    columns = [replace(zero, **{name: GIB}) for name in names]
+    xs = [[s.fit(c).cudagraph_capture_gib for c in columns] for s in rows]
     ys = [s.logged_graph_gib or 0.0 for s in rows]
-    a11 = sum(x * x for x, _ in xs)
-    a12 = sum(x * z for x, z in xs)
-    a22 = sum(z * z for _, z in xs)
-    b1 = sum(x * y for (x, _), y in zip(xs, ys, strict=True))
-    b2 = sum(z * y for (_, z), y in zip(xs, ys, strict=True))
-    det = a11 * a22 - a12 * a12
-    return replace(
-        DEFAULT_CONSTANTS,
-        graph_bytes_per_piece=(b1 * a22 - b2 * a12) / det * GIB,
-        graph_bytes_per_decode_seq=(a11 * b2 - a12 * b1) / det * GIB,
-    )
+    solution = least_squares(xs, ys)
+    return replace(DEFAULT_CONSTANTS, **{name: x * GIB for name, x in zip(names, solution, strict=True)})
 
 
 def fit_fp8_online_graph_bytes(rows: Sequence[Startup], c: BudgetConstants = DEFAULT_CONSTANTS) -> float:

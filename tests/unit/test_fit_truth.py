@@ -77,6 +77,14 @@ MID_TOLERANCE = 0.01
 # constant: Qwen3-32B the V2 rates, GLM-5.x the DSA residual and the V2 FP8 MoE scale).
 NEWER_TOLERANCE = 0.05
 NEWER_WIDER: dict[str, tuple[float, str]] = {
+    "h200-glm5fp8-b16k": (
+        0.06,
+        "an over-promise (ours +5.8 %, +2.7 GiB of budget) left open in issue 31: the graph estimate is"
+        " now vLLM's to the 0.01 GiB, the log ends before the 'Actual usage' split, and it is the one"
+        " start-up whose compile cache failed to load ('Kernel index 1 not found'), compiling again inside"
+        " the profiling run; re-run it first (benchmarks/gpu_truth/README.md). Plans of a DSA model above"
+        " 8192 batched tokens say so in their uncertainties (fit.DSA_MEASURED_BATCHED_TOKENS)",
+    ),
     "vllm51590-gptoss120b-rtxpro4500-tp8": (
         0.06,
         "V1 runner on 0.28: its graph estimate is not divided by TP (gpt-oss-20b logs 1.09 GiB at TP 2 and"
@@ -618,3 +626,10 @@ def test_v1_runner_graph_estimate_does_not_shrink_with_tp() -> None:
     assert cudagraph_bytes(32, v2, tp=4) == pytest.approx(cudagraph_bytes(32, v2, tp=1) / 4)
     logged = {r.id: r.logged_graph_gib for r in GRAPH_ROWS}
     assert logged["llmdp-llama31-8b-tp4"] > 0.5 * (logged["llmdp-llama31-8b-tp1"] or 0)
+
+
+def test_a_dsa_plan_above_the_measured_batched_tokens_says_it_is_uncertain() -> None:
+    row = next(r for r in NEWER if r.id == "h200-glm5fp8-b16k")
+    assert any("max-num-batched-tokens 16384 on a DSA model" in u for u in row.fit().uncertain)
+    measured = next(r for r in NEWER if r.id == "h200-glm5fp8-b8k")
+    assert not any("on a DSA model" in u for u in measured.fit().uncertain)

@@ -379,14 +379,19 @@ class BudgetConstants:
     # squares on the 49 logged "Estimated CUDA graph memory" figures of vLLM 0.19-0.26 (tests/fit_truth.py
     # fit_graph_constants; benchmarks/fit_errors.py --refit prints them), a component fit on no KV-token
     # figure
-    graph_bytes_per_piece: float = 0.1756 * 2**20  # per layer on the rank and capture size
-    graph_bytes_per_decode_seq: float = 1.4566 * 2**20  # per request of the largest FULL decode graph
+    graph_bytes_per_piece: float = 0.2318 * 2**20  # per layer on the rank and capture size
+    graph_bytes_per_decode_seq: float = 1.1338 * 2**20  # per request of the largest FULL decode graph
     # what the V1 runner's estimate adds per layer on the rank when an MLA model's bf16 checkpoint is
     # quantized at load (--quantization fp8: per-tensor FP8 through CUTLASS scaled_mm): fitted on the two
     # GLM-4.7-Flash start-ups of benchmarks/gpu_truth (1.70 and 1.44 GiB logged where bf16 logs 0.75 and
     # 0.32; tests/fit_truth.py fit_fp8_online_graph_bytes). Not GQA: Qwen3-30B-A3B quantized the same way
     # logs 0.46 GiB, no more than its FP8 checkpoint [inferred: MLA's path; one MLA model measured]
-    v1_fp8_online_graph_bytes_per_layer: float = 23.10 * 2**20
+    v1_fp8_online_graph_bytes_per_layer: float = 22.23 * 2**20
+    # DSA (GLM-5.x) FULL decode graphs with a bf16 KV cache, per decode request, index head and token of
+    # max_model_len (see cudagraph_bytes): fitted with the two above (the five GLM-5 / GLM-5-FP8 rows,
+    # 32 to 512 requests at 32k tokens, land within 0.03 GiB); the shape is the indexer's fp32 logits,
+    # 4 B per index head and token at most
+    dsa_graph_bytes_per_index_head_token: float = 2.456
     newer_moe_workspace_scale: float = 6.0
     # vLLM >= 0.20 profiled by the V1 model runner (see "vLLM >= 0.20, the V1 model runner" in the docstring):
     # fitted on that generation's V1 rows, the H200 start-ups of vLLM 0.26 (benchmarks/gpu_truth) among them
@@ -449,6 +454,9 @@ class BudgetSettings:
     kv_cache_fp8: bool = False
     # vLLM 0.26's DSA profiling run (planning.engine.dsa_shared_workspace; see v1_dsa_indexer_workspace_bytes)
     dsa_shared_workspace: bool = False
+    # DSA index heads whose decode logits the V1 runner's FULL graphs hold per request (0: not DSA, or an
+    # fp8 KV cache, whose FlashMLA-sparse path the H200 log shows without them)
+    dsa_graph_index_heads: int = 0
 
     @property
     def graph_profiling(self) -> bool:
@@ -910,7 +918,14 @@ def cudagraph_bytes(
         + graph_bytes_per_decode_seq x min(max_num_seqs, largest capture size)
 
     plus ``v1_fp8_online_graph_bytes_per_layer`` per layer when an MLA model's bf16 checkpoint is quantized
-    at load.
+    at load, and, for DSA models with a bf16 KV cache, ``dsa_graph_bytes_per_index_head_token`` x index
+    heads x max_model_len per decode request: the FULL decode graph keeps the indexer's paged-MQA logits
+    (``fp8_fp4_paged_mqa_logits``, ``model_executor/layers/sparse_attn_indexer.py`` 0.26 L582-590, output
+    [B, max_model_len] fp32 per index head before the weighted sum, as the logged estimates scale:
+    GLM-5-FP8 0.28 / 1.01 / 1.91 GiB at 64 / 256 / 512 requests, GLM-5 0.13 GiB at 32, all at 32k
+    tokens; fitted at 2.456 B, under the 4 B of fp32 logits). With an fp8 KV cache the one H200 log
+    (GLM-5, 128 requests at 128k tokens, 0.22 GiB) shows no such term: FlashMLA-sparse's fp8 path
+    reserves its buffers when the model is built.
     Model Runner V2 (0.33 for every model): ``newer_cudagraph_bytes_per_piece`` per layer and capture
     size, divided by TP.
     """
@@ -929,4 +944,5 @@ def cudagraph_bytes(
     decode = min(settings.max_num_seqs, sizes[-1]) if sizes else 0
     fp8_online = c.v1_fp8_online_graph_bytes_per_layer * layers_on_rank if settings.fp8_online_mla else 0.0
     piecewise = c.graph_bytes_per_piece * layers_on_rank * len(sizes)
-    return piecewise + c.graph_bytes_per_decode_seq * decode + fp8_online
+    dsa = c.dsa_graph_bytes_per_index_head_token * settings.dsa_graph_index_heads * settings.max_model_len
+    return piecewise + (c.graph_bytes_per_decode_seq + dsa) * decode + fp8_online

@@ -742,6 +742,9 @@ def _budget_settings(inp: FitInput, precision: str) -> BudgetSettings:
         v2_graph_estimate=v2_graph_estimate(inp.vllm_version),
         kv_cache_fp8=inp.kv_cache_dtype.lower() == "fp8",
         dsa_shared_workspace=dsa_shared_workspace(inp.vllm_version),
+        dsa_graph_index_heads=(
+            arch.index_n_heads if arch.attention == "mla+dsa" and inp.kv_cache_dtype.lower() != "fp8" else 0
+        ),
     )
 
 
@@ -890,6 +893,10 @@ def _reasons(
     return reasons
 
 
+# GLM-5.x (DSA) start-ups measured up to this many batched tokens within 1 % (benchmarks/gpu_truth)
+DSA_MEASURED_BATCHED_TOKENS = 8192
+
+
 def _uncertainties(inp: FitInput, budget: _MemoryBudget, kv: _KvCapacity, verdict: _Verdict) -> list[str]:
     """What the figures cannot promise: the model's own notes, hybrid state, graphs outside the
     budget, a concurrency within the model's error."""
@@ -906,6 +913,15 @@ def _uncertainties(inp: FitInput, budget: _MemoryBudget, kv: _KvCapacity, verdic
             f"CUDA graphs (~{graphs / GIB:.2f} GiB) are captured after the KV cache, outside "
             f"gpu_memory_utilization, and the {headroom / GIB:.2f} GiB left may not hold them: lower the "
             "utilization or serve with --enforce-eager"
+        )
+    if (
+        inp.model.architecture.attention == "mla+dsa"
+        and budget.max_num_batched_tokens > DSA_MEASURED_BATCHED_TOKENS
+    ):
+        uncertain.append(
+            f"max-num-batched-tokens {budget.max_num_batched_tokens} on a DSA model (GLM-5.x): the one "
+            "start-up measured above 8192 (GLM-5-FP8 at 16384, vLLM 0.26) reserved ~2.7 GiB per GPU more "
+            "than this model (KV tokens ~6 % fewer than planned); keep 8192 or set guaranteeMinConcurrency"
         )
     if verdict.within_error and not inp.guarantee_min_concurrency:
         uncertain.append(
