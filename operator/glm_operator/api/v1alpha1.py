@@ -399,8 +399,10 @@ class AutoscalingSpec(_APIModel):
         ge=1,
         le=10000,
         description=(
-            "Waiting requests per replica the autoscaler aims for: desired replicas = ceil(total waiting "
-            "requests / targetQueueLength), within minReplicas..maxReplicas."
+            "Waiting requests per replica accepted on top of its target concurrency (the plan's predicted "
+            "knee, status.plan.variants[].predicted.kneeConcurrency, else maxNumSeqs): replicas are added "
+            "once the running plus waiting requests per replica pass target + targetQueueLength, to "
+            "ceil(load / (target + targetQueueLength)), within minReplicas..maxReplicas."
         ),
     )
     scale_up_stabilization_seconds: int = Field(
