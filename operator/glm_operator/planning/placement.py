@@ -968,6 +968,8 @@ def _planned_seqs(
     if not (request.slo_itl_ms or request.slo_ttft_ms) or request.max_num_seqs:
         return by_kv, True
     floor = min(by_kv, max(1, math.ceil(request.min_concurrency)))
+    if speed_at(floor) is None:
+        return by_kv, False  # no speed figures for the GPU type: the KV cache decides (the note says so)
     return concurrency_within(floor, by_kv, speed_at, request.slo_itl_ms, request.slo_ttft_ms)
 
 
@@ -1006,10 +1008,12 @@ def _variant(
     def speed_at(n: int) -> Speed | None:
         return speed_of_fit(fit, arch, gpu, plan_workload(n, context))
 
-    max_num_seqs = _max_num_seqs(request, fit, context)
+    max_num_seqs, met = _planned_seqs(request, fit, context, speed_at)
     if (request.slo_itl_ms or request.slo_ttft_ms) and not request.max_num_seqs:
-        max_num_seqs, note = _seqs_for_slo(request, max_num_seqs, speed_at)
-        notes = [*notes, note]
+        notes = [
+            *notes,
+            _slo_note(request, _max_num_seqs(request, fit, context), max_num_seqs, met, speed_at),
+        ]
     knee = modelled_knee(speed_at, max_num_seqs)
     return Variant(
         gpu_product=group.gpu.name,
@@ -1048,13 +1052,11 @@ def _variant(
     )
 
 
-def _seqs_for_slo(
-    request: PlacementRequest, by_kv: int, speed_at: Callable[[int], Speed | None]
-) -> tuple[int, str]:
-    """max-num-seqs for spec.slo: the largest up to what the KV cache holds whose predicted latency meets
-    the targets, never below minConcurrency; and the note that says which and why."""
-    floor = min(by_kv, max(1, math.ceil(request.min_concurrency)))
-    seqs, met = concurrency_within(floor, by_kv, speed_at, request.slo_itl_ms, request.slo_ttft_ms)
+def _slo_note(
+    request: PlacementRequest, by_kv: int, seqs: int, met: bool, speed_at: Callable[[int], Speed | None]
+) -> str:
+    """The note that says which max-num-seqs spec.slo left (``_planned_seqs``: the largest up to what the
+    KV cache holds whose predicted latency meets the targets, never below minConcurrency) and why."""
     speed = speed_at(seqs)
     targets = " and ".join(
         f"{name} {value:g} ms"
@@ -1062,7 +1064,7 @@ def _seqs_for_slo(
         if value
     )
     if speed is None:
-        return by_kv, f"spec.slo: no speed figures for this GPU type; max-num-seqs {by_kv} from the KV cache"
+        return f"spec.slo: no speed figures for this GPU type; max-num-seqs {by_kv} from the KV cache"
     predicted = f"ITL {1000 * speed.itl_s:.1f} ms, TTFT {1000 * speed.ttft_s:.0f} ms"
     if not met:
         missed = " and ".join(
@@ -1073,11 +1075,11 @@ def _seqs_for_slo(
             )
             if value and got * 1000 > value
         )
-        return seqs, (
+        return (
             f"spec.slo not met: at minConcurrency {seqs} the predicted {predicted} miss {missed}; fix: a GPU "
             "type with more memory bandwidth, quantization fp8, or a larger gpu.tensorParallelSize"
         )
-    return seqs, (
+    return (
         f"spec.slo: max-num-seqs {seqs} (the KV cache holds {by_kv}) keeps the predicted {predicted} "
         f"within {targets}"
     )
