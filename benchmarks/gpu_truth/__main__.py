@@ -153,6 +153,9 @@ def _render(args: argparse.Namespace) -> int:
         target.mkdir(parents=True, exist_ok=True)
         shutil.copy(case.config_path, target / "config.json")
     shutil.copy(HERE / "device" / "run_cases.sh", run / "run_cases.sh")
+    shutil.rmtree(run / "memtrace", ignore_errors=True)
+    plugin = HERE / "device" / "memtrace"
+    shutil.copytree(plugin, run / "memtrace", ignore=shutil.ignore_patterns("__pycache__"))
     print(f"{len(CASES)} cases: argv in {run / 'argv'}, configs in {models}")
     return 0
 

@@ -167,3 +167,74 @@ def test_render_writes_perf_files_only_for_cases_with_sweeps(tmp_path: object) -
     assert [line.split()[0] for line in lines] == ["chat", "long"]
     assert "--concurrency 1,4,16,32" in lines[0]
     assert (tmp_path / "run" / "run_cases.sh").exists()
+    plugin = tmp_path / "run" / "memtrace"
+    assert (plugin / "gpu_truth_memtrace.py").exists()
+    entry = (plugin / "gpu_truth_memtrace-0.1.dist-info" / "entry_points.txt").read_text()
+    assert "[vllm.general_plugins]" in entry and "gpu_truth_memtrace:register" in entry
+
+
+def _memtrace() -> object:
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "benchmarks/gpu_truth/device/memtrace/gpu_truth_memtrace.py"
+    spec = importlib.util.spec_from_file_location("gpu_truth_memtrace", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _alloc(addr: int, mib: int, *files: str) -> dict[str, object]:
+    frames = [{"filename": f, "line": i + 1, "name": f"f{i}"} for i, f in enumerate(files)]
+    return {"action": "alloc", "addr": addr, "size": mib * 2**20, "frames": frames}
+
+
+def _free(addr: int, mib: int) -> dict[str, object]:
+    return {"action": "free_completed", "addr": addr, "size": mib * 2**20}
+
+
+def test_memtrace_reports_the_blocks_live_at_the_net_peak() -> None:
+    m = _memtrace()
+    moe = "/tmp/site/vllm/model_executor/layers/fused_moe/modular_kernel.py"
+    events = [
+        _alloc(1, 300, "/usr/lib/torch/empty.py", moe, "/tmp/site/vllm/models/glm.py"),
+        _alloc(2, 100, "/tmp/torchinductor_root/ab/cxyz.py"),
+        _free(2, 100),
+        _free(99, 250),  # a block from before the trace: the net count drops
+        _alloc(3, 200, "/tmp/site/vllm/v1/sample/sampler.py"),  # net 250: below the first peak
+        _alloc(4, 50, moe, "/tmp/site/vllm/models/glm.py"),  # net 300: still not above 400
+    ]
+    assert m.peak_of(events) == (1, 400 * 2**20)  # type: ignore[attr-defined]
+    lines = m.report({"device_traces": [events]}, 0)  # type: ignore[attr-defined]
+    assert lines[0].startswith("profile_run peak +400.0 MiB net at event 2 of 6; 2 blocks")
+    assert "300.0 MiB" in lines[1]
+    assert "fused_moe/modular_kernel.py:2 f1 < vllm/models/glm.py:3 f2" in lines[1]
+    assert "100.0 MiB" in lines[2] and "cxyz.py:1 f0" in lines[2]
+
+
+def test_memtrace_wraps_profile_run_once_and_restores_it() -> None:
+    import types
+
+    m = _memtrace()
+    calls: list[str] = []
+
+    class Runner:
+        def profile_run(self) -> int:
+            calls.append("profile")
+            return 7
+
+    class Worker:
+        def __init__(self) -> None:
+            self.model_runner = Runner()
+
+        def determine_available_memory(self) -> int:
+            return self.model_runner.profile_run()
+
+    module = types.SimpleNamespace(Worker=Worker)
+    m._patch(module)  # type: ignore[attr-defined]
+    m._patch(module)  # type: ignore[attr-defined]  # vLLM loads plugins in several places: patch once
+    worker = Worker()
+    assert worker.determine_available_memory() == 7  # no GPU here: traced run falls back, result kept
+    assert calls == ["profile"]
+    assert "profile_run" not in worker.model_runner.__dict__

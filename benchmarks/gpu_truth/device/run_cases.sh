@@ -18,6 +18,8 @@ loadtest.register(parser.add_subparsers())
 sys.exit(loadtest.run(parser.parse_args(["loadtest", *sys.argv[1:]])))'
 export PYTHONPATH=${SITE:-/tmp/site} HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1
 export VLLM_CACHE_ROOT=/tmp/vllm-cache VLLM_DEEP_GEMM_WARMUP=skip PYTHONUNBUFFERED=1
+# the profiling run's peak, allocation by allocation (memtrace/gpu_truth_memtrace.py: a vLLM plugin)
+[ "${MEMTRACE:-1}" = 1 ] && export PYTHONPATH=$PYTHONPATH:$run/memtrace
 export CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
 mkdir -p /tmp/vlogs "${OUT:-/tmp/out}"
 end=$(( $(date +%s) + budget ))
