@@ -92,6 +92,11 @@ def row(case: Case, log: StartupLog, log_name: str) -> dict[str, str]:
     notes = [f"config benchmarks/gpu_truth/configs/{case.config} ({layers} layers)"]
     if log.error:
         notes.append(f"engine did not start: {log.error}")
+    elif log.split_from_debug:
+        notes.append(
+            'log ends before "Actual usage": activation and non-torch from the DEBUG line "torch peak memory'
+            ' increase: A GiB; non-torch forward increase memory: N GiB"'
+        )
     elif log.cut_before_actual_usage:
         notes.append('log ends after the KV-cache lines, before "Actual usage" (no activation split)')
     return {

@@ -15,6 +15,10 @@ The lines and where vLLM 0.26.0 prints them (paths under ``vllm/`` in the releas
   CUDAGraph memory.`` (``v1/worker/gpu_worker.py``, ``compile_or_warm_up_model``): A and N are the
   profiling run's ``torch_peak_increase`` and ``non_torch_increase`` that the budget subtracted, G the
   graphs actually captured (after the KV cache, not the estimate the budget subtracted).
+* with ``VLLM_LOGGING_LEVEL=DEBUG``, before the KV lines: ``Memory profiling takes S seconds. Total non KV
+  cache memory: X GiB; torch peak memory increase: A GiB; non-torch forward increase memory: N GiB; weights
+  memory: W GiB.`` (``utils/mem_utils.py``, ``MemoryProfilingResult.__repr__``, logged by
+  ``determine_available_memory``): the same A and N, read when the log ends before "Actual usage".
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ class StartupLog:
     non_torch_gib: float | None
     graph_actual_gib: float | None
     error: str | None  # the last error line when the engine did not start (no KV-cache lines)
+    split_from_debug: bool = False  # activation and non-torch read from the DEBUG profiling line
 
     @property
     def complete(self) -> bool:
@@ -73,6 +78,9 @@ def parse(text: str) -> StartupLog:
         rf"non-torch memory, and {_NUM} GiB for CUDAGraph memory",
         text,
     )
+    debug = _last(
+        rf"torch peak memory increase: {_NUM}GiB; non-torch forward increase memory: {_NUM}GiB", text
+    )
     error = None
     available = _float(rf"Available KV cache memory: {_NUM} GiB", text)
     if usage is None and (available is None or tokens is None):
@@ -90,10 +98,11 @@ def parse(text: str) -> StartupLog:
         kv_cache_tokens=int(tokens.group(1).replace(",", "")) if tokens else None,
         max_concurrency=_float(rf"Maximum concurrency for [0-9,]+ tokens per request: {_NUM}x", text),
         actual_weights_gib=float(usage.group(1)) if usage else None,
-        activation_gib=float(usage.group(2)) if usage else None,
-        non_torch_gib=float(usage.group(3)) if usage else None,
+        activation_gib=float(usage.group(2)) if usage else float(debug.group(1)) if debug else None,
+        non_torch_gib=float(usage.group(3)) if usage else float(debug.group(2)) if debug else None,
         graph_actual_gib=float(usage.group(4)) if usage else None,
         error=error,
+        split_from_debug=usage is None and debug is not None,
     )
 
 

@@ -118,6 +118,16 @@ def test_a_log_cut_before_actual_usage_is_not_an_error() -> None:
     notes = {r["id"]: r["notes"] for r in committed_rows()}
     assert not any("engine did not start" in n for n in notes.values())
     assert 'before "Actual usage"' in notes[ROW_PREFIX + "glm5fp8-b16k"]
+    assert "from the DEBUG line" in notes[ROW_PREFIX + "glm5fp8-b16k"]
+
+
+def test_a_debug_log_gives_the_split_without_actual_usage() -> None:
+    """VLLM_LOGGING_LEVEL=DEBUG prints the profiling result before the KV lines (glm5fp8-b16k, session 5)."""
+    log = parse(read_log(LOGS / "glm5fp8-b16k.log.gz"))
+    assert log.complete and log.split_from_debug
+    assert (log.activation_gib, log.non_torch_gib, log.kv_cache_tokens) == (7.74, 0.23, 4_109_632)
+    full = parse(read_log(LOGS / "qwen3moe-fp8-b16k.log.gz"))  # DEBUG too, but "Actual usage" wins
+    assert not full.split_from_debug and full.activation_gib == 3.21
 
 
 def test_committed_logs_are_the_csv_rows() -> None:
