@@ -367,6 +367,8 @@ class Startup:
     source: str
     vllm_version: Version | None = None
     quantization: str = "auto"  # "fp8" for vLLM's online --quantization fp8 on a bf16 config
+    # the log (or its budget) shows torch.compile artifacts loaded from a cache: "compile cache warm" in notes
+    compile_cache_warm: bool = False
     config_file: str = (
         ""  # a config directory in this repository (benchmarks/gpu_truth/configs), from the notes
     )
@@ -429,6 +431,7 @@ class Startup:
                 flashinfer_sampler=self.flashinfer_sampler,
                 custom_all_reduce=self.custom_all_reduce,
                 enforce_eager=self.enforce_eager,
+                compile_cache_warm=self.compile_cache_warm,
                 cudagraph_estimate=self.newer_engine,
                 weights_gib=self.logged_weights_gib if self.weights_logged_only else None,
                 constants=constants,
@@ -476,6 +479,7 @@ def load_startups(path: Path = CSV_PATH) -> list[Startup]:
                     vllm_version=_version(row["vllm_version"]),
                     quantization="fp8" if row["quantization"].startswith("fp8 (online") else "auto",
                     config_file=config.group(1) if (config := _CONFIG_NOTE.search(notes)) else "",
+                    compile_cache_warm="compile cache warm" in notes,
                 )
             )
     return out
@@ -667,7 +671,12 @@ def fit_graph_constants(rows: Sequence[Startup]) -> BudgetConstants:
     heads x max_model_len x decode requests (DSA with a bf16 KV cache), on the rows' logged estimates (a
     component fit); FP8-online rows are left to :func:`fit_fp8_online_graph_bytes`."""
     rows = [s for s in rows if not is_fp8_online(s)]
-    names = ("graph_bytes_per_piece", "graph_bytes_per_decode_seq", "dsa_graph_bytes_per_index_head_token")
+    names = (
+        "graph_bytes_per_piece",
+        "graph_bytes_per_decode_seq",
+        "mla_graph_bytes_per_decode_seq",
+        "dsa_graph_bytes_per_index_head_token",
+    )
     zero = replace(DEFAULT_CONSTANTS, **dict.fromkeys(names, 0.0))
     columns = [replace(zero, **{name: GIB}) for name in names]
     xs = [[s.fit(c).cudagraph_capture_gib for c in columns] for s in rows]
@@ -680,7 +689,13 @@ def fit_fp8_online_graph_bytes(rows: Sequence[Startup], c: BudgetConstants = DEF
     """``v1_fp8_online_graph_bytes_per_layer``: the FP8-online rows' logged estimate above the bf16 model
     (``c``'s other graph constants), per layer, averaged (least squares through 0)."""
     without = replace(c, v1_fp8_online_graph_bytes_per_layer=0.0)
-    per_layer = replace(without, graph_bytes_per_piece=0.0, graph_bytes_per_decode_seq=0.0)
+    per_layer = replace(
+        without,
+        graph_bytes_per_piece=0.0,
+        graph_bytes_per_decode_seq=0.0,
+        mla_graph_bytes_per_decode_seq=0.0,
+        dsa_graph_bytes_per_index_head_token=0.0,
+    )
     per_layer = replace(per_layer, v1_fp8_online_graph_bytes_per_layer=1.0)
     xs, ys = [], []
     for s in rows:

@@ -51,6 +51,8 @@ peak above what stays allocated. Per component:
   (``Worker.init_device`` in ``vllm/v1/worker/gpu_worker.py`` creates the cuBLAS/cuBLASLt handles
   "before the snapshot, so they count as baseline like the NCCL buffers"): ``newer_non_torch_gib``
   for any TP/PP (fitted: ~0), plus the fusion workspace (:func:`fusion_workspace_bytes`).
+* a cold torch.compile inside the profiling run holds about the embedding table
+  (:func:`compile_transient_bytes`); the peak is the larger of that and the forward's or sampler's.
 * the profiling run is Model Runner V2's by default (``VllmConfig.use_v2_model_runner``;
   ``vllm/v1/worker/gpu/model_runner.py`` ``profile_run``): one dummy forward of
   ``max_num_batched_tokens`` tokens with attention skipped (``newer_forward_scale`` x the structural
@@ -89,13 +91,17 @@ forward and sampler rates (``v1_forward_scale``, ``v1_sampler_bytes`` = the ``mi
   Hopper), counts as weights (:func:`flashmla_sparse_load_workspace_bytes`): GLM-5 with fp8 KV at 131,072
   tokens loads 62.37 GiB where bf16 KV at 2048 tokens loads 61.08.
 
-GLM-5-FP8 (10 layers, TP 1) then gives peak activation 4.09 GiB at 2048 tokens (logged 4.06) and 5.87 at
-8192 (about 5.64 from its budget), and the budget of its 16384-token, 512-sequence start-up leaves 11.1 GiB
-for activation and non-torch where this model has 8.5 (and 0.82 GiB of graphs where vLLM estimated 1.91):
-+8.2 % KV tokens. [open: that log ends before "Actual usage" and is the only start-up whose torch.compile
-first failed to load the cached AOT artifact ("Compiling model again due to a load failure ... Kernel index 1
-not found in id_to_kernel") and compiled again inside the profiling run; a start-up of the same knobs to
-"Actual usage" would say whether the ~2.7 GiB is activation or non-torch memory]
+GLM-5-FP8 (10 layers, TP 1) then gives peak activation 4.09 GiB at 2048 tokens (logged 4.06), 5.87 at 8192
+(about 5.64 from its budget) and 8.24 at 16384 (logged 7.74; GLM-5 bf16 at 16384 logs the same 7.74). What
+vLLM holds at that peak, read allocation by allocation (``gpu_truth memtrace``, GLM-5 at 16384 tokens): the
+MLA stand-in below (3584 MiB), the workspace manager's buffer (3072 MiB) and six activation blocks of the
+attention layer (1266 MiB, 79 KB per token, where the structural estimate at ``v1_forward_scale`` gives
+114: the 0.5 GiB over). A start-up whose torch.compile fails to load its cached AOT artifact ("Compiling model
+again due to a load failure ... Kernel index 1 not found in id_to_kernel") compiles again inside the profiling
+run and holds 20 such blocks instead of 6, 3.1 GiB more (GLM-5 and GLM-5-FP8 at 16384 tokens, both seen on
+the H200 after a start-up was cut mid-compile; logs in ``benchmarks/gpu_truth/logs/repeats``): a stale
+compile cache costs KV cache, which is one reason the operator keeps none. The first GLM-5-FP8 start-up at
+16384 tokens was such a run (+5.8 % KV tokens against it); from a fresh cache ours is 0.9 % under.
 
 MLA models (GLM-4.7-Flash, GLM-5.x, DeepSeek) also hold, at the forward's peak, the tensor MLA allocates in
 place of the chunked-context up-projection (:func:`mla_profile_upprojection_bytes`: 64K rows x heads/TP x
@@ -151,15 +157,19 @@ so :func:`cudagraph_bytes` models it for every release that profiles with the V1
     graphs = graph_bytes_per_piece x layers on the rank x capture sizes            (PIECEWISE sets)
              + graph_bytes_per_decode_seq x min(max_num_seqs, largest capture size) (FULL decode graphs)
 
-least squares on the logged estimates of vLLM 0.19-0.26 (49 with the H200 start-ups;
-``graph_bytes_per_piece`` 0.18 MiB, ``graph_bytes_per_decode_seq`` 1.46 MiB; rms 0.28 GiB, worst
-GLM-5-FP8 (10 layers) at 512 sequences, 1.91 logged and 0.82 ours, then DeepSeek-V2-Lite at TP 1, 1.57
-logged and 0.96 ours: MLA and MoE layers take more; GLM-5-FP8 logs 0.28 / 1.01 / 1.91 GiB at 64 / 256 / 512
-sequences, faster than linear in the FULL decode batch, which this shape cannot follow [open: its FULL
-graphs were not read]; the 256-sequence rows on Ampere and Ada come out 0.1-0.3 GiB high). The
-per-request term stands for the FULL decode
-graphs and the first FULL capture at the largest decode batch [inferred: the logs at 256 sequences
-keep 0.2-0.3 GiB outside the per-layer term, at 1024 sequences 0.5].
+plus ``mla_graph_bytes_per_decode_seq`` per request for MLA models and the DSA term below; least squares
+on the 52 logged estimates of vLLM 0.19-0.26 (``graph_bytes_per_piece`` 0.27 MiB,
+``graph_bytes_per_decode_seq`` 0.75 MiB, ``mla_graph_bytes_per_decode_seq`` 0.96 MiB; rms 0.17 GiB, worst
+Qwen3-30B-A3B at TP 1 on 0.19, 1.41 logged and 1.03 ours, then Qwen3-30B-A3B-FP8 on the H200 and
+GLM-4.7-Flash at 256 sequences, 0.3-0.4 GiB high). With one per-request constant for every attention the fit
+was rms 0.22 GiB and DeepSeek-V2-Lite 0.78 GiB under: MLA decode graphs hold more per request (GLM-4.7-Flash
+logs 0.32 / 0.75 GiB at 64 / 256 sequences) and gpt-oss's FlashAttention ones almost nothing (0.49 GiB at 64
+and at 128). The DEBUG lines of the V1 estimate show where it comes from (GLM-5-FP8 at 512 sequences,
+"Estimated PIECEWISE CUDA graph memory: 178.00 MiB first-capture + (51-1) x 1.00 MiB per-graph", "FULL ...:
+1858.00 MiB first-capture + (51-1) x 1.00 MiB per-graph", 1.91 GiB in all): the later graphs sit at the
+1 MiB floor, and the first FULL capture at the largest decode batch is most of it, which is why the
+per-request terms carry the estimate. Capture sizes are the model's own where vLLM's model config sets them
+(:data:`MODEL_MAX_CAPTURE_SIZE`: gpt-oss captures up to 1024 tokens whatever max_num_seqs).
 
 Model Runner V2 (vLLM 0.33 for every model) keeps ``newer_cudagraph_bytes_per_piece`` per layer and
 capture size divided by TP. The TP-free shape was tried there and not adopted: on Qwen3-32B at TP 2 on
@@ -312,6 +322,11 @@ PROFILING_V1_NEWER = 3
 GIB = 1024**3
 VOCAB_PADDING = 64
 MAX_CAPTURE_SIZE = 512
+#: models whose vLLM config raises the largest CUDA-graph capture size whatever max_num_seqs (vLLM 0.26
+#: ``GptOssForCausalLMConfig.verify_and_update_config``, ``vllm/model_executor/models/config.py``
+#: L366-379, 0.33 L549-559: "Increase the max capture size from 512 to 1024 for performance"; the H200
+#: logs of gpt-oss-20b at 64 and 128 sequences both say "PIECEWISE=83 (largest=1024)")
+MODEL_MAX_CAPTURE_SIZE = {"GptOssForCausalLM": 1024}
 # DSA prefill workspaces (vLLM 0.33.0, sources in the module docstring)
 DSA_WORKSPACE_FACTOR_SHORT = 5  # max_model_len <= DSA_WORKSPACE_FACTOR_SWITCH
 DSA_WORKSPACE_FACTOR_LONG = 2
@@ -379,19 +394,22 @@ class BudgetConstants:
     # squares on the 49 logged "Estimated CUDA graph memory" figures of vLLM 0.19-0.26 (tests/fit_truth.py
     # fit_graph_constants; benchmarks/fit_errors.py --refit prints them), a component fit on no KV-token
     # figure
-    graph_bytes_per_piece: float = 0.2318 * 2**20  # per layer on the rank and capture size
-    graph_bytes_per_decode_seq: float = 1.1338 * 2**20  # per request of the largest FULL decode graph
+    graph_bytes_per_piece: float = 0.2724 * 2**20  # per layer on the rank and capture size
+    graph_bytes_per_decode_seq: float = 0.7491 * 2**20  # per request of the largest FULL decode graph
+    mla_graph_bytes_per_decode_seq: float = (
+        0.9574 * 2**20
+    )  # what an MLA model's FULL decode graphs add per request
     # what the V1 runner's estimate adds per layer on the rank when an MLA model's bf16 checkpoint is
     # quantized at load (--quantization fp8: per-tensor FP8 through CUTLASS scaled_mm): fitted on the two
     # GLM-4.7-Flash start-ups of benchmarks/gpu_truth (1.70 and 1.44 GiB logged where bf16 logs 0.75 and
     # 0.32; tests/fit_truth.py fit_fp8_online_graph_bytes). Not GQA: Qwen3-30B-A3B quantized the same way
     # logs 0.46 GiB, no more than its FP8 checkpoint [inferred: MLA's path; one MLA model measured]
-    v1_fp8_online_graph_bytes_per_layer: float = 22.23 * 2**20
+    v1_fp8_online_graph_bytes_per_layer: float = 18.86 * 2**20
     # DSA (GLM-5.x) FULL decode graphs with a bf16 KV cache, per decode request, index head and token of
     # max_model_len (see cudagraph_bytes): fitted with the two above (the five GLM-5 / GLM-5-FP8 rows,
     # 32 to 512 requests at 32k tokens, land within 0.03 GiB); the shape is the indexer's fp32 logits,
     # 4 B per index head and token at most
-    dsa_graph_bytes_per_index_head_token: float = 2.456
+    dsa_graph_bytes_per_index_head_token: float = 1.9151
     newer_moe_workspace_scale: float = 6.0
     # vLLM >= 0.20 profiled by the V1 model runner (see "vLLM >= 0.20, the V1 model runner" in the docstring):
     # fitted on that generation's V1 rows, the H200 start-ups of vLLM 0.26 (benchmarks/gpu_truth) among them
@@ -430,6 +448,8 @@ class BudgetSettings:
     flashinfer_sampler: bool = False
     custom_all_reduce: bool = True
     enforce_eager: bool = False
+    # torch.compile loads its artifacts instead of compiling in the profiling run (compile_transient_bytes)
+    compile_cache_warm: bool = False
     max_model_len: int = 0
     compute_capability: float = 9.0
     decode_context_parallel_size: int = 1
@@ -454,6 +474,10 @@ class BudgetSettings:
     kv_cache_fp8: bool = False
     # vLLM 0.26's DSA profiling run (planning.engine.dsa_shared_workspace; see v1_dsa_indexer_workspace_bytes)
     dsa_shared_workspace: bool = False
+    # multi-head latent attention (FULL decode graphs take more per request: mla_graph_bytes_per_decode_seq)
+    mla: bool = False
+    # a model's own largest capture size (MODEL_MAX_CAPTURE_SIZE; 0: vLLM's default from max_num_seqs)
+    max_cudagraph_capture_size: int = 0
     # DSA index heads whose decode logits the V1 runner's FULL graphs hold per request (0: not DSA, or an
     # fp8 KV cache, whose FlashMLA-sparse path the H200 log shows without them)
     dsa_graph_index_heads: int = 0
@@ -762,6 +786,33 @@ def mla_profile_upprojection_bytes(arch: ModelArchitecture, tp: int, settings: B
     return rows * heads * (arch.qk_nope_head_dim + arch.v_head_dim) * 2.0
 
 
+def compile_transient_bytes(arch: ModelArchitecture, tp: int, settings: BudgetSettings) -> float:
+    """What a cold ``torch.compile`` allocates inside vLLM's profiling run, on one rank (vLLM >= 0.20).
+
+    The first forward of the profiling run compiles the model (``compilation/compiler_interface.py`` L376
+    in 0.26.0, ``standalone_compile`` with the real example inputs), and what Inductor allocates there counts
+    in the torch peak. The H200 start-ups of ``benchmarks/gpu_truth`` (every one a cold compile, as in a
+    pod: the operator keeps no compile cache) show it, allocation by allocation in the ``gpu_truth
+    memtrace`` lines, as the peak of every run whose forward and sampler are small: Qwen3-30B-A3B-FP8 at
+    2048 tokens and 32 sequences peaks at 609.5 MiB, all of it inside that call, where its embedding is
+    151,936 x 2048 x 2 B = 594.5 MiB; Qwen3-8B peaks at 1.19 / 1.29 GiB at 2048 / 8192 tokens (embedding
+    1.16 GiB) and gpt-oss-20b at 1.12 / 1.17 GiB at 4096 / 8192 (embedding 1.08 GiB)::
+
+        compile_transient = padded vocab / TP x hidden x 2 B + 2 x max_num_batched_tokens x hidden x 2 B
+
+    [inferred: the block sizes inside the compile were not printed; the figure is the embedding table's and
+    two hidden-state buffers of the batch, within 0.02 GiB on those five start-ups]. A warm compile cache
+    skips it: the two Qwen2.5 logs on an RTX 4090 (vLLM 0.24, "torch.compile took 3-4 s", a partial cache
+    hit) keep less than their embedding. With ``--enforce-eager`` nothing is compiled.
+    """
+    if settings.enforce_eager or settings.compile_cache_warm or settings.generation != GENERATION_NEWER:
+        return 0.0
+    hidden = arch.hidden_size
+    return (
+        padded_vocab(arch) / max(1, tp) * hidden * 2.0 + 2.0 * settings.max_num_batched_tokens * hidden * 2.0
+    )
+
+
 def activation_peak_bytes(
     arch: ModelArchitecture,
     tp: int,
@@ -769,12 +820,21 @@ def activation_peak_bytes(
     c: BudgetConstants = DEFAULT_CONSTANTS,
     last_stage: bool = True,
 ) -> float:
-    """torch peak increase of vLLM's profiling run on one rank.
+    """torch peak increase of vLLM's profiling run on one rank: the forward's peak (and the sampler's on the
+    last stage) or, when larger, the cold compile's (:func:`compile_transient_bytes`).
 
     Only the last pipeline stage runs the dummy sampler (``profile_run``: ``if get_pp_group().is_last_rank``
     in ``vllm/v1/worker/gpu_model_runner.py``, ``if self.is_last_pp_rank`` in the 0.33 runner
     ``vllm/v1/worker/gpu/model_runner.py``); earlier stages peak at the forward pass.
     """
+    return max(
+        _run_peak_bytes(arch, tp, settings, c, last_stage), compile_transient_bytes(arch, tp, settings)
+    )
+
+
+def _run_peak_bytes(
+    arch: ModelArchitecture, tp: int, settings: BudgetSettings, c: BudgetConstants, last_stage: bool
+) -> float:
     mla = mla_profile_upprojection_bytes(arch, tp, settings)
     moe = moe_workspace_bytes(arch, tp, c, settings.compute_capability, settings)
     if arch.index_head_dim and v1_dsa_shared_workspace(settings):
@@ -887,15 +947,23 @@ def cudagraph_capture_sizes(max_num_seqs: int) -> tuple[int, ...]:
 
 @functools.lru_cache(maxsize=256)  # pure; asked for every candidate of every plan
 def newer_cudagraph_capture_sizes(
-    max_num_seqs: int, max_num_batched_tokens: int = 0, compute_capability: float = 9.0
+    max_num_seqs: int,
+    max_num_batched_tokens: int = 0,
+    compute_capability: float = 9.0,
+    max_capture_size: int = 0,
 ) -> tuple[int, ...]:
-    """vLLM 0.33's default capture sizes (``VllmConfig._set_cudagraph_sizes``, ``vllm/config/vllm.py``).
+    """vLLM 0.33's default capture sizes (``VllmConfig._set_cudagraph_sizes``, ``vllm/config/vllm.py``;
+    0.26.0 L1783-1843 the same but for the Blackwell ceiling).
 
     1, 2, 4, every 8 below 256, then every 16 up to min(2 x max_num_seqs, 512) (1024 on data-center
-    Blackwell, compute capability 10.x), plus max_num_batched_tokens when it is below that ceiling.
+    Blackwell, compute capability 10.x) or the model's own ``max_capture_size``
+    (:data:`MODEL_MAX_CAPTURE_SIZE`), at most max_num_batched_tokens, plus max_num_batched_tokens when
+    it is below that ceiling.
     """
     ceiling = 1024 if int(compute_capability) == 10 else MAX_CAPTURE_SIZE
-    largest = min(2 * max_num_seqs, ceiling)
+    largest = max_capture_size or min(2 * max_num_seqs, ceiling)
+    if max_num_batched_tokens > 0:
+        largest = min(largest, max_num_batched_tokens)
     sizes = {s for s in (1, 2, 4) if s <= largest}
     sizes |= set(range(8, min(largest + 1, 256), 8))
     sizes |= set(range(256, largest + 1, 16))
@@ -915,9 +983,11 @@ def cudagraph_bytes(
     Model Runner V2's list), not divided by TP::
 
         graph_bytes_per_piece x layers on the rank x capture sizes
-        + graph_bytes_per_decode_seq x min(max_num_seqs, largest capture size)
+        + (graph_bytes_per_decode_seq [+ mla_graph_bytes_per_decode_seq for MLA])
+          x min(max_num_seqs, largest capture size)
 
-    plus ``v1_fp8_online_graph_bytes_per_layer`` per layer when an MLA model's bf16 checkpoint is quantized
+    (capture sizes: :func:`newer_cudagraph_capture_sizes`, with the model's own ceiling where its vLLM config
+    sets one, :data:`MODEL_MAX_CAPTURE_SIZE`) plus ``v1_fp8_online_graph_bytes_per_layer`` per layer when an MLA model's bf16 checkpoint is quantized
     at load, and, for DSA models with a bf16 KV cache, ``dsa_graph_bytes_per_index_head_token`` x index
     heads x max_model_len per decode request: the FULL decode graph keeps the indexer's paged-MQA logits
     (``fp8_fp4_paged_mqa_logits``, ``model_executor/layers/sparse_attn_indexer.py`` 0.26 L582-590, output
@@ -935,7 +1005,10 @@ def cudagraph_bytes(
         pieces = layers_on_rank * len(cudagraph_capture_sizes(settings.max_num_seqs))
         return c.cudagraph_bytes_per_piece * pieces
     sizes = newer_cudagraph_capture_sizes(
-        settings.max_num_seqs, settings.max_num_batched_tokens, settings.compute_capability
+        settings.max_num_seqs,
+        settings.max_num_batched_tokens,
+        settings.compute_capability,
+        settings.max_cudagraph_capture_size,
     )
     if settings.profiling_run == GENERATION_NEWER:
         if not settings.v2_graph_estimate:
@@ -945,4 +1018,5 @@ def cudagraph_bytes(
     fp8_online = c.v1_fp8_online_graph_bytes_per_layer * layers_on_rank if settings.fp8_online_mla else 0.0
     piecewise = c.graph_bytes_per_piece * layers_on_rank * len(sizes)
     dsa = c.dsa_graph_bytes_per_index_head_token * settings.dsa_graph_index_heads * settings.max_model_len
-    return piecewise + (c.graph_bytes_per_decode_seq + dsa) * decode + fp8_online
+    per_request = c.graph_bytes_per_decode_seq + (c.mla_graph_bytes_per_decode_seq if settings.mla else 0.0)
+    return piecewise + (per_request + dsa) * decode + fp8_online

@@ -82,6 +82,7 @@ from glm_operator.planning.budget import (
     DSA_WORKSPACE_FACTOR_LONG,
     DSA_WORKSPACE_FACTOR_SHORT,
     DSA_WORKSPACE_FACTOR_SWITCH,
+    MODEL_MAX_CAPTURE_SIZE,
     BudgetConstants,
     BudgetSettings,
     activation_peak_bytes,
@@ -162,6 +163,9 @@ class FitInput:
     flashinfer_sampler: bool | None = None
     custom_all_reduce: bool = True
     enforce_eager: bool = False
+    # vLLM found its torch.compile artifacts in its cache (no compile in the profiling run, see
+    # budget.compile_transient_bytes); the operator's pods keep no compile cache, so False for every plan
+    compile_cache_warm: bool = False
     constants: BudgetConstants = DEFAULT_CONSTANTS
     weights_gib: float | None = None
     guarantee_min_concurrency: bool = False
@@ -731,6 +735,7 @@ def _budget_settings(inp: FitInput, precision: str) -> BudgetSettings:
         ),
         custom_all_reduce=inp.custom_all_reduce,
         enforce_eager=inp.enforce_eager,
+        compile_cache_warm=inp.compile_cache_warm,
         max_model_len=inp.max_model_len,
         compute_capability=inp.compute_capability,
         decode_context_parallel_size=inp.decode_context_parallel_size,
@@ -742,6 +747,8 @@ def _budget_settings(inp: FitInput, precision: str) -> BudgetSettings:
         v2_graph_estimate=v2_graph_estimate(inp.vllm_version),
         kv_cache_fp8=inp.kv_cache_dtype.lower() == "fp8",
         dsa_shared_workspace=dsa_shared_workspace(inp.vllm_version),
+        max_cudagraph_capture_size=MODEL_MAX_CAPTURE_SIZE.get(arch.architecture, 0),
+        mla=arch.is_mla,
         dsa_graph_index_heads=(
             arch.index_n_heads if arch.attention == "mla+dsa" and inp.kv_cache_dtype.lower() != "fp8" else 0
         ),
@@ -893,8 +900,9 @@ def _reasons(
     return reasons
 
 
-# GLM-5.x (DSA) start-ups measured up to this many batched tokens within 1 % (benchmarks/gpu_truth)
-DSA_MEASURED_BATCHED_TOKENS = 8192
+# GLM-5.x (DSA) start-ups measured up to this many batched tokens within 1 % (benchmarks/gpu_truth: GLM-5 and
+# GLM-5-FP8 at 2048, 8192 and 16384)
+DSA_MEASURED_BATCHED_TOKENS = 16384
 
 
 def _uncertainties(inp: FitInput, budget: _MemoryBudget, kv: _KvCapacity, verdict: _Verdict) -> list[str]:
@@ -919,9 +927,9 @@ def _uncertainties(inp: FitInput, budget: _MemoryBudget, kv: _KvCapacity, verdic
         and budget.max_num_batched_tokens > DSA_MEASURED_BATCHED_TOKENS
     ):
         uncertain.append(
-            f"max-num-batched-tokens {budget.max_num_batched_tokens} on a DSA model (GLM-5.x): the one "
-            "start-up measured above 8192 (GLM-5-FP8 at 16384, vLLM 0.26) reserved ~2.7 GiB per GPU more "
-            "than this model (KV tokens ~6 % fewer than planned); keep 8192 or set guaranteeMinConcurrency"
+            f"max-num-batched-tokens {budget.max_num_batched_tokens} on a DSA model (GLM-5.x): start-ups "
+            f"were measured up to {DSA_MEASURED_BATCHED_TOKENS} (within 1 % of vLLM 0.26's KV tokens); above "
+            "that the profiling run's peak is extrapolated; set guaranteeMinConcurrency for a margin"
         )
     if verdict.within_error and not inp.guarantee_min_concurrency:
         uncertain.append(
