@@ -676,3 +676,15 @@ def test_a_dsa_plan_above_the_measured_batched_tokens_says_it_is_uncertain() -> 
     assert not any("on a DSA model" in u for u in measured.fit().uncertain)
     beyond = replace(measured, max_num_batched_tokens=32768)
     assert any("max-num-batched-tokens 32768 on a DSA model" in u for u in beyond.fit().uncertain)
+
+
+def test_vllm_0_26_counts_its_cublas_handles_as_non_torch_memory_under_either_runner() -> None:
+    """0.26.0's Worker.init_device creates no cuBLAS handle before the snapshot (0.33.0 does): its H200
+    start-ups log 0.22-0.25 GiB of non-torch memory at TP 1, Model Runner V2 (Qwen3-8B) and V1 alike."""
+    rows = {s.id: s for s in NEWER}
+    for name in ("h200-qwen3-8b-s16-b2k", "h200-flash-c32k"):
+        row = rows[name]
+        assert row.logged_non_torch_gib is not None
+        assert abs(row.fit().non_torch_gib - row.logged_non_torch_gib) < 0.05, name
+    later = replace(rows["h200-qwen3-8b-s16-b2k"], vllm_version=(0, 33, 0))
+    assert later.fit().non_torch_gib == DEFAULT_CONSTANTS.newer_non_torch_gib

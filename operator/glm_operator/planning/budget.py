@@ -450,6 +450,9 @@ class BudgetSettings:
     enforce_eager: bool = False
     # torch.compile loads its artifacts instead of compiling in the profiling run (compile_transient_bytes)
     compile_cache_warm: bool = False
+    # the cuBLAS handles exist before vLLM's first memory snapshot (planning.engine.cublas_before_snapshot:
+    # 0.33, assumed from 0.27); before that they are non-torch memory (mid_non_torch_gib)
+    cublas_before_snapshot: bool = True
     max_model_len: int = 0
     compute_capability: float = 9.0
     decode_context_parallel_size: int = 1
@@ -922,7 +925,8 @@ def non_torch_bytes(
     fusion = fusion_workspace_bytes(hidden_size, tp, pp, settings)
     if settings.profiling_run == GENERATION_NEWER:
         pp_extra = c.newer_pp_non_torch_gib if pp > 1 else 0.0
-        return (c.newer_non_torch_gib + pp_extra) * GIB + fusion
+        base = c.newer_non_torch_gib if settings.cublas_before_snapshot else c.mid_non_torch_gib
+        return (base + pp_extra) * GIB + fusion
     if settings.profiling_run in (GENERATION_MID, PROFILING_V1_NEWER):
         # the custom all-reduce's buffers; without it (PCIe beyond two GPUs, multi-node) NCCL's alone
         custom = c.mid_non_torch_tp_gib if settings.custom_all_reduce else c.non_torch_multi_gpu_gib
@@ -987,9 +991,10 @@ def cudagraph_bytes(
           x min(max_num_seqs, largest capture size)
 
     (capture sizes: :func:`newer_cudagraph_capture_sizes`, with the model's own ceiling where its vLLM config
-    sets one, :data:`MODEL_MAX_CAPTURE_SIZE`) plus ``v1_fp8_online_graph_bytes_per_layer`` per layer when an MLA model's bf16 checkpoint is quantized
-    at load, and, for DSA models with a bf16 KV cache, ``dsa_graph_bytes_per_index_head_token`` x index
-    heads x max_model_len per decode request: the FULL decode graph keeps the indexer's paged-MQA logits
+    sets one, :data:`MODEL_MAX_CAPTURE_SIZE`) plus ``v1_fp8_online_graph_bytes_per_layer`` per layer when
+    an MLA model's bf16 checkpoint is quantized at load, and, for DSA models with a bf16 KV cache,
+    ``dsa_graph_bytes_per_index_head_token`` x index heads x max_model_len per decode request: the FULL
+    decode graph keeps the indexer's paged-MQA logits
     (``fp8_fp4_paged_mqa_logits``, ``model_executor/layers/sparse_attn_indexer.py`` 0.26 L582-590, output
     [B, max_model_len] fp32 per index head before the weighted sum, as the logged estimates scale:
     GLM-5-FP8 0.28 / 1.01 / 1.91 GiB at 64 / 256 / 512 requests, GLM-5 0.13 GiB at 32, all at 32k

@@ -94,6 +94,11 @@ V2_RUNNER_EVERYWHERE_SINCE: Version = (0, 33, 0)
 #: H200 start-ups log no "Estimated CUDA graph memory" (benchmarks/gpu_truth). 0.27-0.32 were not read: the
 #: 0.27.1 rows were fitted with the estimate, so it is assumed from 0.27.
 V2_GRAPH_ESTIMATE_SINCE: Version = (0, 27, 0)
+#: ``Worker.init_device`` creates the cuBLAS/cuBLASLt handles before vLLM's first memory snapshot, so they
+#: are baseline, not "non-torch memory": 0.33.0 does (``vllm/v1/worker/gpu_worker.py``, "Create the handles
+#: now, before the snapshot"); 0.26.0 does not, and its H200 start-ups log 0.22-0.25 GiB of non-torch memory
+#: at TP 1 with either model runner. 0.27-0.32 were not read: the 0.27.1 rows fit ~0, so assumed from 0.27.
+CUBLAS_BEFORE_SNAPSHOT_SINCE: Version = (0, 27, 0)
 #: A DSA model's profiling run as read in the 0.26.0 wheel (``planning.budget``
 #: ``v1_dsa_indexer_workspace_bytes``, ``flashmla_sparse_load_workspace_bytes``): the indexer's K-gather
 #: rows share the workspace manager's buffer with the fused-MoE layers and FlashMLA-sparse reserves its
@@ -155,6 +160,11 @@ def model_runner_v2(version: Version, architecture: str, is_moe: bool, hybrid: b
 def v2_graph_estimate(version: Version) -> bool:
     """Whether Model Runner V2 of vLLM ``version`` takes a CUDA-graph estimate off the budget (not 0.26)."""
     return version >= V2_GRAPH_ESTIMATE_SINCE
+
+
+def cublas_before_snapshot(version: Version) -> bool:
+    """Whether vLLM ``version`` counts its cuBLAS handles as baseline (``CUBLAS_BEFORE_SNAPSHOT_SINCE``)."""
+    return version >= CUBLAS_BEFORE_SNAPSHOT_SINCE
 
 
 def dsa_shared_workspace(version: Version) -> bool:
