@@ -221,6 +221,8 @@ def test_memtrace_reports_the_blocks_live_at_the_net_peak() -> None:
     assert "300.0 MiB" in lines[1]
     assert "fused_moe/modular_kernel.py:2 f1 < vllm/models/glm.py:3 f2" in lines[1]
     assert "100.0 MiB" in lines[2] and "cxyz.py:1 f0" in lines[2]
+    blocks = [line for line in lines if line.strip().startswith("block")]
+    assert len(blocks) == 2 and "300.0 MiB at torch/empty.py:1 f0 < vllm/model_executor" in blocks[0]
 
 
 def test_memtrace_wraps_profile_run_once_and_restores_it() -> None:

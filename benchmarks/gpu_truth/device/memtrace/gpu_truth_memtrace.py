@@ -7,7 +7,8 @@
 runs under ``torch.cuda.memory._record_memory_history``. When it returns, the trace is replayed to the
 moment the bytes it allocated (less what it freed of older blocks) peak, which is the "peak activation"
 vLLM reports, and the blocks live at that moment are printed, grouped by the first two vLLM (or generated
-torch.compile) frames of their allocation, largest first. Each line starts with ``gpu_truth memtrace:``.
+torch.compile) frames of their allocation, largest first, then the five largest blocks with their innermost
+frames. Each line starts with ``gpu_truth memtrace:``.
 
 Nothing here may stop a start-up: any failure is printed and the profiling run goes on untraced. Only
 the device runs this; CI never imports it.
@@ -26,6 +27,8 @@ TARGET = "vllm.v1.worker.gpu_worker"
 PREFIX = "gpu_truth memtrace:"
 MAX_ENTRIES = 500_000
 TOP = 15
+BLOCKS = 5  # the largest single blocks live at the peak
+BLOCK_FRAMES = 4
 MIB = 2**20
 
 
@@ -167,4 +170,17 @@ def report(snapshot: dict[str, Any], device: int) -> list[str]:
     ]
     for site, (size, count) in sorted(groups.items(), key=lambda kv: -kv[1][0])[:TOP]:
         lines.append(f"  {size / MIB:10.1f} MiB {count:5d} x {site}")
+    # the largest blocks one by one, with their innermost frames whatever the file (torch's own included)
+    for event in sorted(live.values(), key=lambda e: -int(e.get("size", 0)))[:BLOCKS]:
+        frames = event.get("frames") or []
+        where = " < ".join(f"{_short(f)}:{f.get('line')} {f.get('name')}" for f in frames[:BLOCK_FRAMES])
+        lines.append(f"  block {int(event.get('size', 0)) / MIB:10.1f} MiB at {where}")
     return lines
+
+
+def _short(frame: dict[str, Any]) -> str:
+    name = str(frame.get("filename", "?"))
+    for marker in ("/vllm/", "/torch/", "/flashinfer/", "/triton/"):
+        if marker in name:
+            return name[name.index(marker) + 1 :]
+    return name[name.rfind("/") + 1 :]
