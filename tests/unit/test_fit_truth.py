@@ -688,3 +688,18 @@ def test_vllm_0_26_counts_its_cublas_handles_as_non_torch_memory_under_either_ru
         assert abs(row.fit().non_torch_gib - row.logged_non_torch_gib) < 0.05, name
     later = replace(rows["h200-qwen3-8b-s16-b2k"], vllm_version=(0, 33, 0))
     assert later.fit().non_torch_gib == DEFAULT_CONSTANTS.newer_non_torch_gib
+
+
+def test_the_v1_runner_glm5_rows_are_predictions_held_out_and_glm52_is_not() -> None:
+    """Leave-one-model-out decides row by row which held-out errors are predictions: GLM-5.2 (Model Runner
+    V2) alone pins newer_moe_workspace_scale; the H200 GLM-5 / GLM-5-FP8 rows (V1 runner) depend on no
+    constant fitted on newer rows, so their held-out errors are predictions, within 1 %."""
+    rows = [s for s in newer_engine_startups() if s.family == "glm-mla-dsa"]
+    train = [s for s in newer_engine_startups() if s.family != "glm-mla-dsa"]
+    glm52 = next(s for s in rows if s.id == "aws-glm52-fp8-h200-tp8")
+    assert uninformed_constants(train, [glm52], DEFAULT_CONSTANTS)
+    h200 = [s for s in rows if s.id.startswith("h200-")]
+    assert len(h200) >= 7
+    for s in h200:
+        assert uninformed_constants(train, [s], DEFAULT_CONSTANTS) == (), s.id
+        assert abs(row_error(s).relative) <= 0.01, s.id
