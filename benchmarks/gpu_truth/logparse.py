@@ -106,6 +106,16 @@ def parse(text: str) -> StartupLog:
     )
 
 
+def memtrace_sites(text: str) -> dict[str, float]:
+    """MiB per allocation site live at the profiling run's peak, from the ``gpu_truth memtrace`` lines of
+    ``device/memtrace`` (the innermost vLLM frame, e.g. ``vllm/v1/worker/workspace.py:176``); empty when the
+    log has none."""
+    sites: dict[str, float] = {}
+    for m in re.finditer(r"gpu_truth memtrace:\s+([0-9.]+) MiB\s+\d+ x (\S+)", text):
+        sites[m.group(2)] = sites.get(m.group(2), 0.0) + float(m.group(1))
+    return sites
+
+
 def read_log(path: Path) -> str:
     """A log as committed (``.log.gz``) or as written (``.log``)."""
     data = path.read_bytes()

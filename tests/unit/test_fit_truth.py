@@ -703,3 +703,39 @@ def test_the_v1_runner_glm5_rows_are_predictions_held_out_and_glm52_is_not() -> 
     for s in h200:
         assert uninformed_constants(train, [s], DEFAULT_CONSTANTS) == (), s.id
         assert abs(row_error(s).relative) <= 0.01, s.id
+
+
+def test_the_budget_terms_are_the_allocations_memtrace_saw_at_the_peak() -> None:
+    """The memtrace lines of the H200 logs (benchmarks/gpu_truth/device/memtrace) list what vLLM held at the
+    profiling run's peak: the workspace manager's buffer is TritonExperts' two buffers, the MLA stand-in is
+    the chunked-context up-projection, the cold compile the embedding table, the sampler pass about 14 B per
+    row and vocabulary entry (ours 16)."""
+    from benchmarks.gpu_truth.cases import LOGS
+    from benchmarks.gpu_truth.logparse import memtrace_sites, read_log
+
+    mib = 2**20
+    rows = {s.id: s for s in NEWER}
+    workspace, mla = (
+        "vllm/v1/worker/workspace.py:176",
+        "vllm/model_executor/layers/attention/mla_attention.py:710",
+    )
+    for name, tokens in (("glm5-b16k", 16384), ("glm5fp8-c128k-kvfp8", 8192), ("qwen3moe-fp8-b16k", 16384)):
+        row = rows["h200-" + name]
+        arch = row.resolved().architecture
+        sites = memtrace_sites(read_log(LOGS / f"{name}.log.gz"))
+        assert row.max_num_batched_tokens == tokens
+        assert sites[workspace] * mib == triton_experts_workspace_bytes(arch, 1, tokens), name
+        if arch.is_mla:
+            settings = BudgetSettings(tokens, row.max_num_seqs, max_model_len=row.max_model_len)
+            assert sites[mla] * mib == mla_profile_upprojection_bytes(arch, 1, settings), name
+    qwen = rows["h200-qwen3moe-fp8-b16k"]
+    sites = memtrace_sites(read_log(LOGS / "qwen3moe-fp8-b16k.log.gz"))
+    sampled = sum(v for k, v in sites.items() if "/sample/" in k or "layers/utils.py" in k)
+    v1 = BudgetSettings(16384, 1024, True, generation=GENERATION_NEWER, model_runner_v1=True)
+    ours = sampler_peak_bytes(qwen.resolved().architecture, v1) / mib
+    assert sampled < ours < 1.2 * sampled  # 2153.8 MiB measured
+    small = rows["h200-qwen3moe-fp8-s32-b2k"]
+    compiled = memtrace_sites(read_log(LOGS / "qwen3moe-fp8-s32-b2k.log.gz"))
+    cold = BudgetSettings(2048, 32, generation=GENERATION_NEWER)
+    transient = compile_transient_bytes(small.resolved().architecture, 1, cold) / mib
+    assert compiled == {"vllm/compilation/compiler_interface.py:376": pytest.approx(transient, rel=0.01)}
