@@ -86,6 +86,7 @@ from glm_operator.planning.budget import (
     BudgetConstants,
     BudgetSettings,
     activation_peak_bytes,
+    compile_transient_bytes,
     cudagraph_bytes,
     dsa_workspace_bytes_per_context_token,
     dsa_workspace_factor,
@@ -642,6 +643,9 @@ class _MemoryBudget(NamedTuple):
     cudagraph_estimate: float
     cudagraphs_in_budget: bool
     available: list[float]
+    compile_transient: float = (
+        0.0  # the cold torch.compile's share of the activation peak (when it is larger)
+    )
 
     @property
     def cudagraphs_counted(self) -> float:
@@ -789,6 +793,7 @@ def _memory_budget(
         cudagraph_estimate=graphs,
         cudagraphs_in_budget=in_budget,
         available=available,
+        compile_transient=compile_transient_bytes(arch, tp, settings),
     )
 
 
@@ -845,7 +850,7 @@ def _budget_reason(inp: FitInput, budget: _MemoryBudget, stage: int) -> str:
         f"budget {budget.requested / GIB:.2f} GiB ({inp.gpu_memory_gib:.2f} GiB x "
         f"{budget.utilization}) - "
         f"weights - activation {budget.activations[stage] / GIB:.2f} GiB "
-        f"(max_num_batched_tokens {budget.max_num_batched_tokens}) - "
+        f"({_activation_source(budget, stage)}) - "
         f"non-torch {budget.non_torch / GIB:.2f} GiB"
         + (f" (of it {fusion / GIB:.2f} GiB FlashInfer all-reduce fusion workspace)" if fusion else "")
         + f" - CUDA graphs {budget.cudagraphs_counted / GIB:.2f} GiB "
@@ -853,6 +858,14 @@ def _budget_reason(inp: FitInput, budget: _MemoryBudget, stage: int) -> str:
         f"{format_version(inp.vllm_version)}) = "
         f"{budget.available[stage] / GIB:.2f} GiB for the KV cache"
     )
+
+
+def _activation_source(budget: _MemoryBudget, stage: int) -> str:
+    """What sets a stage's activation peak: the profiling run's batch, or the cold torch.compile inside it."""
+    batch = f"max_num_batched_tokens {budget.max_num_batched_tokens}"
+    if budget.compile_transient and budget.compile_transient >= budget.activations[stage]:
+        return f"a cold torch.compile, about the embedding table; {batch}"
+    return batch
 
 
 def _margin(inp: FitInput, kv: _KvCapacity, verdict: _Verdict) -> str:
