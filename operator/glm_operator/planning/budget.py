@@ -391,14 +391,13 @@ class BudgetConstants:
     # (LMCache/LMCache#3430)
     newer_cudagraph_bytes_per_piece: float = 0.29 * 2**20
     # the V1 model runner's graph estimate (vLLM >= 0.18; see cudagraph_bytes), not divided by TP: least
-    # squares on the 49 logged "Estimated CUDA graph memory" figures of vLLM 0.19-0.26 (tests/fit_truth.py
+    # squares on the 52 logged "Estimated CUDA graph memory" figures of vLLM 0.19-0.26 (tests/fit_truth.py
     # fit_graph_constants; benchmarks/fit_errors.py --refit prints them), a component fit on no KV-token
     # figure
     graph_bytes_per_piece: float = 0.2724 * 2**20  # per layer on the rank and capture size
     graph_bytes_per_decode_seq: float = 0.7491 * 2**20  # per request of the largest FULL decode graph
-    mla_graph_bytes_per_decode_seq: float = (
-        0.9574 * 2**20
-    )  # what an MLA model's FULL decode graphs add per request
+    # what an MLA model's FULL decode graphs add per request (fitted with the two above)
+    mla_graph_bytes_per_decode_seq: float = 0.9574 * 2**20
     # what the V1 runner's estimate adds per layer on the rank when an MLA model's bf16 checkpoint is
     # quantized at load (--quantization fp8: per-tensor FP8 through CUTLASS scaled_mm): fitted on the two
     # GLM-4.7-Flash start-ups of benchmarks/gpu_truth (1.70 and 1.44 GiB logged where bf16 logs 0.75 and
@@ -406,8 +405,9 @@ class BudgetConstants:
     # logs 0.46 GiB, no more than its FP8 checkpoint [inferred: MLA's path; one MLA model measured]
     v1_fp8_online_graph_bytes_per_layer: float = 18.86 * 2**20
     # DSA (GLM-5.x) FULL decode graphs with a bf16 KV cache, per decode request, index head and token of
-    # max_model_len (see cudagraph_bytes): fitted with the two above (the five GLM-5 / GLM-5-FP8 rows,
-    # 32 to 512 requests at 32k tokens, land within 0.03 GiB); the shape is the indexer's fp32 logits,
+    # max_model_len (see cudagraph_bytes): fitted with the per-piece and per-request terms (the six bf16-KV
+    # GLM-5 / GLM-5-FP8 rows, 32 to 512 requests at 32k tokens, land within 0.1 GiB); the shape is the
+    # indexer's fp32 logits,
     # 4 B per index head and token at most
     dsa_graph_bytes_per_index_head_token: float = 1.9151
     newer_moe_workspace_scale: float = 6.0
@@ -998,7 +998,7 @@ def cudagraph_bytes(
     (``fp8_fp4_paged_mqa_logits``, ``model_executor/layers/sparse_attn_indexer.py`` 0.26 L582-590, output
     [B, max_model_len] fp32 per index head before the weighted sum, as the logged estimates scale:
     GLM-5-FP8 0.28 / 1.01 / 1.91 GiB at 64 / 256 / 512 requests, GLM-5 0.13 GiB at 32, all at 32k
-    tokens; fitted at 2.456 B, under the 4 B of fp32 logits). With an fp8 KV cache the one H200 log
+    tokens; fitted at 1.92 B, under the 4 B of fp32 logits). With an fp8 KV cache the one H200 log
     (GLM-5, 128 requests at 128k tokens, 0.22 GiB) shows no such term: FlashMLA-sparse's fp8 path
     reserves its buffers when the model is built.
     Model Runner V2 (0.33 for every model): ``newer_cudagraph_bytes_per_piece`` per layer and capture

@@ -643,9 +643,8 @@ class _MemoryBudget(NamedTuple):
     cudagraph_estimate: float
     cudagraphs_in_budget: bool
     available: list[float]
-    compile_transient: float = (
-        0.0  # the cold torch.compile's share of the activation peak (when it is larger)
-    )
+    # what the cold torch.compile holds (the activation peak where it is the larger)
+    compile_transient: float = 0.0
 
     @property
     def cudagraphs_counted(self) -> float:
