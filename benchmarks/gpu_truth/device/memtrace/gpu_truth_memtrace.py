@@ -111,14 +111,23 @@ def _traced(profile_run: Any) -> Any:
             _log(f"no report: {exc!r}")
 
 
+# frames that name where a block was asked for: vLLM, generated torch.compile code, the kernel libraries
+SITE_MARKERS = ("/vllm/", "torchinductor", "/flashinfer/", "/deep_gemm/")
+
+
+def _short(
+    frame: dict[str, Any], markers: tuple[str, ...] = ("/vllm/", "/torch/", "/flashinfer/", "/triton/")
+) -> str:
+    """``path:line function`` with the path cut at the first marker (the file name alone otherwise)."""
+    name = str(frame.get("filename", "?"))
+    at = next((name.find(m) for m in markers if m.startswith("/") and m in name), -1)
+    path = name[at + 1 :] if at >= 0 else name[name.rfind("/") + 1 :]
+    return f"{path}:{frame.get('line')} {frame.get('name')}"
+
+
 def _frame_label(frame: dict[str, Any]) -> str | None:
     name = str(frame.get("filename", ""))
-    for marker in ("/vllm/", "torchinductor", "/flashinfer/", "/deep_gemm/"):
-        at = name.find(marker)
-        if at >= 0:
-            short = name[at + 1 :] if marker.startswith("/") else name[name.rfind("/") + 1 :]
-            return f"{short}:{frame.get('line')} {frame.get('name')}"
-    return None
+    return _short(frame, SITE_MARKERS) if any(m in name for m in SITE_MARKERS) else None
 
 
 def _site(frames: list[dict[str, Any]]) -> str:
@@ -173,14 +182,6 @@ def report(snapshot: dict[str, Any], device: int) -> list[str]:
     # the largest blocks one by one, with their innermost frames whatever the file (torch's own included)
     for event in sorted(live.values(), key=lambda e: -int(e.get("size", 0)))[:BLOCKS]:
         frames = event.get("frames") or []
-        where = " < ".join(f"{_short(f)}:{f.get('line')} {f.get('name')}" for f in frames[:BLOCK_FRAMES])
+        where = " < ".join(_short(f) for f in frames[:BLOCK_FRAMES])
         lines.append(f"  block {int(event.get('size', 0)) / MIB:10.1f} MiB at {where}")
     return lines
-
-
-def _short(frame: dict[str, Any]) -> str:
-    name = str(frame.get("filename", "?"))
-    for marker in ("/vllm/", "/torch/", "/flashinfer/", "/triton/"):
-        if marker in name:
-            return name[name.index(marker) + 1 :]
-    return name[name.rfind("/") + 1 :]
