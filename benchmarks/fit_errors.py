@@ -133,7 +133,7 @@ def _generation(truth: ModuleType, label: str, rows: list, lomo: bool) -> tuple[
 def graphs(truth: ModuleType, refit: bool) -> None:
     """The V1 runner's logged "Estimated CUDA graph memory" against ours (budget.cudagraph_bytes)."""
     rows = truth.graph_estimate_startups()
-    print(f"== CUDA-graph estimate, V1 model runner (vLLM 0.19-0.24): {len(rows)} logged ==")
+    print(f"== CUDA-graph estimate, V1 model runner (vLLM 0.19-0.26): {len(rows)} logged ==")
     lines = [("row", "vLLM", "TP/PP", "logged GiB", "ours GiB", "error GiB")]
     errors = []
     for s in rows:
@@ -143,14 +143,22 @@ def graphs(truth: ModuleType, refit: bool) -> None:
         logged = f"{s.logged_graph_gib:.2f}"
         lines.append((s.id, version, f"{s.tp}/{s.pp}", logged, f"{ours:.2f}", f"{errors[-1]:+.2f}"))
     _table(lines)
-    rms = (sum(e * e for e in errors) / len(errors)) ** 0.5
-    print(f"rms {rms:.2f} GiB, worst {max(errors, key=abs):+.2f} GiB")
+    for label, chosen in (
+        ("0.19", [not s.newer_engine for s in rows]),
+        (">= 0.20", [s.newer_engine for s in rows]),
+    ):
+        errs = [e for e, keep in zip(errors, chosen, strict=True) if keep]
+        rms = (sum(e * e for e in errs) / len(errs)) ** 0.5
+        print(f"vLLM {label} (its own constants): rms {rms:.2f} GiB, worst {max(errs, key=abs):+.2f} GiB")
     if refit:
         c = truth.fit_graph_constants(rows)
-        print(
-            f"fitted: graph_bytes_per_piece {c.graph_bytes_per_piece / 2**20:.3f} MiB, "
-            f"graph_bytes_per_decode_seq {c.graph_bytes_per_decode_seq / 2**20:.3f} MiB"
-        )
+        for names in truth.GRAPH_CONSTANTS.values():
+            print(
+                "fitted: "
+                + ", ".join(f"{n} {getattr(c, n) / (1 if 'dsa' in n else 2**20):.4f}" for n in names)
+            )
+        fp8_online = truth.fit_fp8_online_graph_bytes(rows, c) / 2**20
+        print(f"fitted: v1_fp8_online_graph_bytes_per_layer {fp8_online:.2f}")
     print()
 
 

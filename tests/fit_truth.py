@@ -369,6 +369,8 @@ class Startup:
     quantization: str = "auto"  # "fp8" for vLLM's online --quantization fp8 on a bf16 config
     # the log (or its budget) shows torch.compile artifacts loaded from a cache: "compile cache warm" in notes
     compile_cache_warm: bool = False
+    # what the captured graphs took ("Actual usage ... GiB for CUDAGraph memory"; graph_actual_gib)
+    logged_graph_actual_gib: float | None = None
     config_file: str = (
         ""  # a config directory in this repository (benchmarks/gpu_truth/configs), from the notes
     )
@@ -480,6 +482,7 @@ def load_startups(path: Path = CSV_PATH) -> list[Startup]:
                     quantization="fp8" if row["quantization"].startswith("fp8 (online") else "auto",
                     config_file=config.group(1) if (config := _CONFIG_NOTE.search(notes)) else "",
                     compile_cache_warm="compile cache warm" in notes,
+                    logged_graph_actual_gib=_float(row.get("graph_actual_gib") or ""),
                 )
             )
     return out
@@ -544,9 +547,8 @@ FREE: dict[str, tuple[float, float]] = {
 }
 # vLLM >= 0.20 rows are fitted on their own constants (a different profiling run and graph estimate)
 FREE_NEWER: dict[str, tuple[float, float]] = {
-    "newer_forward_scale": (0.3, 2.0),
-    "newer_sampler_bytes": (0.0, 40.0),
     "newer_non_torch_gib": (0.0, 2.0),
+    "newer_cudagraph_bytes_per_piece": (0.0, 2.0 * 2**20),
     "newer_moe_workspace_scale": (0.0, 8.0),
     # not v1_moe_workspace_scale: the V1 runner's fused-MoE workspace is vLLM 0.26's TritonExperts shapes
     # (budget.triton_experts_workspace_bytes), kept at 1.0; fitted it came out at 0.92 on these rows without
@@ -640,18 +642,21 @@ def uninformed_constants(
     """Free constants the held-out rows depend on that the training rows cannot pin down.
 
     Either no training row depends on the constant, or fewer training rows depend on any of the held-out
-    rows' constants than there are such constants (the refit is then underdetermined and keeps values
-    fitted with the held-out rows). Such held-out errors are not predictions: ``benchmarks/fit_errors.py``
-    reports those rows apart.
+    rows' constants than there are constants those rows depend on (the refit is then underdetermined and
+    keeps values fitted with the held-out rows). Such held-out errors are not predictions:
+    ``benchmarks/fit_errors.py`` reports those rows apart.
     """
 
     def moves(rows: Sequence[Startup], name: str) -> bool:
         lo, hi = free_constants([*train, *held])[name]
         return _loss(rows, replace(constants, **{name: lo})) != _loss(rows, replace(constants, **{name: hi}))
 
-    needed = [name for name in free_constants([*train, *held]) if moves(held, name)]
+    names = list(free_constants([*train, *held]))
+    needed = [name for name in names if moves(held, name)]
     informative = [s for s in train if any(moves([s], name) for name in needed)]
-    if len(informative) < len(needed):
+    # every constant those rows depend on has to be pinned with the needed ones
+    involved = {name for name in names if name in needed or moves(informative, name)}
+    if len(informative) < len(involved):
         return tuple(needed)
     return tuple(name for name in needed if not moves(train, name))
 
@@ -669,24 +674,39 @@ def is_fp8_online(s: Startup) -> bool:
     )
 
 
-def fit_graph_constants(rows: Sequence[Startup]) -> BudgetConstants:
-    """Least squares (GiB) of the V1 runner's graph estimate, ``graph_bytes_per_piece`` x layers x sizes +
-    ``graph_bytes_per_decode_seq`` x decode requests + ``dsa_graph_bytes_per_index_head_token`` x index
-    heads x max_model_len x decode requests (DSA with a bf16 KV cache), on the rows' logged estimates (a
-    component fit); FP8-online rows are left to :func:`fit_fp8_online_graph_bytes`."""
-    rows = [s for s in rows if not is_fp8_online(s)]
-    names = (
+#: the graph constants each generation fits (vLLM 0.18-0.19 and >= 0.20 apart; DSA rows are all >= 0.20)
+GRAPH_CONSTANTS = {
+    GENERATION_MID: (
+        "mid_graph_bytes_per_piece",
+        "mid_graph_bytes_per_decode_seq",
+        "mid_mla_graph_bytes_per_decode_seq",
+    ),
+    GENERATION_NEWER: (
         "graph_bytes_per_piece",
         "graph_bytes_per_decode_seq",
         "mla_graph_bytes_per_decode_seq",
         "dsa_graph_bytes_per_index_head_token",
-    )
-    zero = replace(DEFAULT_CONSTANTS, **dict.fromkeys(names, 0.0))
-    columns = [replace(zero, **{name: GIB}) for name in names]
-    xs = [[s.fit(c).cudagraph_capture_gib for c in columns] for s in rows]
-    ys = [s.logged_graph_gib or 0.0 for s in rows]
-    solution = least_squares(xs, ys)
-    return replace(DEFAULT_CONSTANTS, **{name: x * GIB for name, x in zip(names, solution, strict=True)})
+    ),
+}
+
+
+def fit_graph_constants(rows: Sequence[Startup]) -> BudgetConstants:
+    """Least squares (GiB) of the V1 runner's graph estimate, per engine generation (0.18-0.19 and >= 0.20
+    apart): bytes per piece x layers x sizes + bytes per decode request (more for MLA) x decode requests +
+    ``dsa_graph_bytes_per_index_head_token`` x index heads x max_model_len x decode requests (DSA with a
+    bf16 KV cache), on the rows' logged estimates (a component fit); FP8-online rows are left to
+    :func:`fit_fp8_online_graph_bytes`."""
+    rows = [s for s in rows if not is_fp8_online(s)]
+    fitted = DEFAULT_CONSTANTS
+    for generation, names in GRAPH_CONSTANTS.items():
+        chosen = [s for s in rows if s.generation == generation]
+        zero = replace(DEFAULT_CONSTANTS, **dict.fromkeys(names, 0.0))
+        columns = [replace(zero, **{name: GIB}) for name in names]
+        xs = [[s.fit(c).cudagraph_capture_gib for c in columns] for s in chosen]
+        ys = [s.logged_graph_gib or 0.0 for s in chosen]
+        solution = least_squares(xs, ys)
+        fitted = replace(fitted, **{name: x * GIB for name, x in zip(names, solution, strict=True)})
+    return fitted
 
 
 def fit_fp8_online_graph_bytes(rows: Sequence[Startup], c: BudgetConstants = DEFAULT_CONSTANTS) -> float:

@@ -374,6 +374,24 @@ CASES: tuple[Case, ...] = (
         gpu_memory_utilization=0.92,
         quantization="fp8",
     ),
+    # Model Runner V2's profiling run apart (vLLM 0.26, Qwen3-8B): the forward at 16384 tokens with a small
+    # sampler, and the sampler over 8192 rows (max-num-seqs = max-num-batched-tokens) with a small forward
+    _case(
+        "qwen3-8b-b16k",
+        *QWEN3_8B,
+        context_length=16384,
+        max_num_seqs=256,
+        gpu_memory_utilization=0.95,
+        max_num_batched_tokens=16384,
+    ),
+    _case(
+        "qwen3-8b-s8k-b8k",
+        *QWEN3_8B,
+        context_length=8192,
+        max_num_seqs=8192,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=8192,
+    ),
     _case(
         "qwen3moe-fp8-s32-b2k",
         *QWEN3_MOE_FP8,

@@ -45,6 +45,7 @@ from tests.fit_truth import (
     FREE,
     FREE_MID,
     FREE_NEWER,
+    GRAPH_CONSTANTS,
     NOT_FITTED,
     Startup,
     _loss,
@@ -274,11 +275,14 @@ def test_only_the_last_pipeline_stage_runs_the_sampler() -> None:
     """vLLM's profile_run samples on the last PP rank only: the first stage peaks at the forward pass."""
     row = next(r for r in NEWER if r.id == "sp-qwen3-32b-rtxpro6000-pp2")
     arch = row.resolved().architecture
-    settings = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, generation=GENERATION_NEWER)
+    # 8192 rows: the sampler's bf16 logits (2.3 GiB) above the forward; a warm compile cache: no transient
+    settings = BudgetSettings(
+        max_num_batched_tokens=8192, max_num_seqs=8192, generation=GENERATION_NEWER, compile_cache_warm=True
+    )
     first = activation_peak_bytes(arch, 1, settings, last_stage=False)
     last = activation_peak_bytes(arch, 1, settings, last_stage=True)
     assert first == forward_peak_bytes(arch, 1, settings)
-    assert last == max(first, sampler_peak_bytes(arch, settings))
+    assert last == sampler_peak_bytes(arch, settings) > first
 
 
 def test_newer_engine_uses_its_own_constants() -> None:
@@ -309,7 +313,9 @@ def test_pipeline_parallel_adds_its_measured_overhead_on_newer_engines() -> None
     with_term = row_error(pp_row)
     assert 0 < with_term.relative < without.relative
     assert without.budget_error_gib is not None and with_term.budget_error_gib is not None
-    assert without.budget_error_gib - with_term.budget_error_gib == pytest.approx(0.25, abs=0.01)
+    assert without.budget_error_gib - with_term.budget_error_gib == pytest.approx(
+        DEFAULT_CONSTANTS.newer_pp_non_torch_gib, abs=0.01
+    )
 
 
 @pytest.mark.parametrize("row", [r for r in MID if not r.small_budget], ids=lambda r: r.id)
@@ -593,25 +599,30 @@ GRAPH_ROWS = graph_estimate_startups()
 
 
 def test_graph_constants_are_the_least_squares_fit_of_the_logged_estimates() -> None:
-    """graph_bytes_per_piece and graph_bytes_per_decode_seq are what fit_graph_constants gives (rounded)."""
+    """Each generation's per-piece and per-request graph constants are what fit_graph_constants gives
+    (rounded): 0.18-0.19 and >= 0.20 apart."""
     assert len(GRAPH_ROWS) >= 30
     fitted = fit_graph_constants(GRAPH_ROWS)
-    assert fitted.graph_bytes_per_piece == pytest.approx(DEFAULT_CONSTANTS.graph_bytes_per_piece, rel=0.02)
-    assert fitted.graph_bytes_per_decode_seq == pytest.approx(
-        DEFAULT_CONSTANTS.graph_bytes_per_decode_seq, rel=0.02
-    )
+    for names in GRAPH_CONSTANTS.values():
+        for name in names:
+            assert getattr(fitted, name) == pytest.approx(getattr(DEFAULT_CONSTANTS, name), rel=0.02), name
     assert fit_fp8_online_graph_bytes(GRAPH_ROWS) == pytest.approx(
         DEFAULT_CONSTANTS.v1_fp8_online_graph_bytes_per_layer, rel=0.02
     )
+    # the same code captures more in 0.19 than from 0.20 on (budget.py): not one set for both
+    assert DEFAULT_CONSTANTS.mid_graph_bytes_per_piece > 1.5 * DEFAULT_CONSTANTS.graph_bytes_per_piece
 
 
 @pytest.mark.parametrize("row", GRAPH_ROWS, ids=lambda r: r.id)
-def test_v1_runner_graph_estimate_within_0_4_gib_of_the_log(row: Startup) -> None:
-    """The logged "Estimated CUDA graph memory" (vLLM 0.19-0.26, V1 model runner) against ours; the worst is
-    Qwen3-30B-A3B at TP 1 on 0.19 (1.41 GiB logged, 1.03 ours). With one per-request constant for every
-    attention (no MLA term) DeepSeek-V2-Lite at TP 1 was 0.78 GiB under."""
+def test_v1_runner_graph_estimate_within_0_3_gib_of_the_log(row: Startup) -> None:
+    """The logged "Estimated CUDA graph memory" (vLLM 0.19-0.26, V1 model runner) against ours: >= 0.20
+    within the 0.3 GiB of issue 31's component target (worst Qwen3-30B-A3B quantized at load on the H200,
+    +0.16); 0.19, whose estimate the budget does not subtract, within 0.35 (worst Qwen3-30B-A3B at TP 1,
+    1.41 logged and 1.10 ours). With one per-request constant for every attention (no MLA term)
+    DeepSeek-V2-Lite at TP 1 was 0.78 GiB under."""
     assert row.logged_graph_gib is not None
-    assert abs(row.fit().cudagraph_capture_gib - row.logged_graph_gib) <= 0.4
+    bound = 0.3 if row.newer_engine else 0.35
+    assert abs(row.fit().cudagraph_capture_gib - row.logged_graph_gib) <= bound
 
 
 def test_mla_decode_graphs_take_more_per_request_and_gpt_oss_captures_to_1024() -> None:
@@ -628,7 +639,7 @@ def test_mla_decode_graphs_take_more_per_request_and_gpt_oss_captures_to_1024() 
     )
     assert 0.3 < flash < 0.8  # logged 0.75 - 0.32 = 0.43; ours 0.72 (0.31 high at 256 sequences)
     for name in ("h200-gptoss20b-swa", "h200-gptoss20b-c128k"):
-        assert abs(rows[name].fit().cudagraph_capture_gib - 0.49) < 0.15, name
+        assert abs(rows[name].fit().cudagraph_capture_gib - 0.49) < 0.2, name
     assert MODEL_MAX_CAPTURE_SIZE["GptOssForCausalLM"] == 1024
     sizes = newer_cudagraph_capture_sizes(64, 4096, 9.0, MODEL_MAX_CAPTURE_SIZE["GptOssForCausalLM"])
     assert (len(sizes), sizes[-1]) == (83, 1024)
@@ -655,8 +666,13 @@ def test_a_cold_compile_holds_the_embedding_table_in_the_profiling_run() -> None
         row = rows[name]
         assert row.logged_activation_gib is not None
         assert abs(row.fit().activation_gib - row.logged_activation_gib) < 0.05, name
+    # a warm cache (the log: "torch.compile took 3.07 s") holds none of its 1.09 GiB embedding: planned cold
+    # the row is 5.4 % under (0.46 GiB more activation); warm it is 4.9 % over, its logged weights and graph
+    # estimate 0.23 GiB above ours
     warm = rows["hzk-qwen25-7b-rtx4090"]
-    assert warm.compile_cache_warm and abs(row_error(warm).relative) < 0.02
+    assert warm.compile_cache_warm and abs(row_error(warm).relative) < 0.05
+    cold = replace(warm, compile_cache_warm=False)
+    assert row_error(cold).relative < -0.05
 
 
 def test_v1_runner_graph_estimate_does_not_shrink_with_tp() -> None:
@@ -740,3 +756,40 @@ def test_the_budget_terms_are_the_allocations_memtrace_saw_at_the_peak() -> None
     cold = BudgetSettings(2048, 32, generation=GENERATION_NEWER)
     transient = compile_transient_bytes(small.resolved().architecture, 1, cold) / mib
     assert compiled == {"vllm/compilation/compiler_interface.py:376": pytest.approx(transient, rel=0.01)}
+
+
+def test_model_runner_v2_forward_and_sampler_are_the_allocations_memtrace_saw() -> None:
+    """Model Runner V2 on the H200 (vLLM 0.26.0, Qwen3-8B): at 16384 tokens and 256 sequences the forward
+    peaks at 1628 MiB inside one compiled layer piece; at 8192 rows the sampler holds the bf16 logits
+    (2374 MiB) and the hidden states, 2548 MiB in all. Both are the logged torch peak of their start-up, and
+    the graph estimate V2 subtracts from 0.27 on is at least what those start-ups' graphs took after capture
+    ("Actual usage ... GiB for CUDAGraph memory", 0.6-1.0 GiB) and at most 0.5 GiB more."""
+    from benchmarks.gpu_truth.cases import LOGS
+    from benchmarks.gpu_truth.logparse import memtrace_sites, read_log
+
+    mib = 2**20
+    rows = {s.id: s for s in NEWER}
+    forward_row, sampler_row = rows["h200-qwen3-8b-b16k"], rows["h200-qwen3-8b-s8k-b8k"]
+    arch = forward_row.resolved().architecture
+    forward = BudgetSettings(16384, 256, generation=GENERATION_NEWER)
+    piece = memtrace_sites(read_log(LOGS / "qwen3-8b-b16k.log.gz"))
+    assert sum(piece.values()) == pytest.approx(1628.0, abs=0.1)
+    assert forward_peak_bytes(arch, 1, forward) / mib == pytest.approx(1628.0, rel=0.01)
+    sampled = memtrace_sites(read_log(LOGS / "qwen3-8b-s8k-b8k.log.gz"))
+    logits = "vllm/model_executor/layers/utils.py:98"
+    assert sampled[logits] == pytest.approx(8192 * 151936 * 2 / mib, abs=0.1)
+    sampler = BudgetSettings(8192, 8192, generation=GENERATION_NEWER)
+    assert sampler_peak_bytes(arch, sampler) / mib == pytest.approx(sum(sampled.values()), rel=0.02)
+    for row in (forward_row, sampler_row):
+        assert row.logged_activation_gib is not None
+        assert row.fit().activation_gib == pytest.approx(row.logged_activation_gib, abs=0.05), row.id
+    # the TP gather: 2 + 2 / TP bytes more per entry (all-gather buffer and its reshaped copy)
+    assert sampler_peak_bytes(arch, sampler, tp=2) - sampler_peak_bytes(arch, sampler) == pytest.approx(
+        3.0 * 8192 * 151936
+    )
+    v2 = [s for s in NEWER if s.id.startswith("h200-qwen3-8b") and s.logged_graph_actual_gib is not None]
+    assert len(v2) >= 5
+    for row in v2:
+        estimate = replace(row, vllm_version=(0, 27, 0)).fit().cudagraph_capture_gib
+        assert row.logged_graph_actual_gib is not None
+        assert row.logged_graph_actual_gib - 0.05 <= estimate <= row.logged_graph_actual_gib + 0.5, row.id

@@ -19,6 +19,7 @@ from glm_operator.catalog.models import resolve_model
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE, VLLM_VERSION
 from glm_operator.cli import main
 from glm_operator.desired import Observed, compute_desired
+from glm_operator.planning.budget import DEFAULT_CONSTANTS, GIB
 from glm_operator.planning.engine import (
     DEFAULT_ENGINE,
     DEFAULT_VERSION,
@@ -40,7 +41,7 @@ NODES = yaml.safe_load(FIXTURE.read_text())["items"]
 NINE_B_ON_L4 = {
     "model": {"id": "zai-org/glm-4-9b-chat"},
     "quantization": "bf16",
-    "contextLength": 24576,
+    "contextLength": 16384,
     "gpu": {"products": ["L4"]},
 }
 
@@ -90,14 +91,16 @@ def test_cudagraphs_count_in_the_budget_from_0_20() -> None:
 def test_the_fit_subtracts_cuda_graphs_for_the_default_release_only_from_0_20() -> None:
     model, l4 = resolve_model("glm-4-9b-chat"), find_gpu("L4")
     new, old = (
-        estimate_fit(fit_input(model, l4, engine, max_model_len=24576))
+        estimate_fit(fit_input(model, l4, engine, max_model_len=16384))
         for engine in (DEFAULT_ENGINE, engine_for_version("0.17.0"))
     )
     assert (new.vllm_version, old.vllm_version) == (VLLM_VERSION, "0.17.0")
     # 40 layers x 51 capture sizes of vLLM 0.33 x the fitted per-piece figure
-    assert new.cudagraph_gib == pytest.approx(40 * 51 * 0.29 / 1024, abs=0.01) and old.cudagraph_gib == 0
-    # the newer profiling run (sampler, non-torch, graph estimate) leaves more than 0.17's on this GPU
-    assert new.fits and not old.fits
+    per_piece = DEFAULT_CONSTANTS.newer_cudagraph_bytes_per_piece
+    assert new.cudagraph_gib == pytest.approx(40 * 51 * per_piece / GIB, abs=0.01) and old.cudagraph_gib == 0
+    # 0.33 takes its graph estimate off the budget; 0.17 captures after the KV cache, in the headroom
+    assert old.fits and not new.fits
+    assert new.available_kv_cache_gib_per_gpu < old.available_kv_cache_gib_per_gpu
     assert any("counted by vLLM 0.33.0" in r for r in new.reasons)
     # older releases capture the graphs in the 1 - utilization headroom: checked there instead
     tight = {"max_model_len": 8192, "gpu_memory_utilization": 0.98}  # 0.44 GiB of headroom
@@ -114,12 +117,12 @@ def _plan(spec: dict[str, Any], default_image: str = DEFAULT_VLLM_IMAGE) -> Any:
 def test_placement_follows_the_spec_image_else_the_default_image() -> None:
     default = _plan(NINE_B_ON_L4)
     assert default.vllm_version == VLLM_VERSION
-    assert [v.tensor_parallel_size for v in default.variants] == [1]
+    assert [v.tensor_parallel_size for v in default.variants] == [2]
     assert any("CUDA-graph memory counted in the KV-cache budget" in d for d in default.details)
     old_spec = {**NINE_B_ON_L4, "serving": {"image": "vllm/vllm-openai:v0.11.0"}}
     old = _plan(old_spec)
-    assert old.vllm_version == "0.11.0" and [v.tensor_parallel_size for v in old.variants] == [2]
-    assert _plan(NINE_B_ON_L4, default_image="vllm/vllm-openai:v0.11.0").variants[0].tensor_parallel_size == 2
+    assert old.vllm_version == "0.11.0" and [v.tensor_parallel_size for v in old.variants] == [1]
+    assert _plan(NINE_B_ON_L4, default_image="vllm/vllm-openai:v0.11.0").variants[0].tensor_parallel_size == 1
     # the spec's image wins over the operator's default
     assert _plan(old_spec, default_image=DEFAULT_VLLM_IMAGE).vllm_version == "0.11.0"
 
@@ -145,7 +148,7 @@ def test_an_unversioned_image_plans_for_the_default_release_with_a_note_in_statu
     desired = compute_desired(observed)
     assert desired.plan is not None and desired.plan.vllm_version == "0.11.0"
     (variant,) = [v for v in desired.status["plan"]["variants"] if v["replicas"]]
-    assert variant["tensorParallelSize"] == 2  # 0.11.0's plan, not 0.33.0's (TP=1)
+    assert variant["tensorParallelSize"] == 1  # 0.11.0's plan, not 0.33.0's (TP=2)
     assert any("vllm/vllm-openai:nightly has no version tag" in n for n in variant["notes"])
     planned = next(e for e in desired.events if e.reason == "Planned")
     assert "assumes vLLM 0.11.0" in planned.message
@@ -158,15 +161,15 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
 
 
 def test_estimate_takes_the_release_from_vllm_version_or_image(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ("estimate", "--model", "glm-4-9b-chat", "--gpu", "L4", "--max-model-len", "24576", "-o", "json")
+    args = ("estimate", "--model", "glm-4-9b-chat", "--gpu", "L4", "--max-model-len", "16384", "-o", "json")
     code, out, _ = _run(capsys, *args)
     default = json.loads(out)
-    assert code == 0 and default["vllm_version"] == VLLM_VERSION and default["image"] == DEFAULT_VLLM_IMAGE
+    assert code == 1 and default["vllm_version"] == VLLM_VERSION and default["image"] == DEFAULT_VLLM_IMAGE
     assert any(line.startswith("Estimated CUDA graph memory") for line in default["vllm_log_lines"])
     code, out, _ = _run(capsys, *args, "--vllm-version", "0.17.0")
     old = json.loads(out)
-    assert code == 1 and old["vllm_version"] == "0.17.0" and old["cudagraph_gib"] == 0
-    assert old["kv_cache_tokens"] < default["kv_cache_tokens"]
+    assert code == 0 and old["vllm_version"] == "0.17.0" and old["cudagraph_gib"] == 0
+    assert old["kv_cache_tokens"] > default["kv_cache_tokens"]
     code, out, _ = _run(capsys, *args, "--image", "vllm/vllm-openai:latest")
     assumed = json.loads(out)
     assert assumed["vllm_version"] == VLLM_VERSION and any("no version tag" in n for n in assumed["notes"])
@@ -179,10 +182,10 @@ def test_plan_takes_the_default_image_option(capsys: pytest.CaptureFixture[str],
     doc.write_text(yaml.safe_dump({"kind": "GLMDeployment", "metadata": {"name": "g"}, "spec": NINE_B_ON_L4}))
     base = ("plan", "-f", str(doc), "--nodes", str(FIXTURE), "-o", "json")
     code, out, _ = _run(capsys, *base)
-    assert code == 0 and json.loads(out)["variants"][0]["tensor_parallel_size"] == 1
+    assert code == 0 and json.loads(out)["variants"][0]["tensor_parallel_size"] == 2
     code, out, _ = _run(capsys, *base, "--image", "vllm/vllm-openai:v0.11.0")
     plan = json.loads(out)
-    assert code == 0 and plan["vllm_version"] == "0.11.0" and plan["variants"][0]["tensor_parallel_size"] == 2
+    assert code == 0 and plan["vllm_version"] == "0.11.0" and plan["variants"][0]["tensor_parallel_size"] == 1
     code, out, _ = _run(capsys, "plan", "-f", str(doc), "--nodes", str(FIXTURE), "--vllm-version", "0.11.0")
     assert code == 0 and "vLLM 0.11.0" in out
 

@@ -56,9 +56,13 @@ peak above what stays allocated. Per component:
 * the profiling run is Model Runner V2's by default (``VllmConfig.use_v2_model_runner``;
   ``vllm/v1/worker/gpu/model_runner.py`` ``profile_run``): one dummy forward of
   ``max_num_batched_tokens`` tokens with attention skipped (``newer_forward_scale`` x the structural
-  bytes per token), then, on the last PP stage only, two sampler passes over min(max_num_seqs, tokens)
-  rows (fp32 logits, FlashInfer top-k/top-p): ``newer_sampler_bytes`` per row and vocabulary entry,
-  about 10 bytes where the 0.10-0.12 PyTorch sort path took 39.
+  bytes per token), then, on the last PP stage only, one sampler pass over min(max_num_seqs, tokens)
+  rows that keeps nothing of the vocabulary's size beside the bf16 logits (:func:`sampler_peak_bytes`).
+  Both measured allocation by allocation on the H200 (vLLM 0.26.0, Qwen3-8B, ``gpu_truth memtrace``):
+  at 16384 tokens the forward peaks at 1628 MiB inside one compiled layer piece (the gate/up output
+  768 MiB, its SiLU product 384, three hidden-size tensors of 128), 0.978 of the structural 106,496 B per
+  token; at 8192 rows the sampler at 2548 MiB, 2374 of them the logits. These replace fitted 1.543 and
+  9.11 B per entry, which the 0.27.1 rows alone had pinned (with a graph estimate half the size).
 * fused-MoE scratch comes from the worker's workspace manager, which keeps its high-water mark
   (``moe_workspace_bytes``), sized by max_num_batched_tokens x top-k x hidden on every GPU.
 * CUDA graphs: see "CUDA graphs, vLLM >= 0.18" below; subtracted unless
@@ -157,30 +161,35 @@ so :func:`cudagraph_bytes` models it for every release that profiles with the V1
     graphs = graph_bytes_per_piece x layers on the rank x capture sizes            (PIECEWISE sets)
              + graph_bytes_per_decode_seq x min(max_num_seqs, largest capture size) (FULL decode graphs)
 
-plus ``mla_graph_bytes_per_decode_seq`` per request for MLA models and the DSA term below; least squares
-on the 52 logged estimates of vLLM 0.19-0.26 (``graph_bytes_per_piece`` 0.27 MiB,
-``graph_bytes_per_decode_seq`` 0.75 MiB, ``mla_graph_bytes_per_decode_seq`` 0.96 MiB; rms 0.17 GiB, worst
-Qwen3-30B-A3B at TP 1 on 0.19, 1.41 logged and 1.03 ours, then Qwen3-30B-A3B-FP8 on the H200 and
-GLM-4.7-Flash at 256 sequences, 0.3-0.4 GiB high). With one per-request constant for every attention the fit
-was rms 0.22 GiB and DeepSeek-V2-Lite 0.78 GiB under: MLA decode graphs hold more per request (GLM-4.7-Flash
-logs 0.32 / 0.75 GiB at 64 / 256 sequences) and gpt-oss's FlashAttention ones almost nothing (0.49 GiB at 64
-and at 128). The DEBUG lines of the V1 estimate show where it comes from (GLM-5-FP8 at 512 sequences,
-"Estimated PIECEWISE CUDA graph memory: 178.00 MiB first-capture + (51-1) x 1.00 MiB per-graph", "FULL ...:
-1858.00 MiB first-capture + (51-1) x 1.00 MiB per-graph", 1.91 GiB in all): the later graphs sit at the
-1 MiB floor, and the first FULL capture at the largest decode batch is most of it, which is why the
-per-request terms carry the estimate. Capture sizes are the model's own where vLLM's model config sets them
-(:data:`MODEL_MAX_CAPTURE_SIZE`: gpt-oss captures up to 1024 tokens whatever max_num_seqs).
+plus ``mla_graph_bytes_per_decode_seq`` per request for MLA models and the DSA term below; least squares on
+the logged estimates of each generation apart (``tests/fit_truth.py`` ``fit_graph_constants``). The same code
+captures more in 0.19 than from 0.20 on: fitted on the 22 estimates of vLLM 0.21-0.26 the 28 of 0.19 come out
+0.37 GiB under on average (worst 0.73), so 0.18-0.19 keep their own ``mid_graph_*`` constants (0.35 / 0.54 /
+1.20 MiB; rms 0.13 GiB, worst Qwen3-30B-A3B at TP 1, 1.41 logged and 1.10 ours; not subtracted in that
+generation, so they move no budget) and >= 0.20 has ``graph_bytes_per_piece`` 0.21 MiB,
+``graph_bytes_per_decode_seq`` 0.44 MiB and ``mla_graph_bytes_per_decode_seq`` 0.70 MiB (rms 0.06 GiB, worst
+Qwen3-30B-A3B quantized to FP8 at load on the H200, 0.46 logged and 0.62 ours, and Qwen2.5-7B on an RTX 4090,
+0.53 logged and 0.40 ours). One set fitted on both generations was rms 0.17 GiB, 0.3-0.4 GiB high on
+Qwen3-30B-A3B-FP8 and GLM-4.7-Flash at 256 sequences on the H200. With one per-request constant for every
+attention the fit was rms 0.22 GiB and DeepSeek-V2-Lite 0.78 GiB under: MLA decode graphs hold more per
+request (GLM-4.7-Flash logs 0.32 / 0.75 GiB at 64 / 256 sequences) and gpt-oss's FlashAttention ones almost
+nothing (0.49 GiB at 64 and at 128). The DEBUG lines of the V1 estimate show where it comes from (GLM-5-FP8 at
+512 sequences, "Estimated PIECEWISE CUDA graph memory: 178.00 MiB first-capture + (51-1) x 1.00 MiB
+per-graph", "FULL ...: 1858.00 MiB first-capture + (51-1) x 1.00 MiB per-graph", 1.91 GiB in all): the later
+graphs sit at the 1 MiB floor, and the first FULL capture at the largest decode batch is most of it, which is
+why the per-request terms carry the estimate. Capture sizes are the model's own where vLLM's model config sets
+them (:data:`MODEL_MAX_CAPTURE_SIZE`: gpt-oss captures up to 1024 tokens whatever max_num_seqs).
 
 Model Runner V2 (vLLM 0.33 for every model) keeps ``newer_cudagraph_bytes_per_piece`` per layer and
-capture size divided by TP. The TP-free shape was tried there and not adopted: on Qwen3-32B at TP 2 on
-RTX PRO 6000 (vLLM 0.27.1, V2) it takes 1.37 GiB of the 1.66 GiB that start-up leaves beside weights
-and KV cache, where the profiling run's sampler alone holds 0.29 GiB of bf16 logits (1024 x 151,936);
-refitted, the >= 0.20 constants put that row at -7.2 % and ``newer_sampler_bytes`` at its floor of 4
-bytes (the fp32 logits), and ``newer_moe_workspace_scale`` goes from 6.55 to 5.49. So V2's estimate is
-smaller at TP > 1 than the V1 runner's, or the rows cannot tell [open: a 0.33 start-up at TP > 1 that
-logs "Estimated CUDA graph memory" would]. For GLM at TP 8 on 0.33 this keeps 0.14-0.17 GiB of graphs;
-if V2 were TP-free like the V1 runner, those plans would promise 1.4-1.6 GiB per GPU too much, less what
-the GLM-5.2-fitted workspace scale already holds back (0.8 GiB at 8192 tokens).
+capture size divided by TP, fitted (0.60 MiB) on the start-ups that subtract it: Qwen3-32B on an RTX PRO
+6000 with vLLM 0.27.1 at TP 1, TP 2 and PP 2 (their budgets leave 3.86, 1.66 and 3.03 GiB beside weights
+and KV cache) and GLM-5.2-FP8 at TP 8, with the forward and sampler measured on the H200. The H200's 0.26
+runner estimates nothing but logs what its graphs took after capture: 0.60-1.0 GiB for Qwen3-8B's 36
+layers at 51 sizes, 0.33-0.56 MiB per layer and size, so the fitted figure is at the top of what was
+measured [inferred: the estimate captures the same graphs]. Divided by TP because the TP 2 row cannot hold
+the TP 1 figure (TP-free, it would be 0.4 GiB under) [open: a start-up at TP > 1 that logs "Estimated CUDA
+graph memory" would settle it]. For GLM-4-9B on one 24 GB GPU this is 1.19 GiB of graphs; at TP 8 on 0.33
+GLM-5.x keeps 0.3-0.4 GiB.
 Not modelled: speculative decoding
 (``decode_query_len`` > 1 multiplies the FULL sizes), LoRA capture cases, encoder graphs.
 
@@ -190,8 +199,8 @@ Why the 0.10-0.12 constants failed there: Qwen3-32B at TP=2 on an RTX PRO 6000 w
 entries at the PyTorch path's rate, or 13.5 at FlashInfer's in 0.10) plus 0.54 GiB of custom
 all-reduce buffers (now before the snapshot) and 1.13 GiB of graphs (0.10-0.12 sizes), 22.9 % short
 on tokens. The same log's PP=2 first stage (no sampler, all 64 layers' width) keeps 3.03 GiB, TP=1
-3.86 GiB: only a forward peak near the full structural estimate, graphs that shrink with TP and a
-small sampler explain all three.
+3.86 GiB: only a forward peak near the structural estimate (0.98 of it, measured), graphs that shrink
+with TP and a small sampler explain all three.
 
 Activation peak, vLLM < 0.18 (``profile_run``: one dummy forward of ``max_num_batched_tokens`` tokens,
 then, on the last PP stage, one dummy sampler step over ``min(max_num_seqs, max_num_batched_tokens)``
@@ -378,39 +387,45 @@ class BudgetConstants:
     # not fitted: 0.50 GiB / (28 layers x 67 sizes), Qwen2-7B on an A100 (dennislee22 logs)
     cudagraph_bytes_per_piece: float = 0.27 * 2**20
     # vLLM >= 0.20 (graph estimate in the budget, the newer profiling run): fitted apart on the rows
-    # of that generation (benchmarks/fit_errors.py --refit); see "vLLM >= 0.20" in the docstring
-    newer_forward_scale: float = 1.543
-    newer_sampler_bytes: float = 9.11
+    # of that generation (benchmarks/fit_errors.py --refit); see "vLLM >= 0.20" in the docstring. The
+    # forward's scale is measured, not fitted: 1628 MiB / (106,496 B x 16384 tokens), Qwen3-8B on the H200
+    newer_forward_scale: float = 0.978
+    # Model Runner V2's sampler: the bf16 logits (measured, not fitted; see sampler_peak_bytes)
+    newer_sampler_bytes: float = 2.0
     newer_non_torch_gib: float = 0.0
     # pipeline parallel, on every rank when PP > 1 (see non_torch_bytes): not fitted, the budget error
     # of the only >= 0.20 PP start-up (Qwen3-32B PP=2, vLLM 0.27.1, first stage; sp-qwen3-32b-
-    # rtxpro6000-pp2 in tests/fixtures/vllm-startups.csv) without it: ours +0.25 GiB
-    newer_pp_non_torch_gib: float = 0.25
-    # Model Runner V2's graph estimate, divided by TP (see cudagraph_bytes): not fitted, 0.52 GiB / (36 layers
-    # x 51 sizes), "Estimated CUDA graph memory" of Qwen3-8B on an RTX A5000 with vLLM 0.21.0
-    # (LMCache/LMCache#3430)
-    newer_cudagraph_bytes_per_piece: float = 0.29 * 2**20
-    # the V1 model runner's graph estimate (vLLM >= 0.18; see cudagraph_bytes), not divided by TP: least
-    # squares on the 52 logged "Estimated CUDA graph memory" figures of vLLM 0.19-0.26 (tests/fit_truth.py
+    # rtxpro6000-pp2 in tests/fixtures/vllm-startups.csv) without it: ours +0.44 GiB
+    newer_pp_non_torch_gib: float = 0.44
+    # Model Runner V2's graph estimate per layer and capture size, divided by TP (see cudagraph_bytes and
+    # "Model Runner V2 (vLLM 0.33 ...)" in the docstring): fitted with the constants above
+    newer_cudagraph_bytes_per_piece: float = 0.5982 * 2**20
+    # the V1 model runner's graph estimate (vLLM >= 0.20; see cudagraph_bytes), not divided by TP: least
+    # squares on the 22 logged "Estimated CUDA graph memory" figures of vLLM 0.21-0.26 (tests/fit_truth.py
     # fit_graph_constants; benchmarks/fit_errors.py --refit prints them), a component fit on no KV-token
     # figure
-    graph_bytes_per_piece: float = 0.2724 * 2**20  # per layer on the rank and capture size
-    graph_bytes_per_decode_seq: float = 0.7491 * 2**20  # per request of the largest FULL decode graph
+    graph_bytes_per_piece: float = 0.1456 * 2**20  # per layer on the rank and capture size
+    graph_bytes_per_decode_seq: float = 0.8218 * 2**20  # per request of the largest FULL decode graph
     # what an MLA model's FULL decode graphs add per request (fitted with the two above)
-    mla_graph_bytes_per_decode_seq: float = 0.9574 * 2**20
+    mla_graph_bytes_per_decode_seq: float = 1.5688 * 2**20
+    # the same three for vLLM 0.18-0.19, fitted on that generation's 28 logged estimates alone (not
+    # subtracted there, so they move no budget; the fit result reports them)
+    mid_graph_bytes_per_piece: float = 0.3467 * 2**20
+    mid_graph_bytes_per_decode_seq: float = 0.5444 * 2**20
+    mid_mla_graph_bytes_per_decode_seq: float = 1.1964 * 2**20
     # what the V1 runner's estimate adds per layer on the rank when an MLA model's bf16 checkpoint is
     # quantized at load (--quantization fp8: per-tensor FP8 through CUTLASS scaled_mm): fitted on the two
     # GLM-4.7-Flash start-ups of benchmarks/gpu_truth (1.70 and 1.44 GiB logged where bf16 logs 0.75 and
     # 0.32; tests/fit_truth.py fit_fp8_online_graph_bytes). Not GQA: Qwen3-30B-A3B quantized the same way
     # logs 0.46 GiB, no more than its FP8 checkpoint [inferred: MLA's path; one MLA model measured]
-    v1_fp8_online_graph_bytes_per_layer: float = 18.86 * 2**20
+    v1_fp8_online_graph_bytes_per_layer: float = 20.97 * 2**20
     # DSA (GLM-5.x) FULL decode graphs with a bf16 KV cache, per decode request, index head and token of
     # max_model_len (see cudagraph_bytes): fitted with the per-piece and per-request terms (the six bf16-KV
     # GLM-5 / GLM-5-FP8 rows, 32 to 512 requests at 32k tokens, land within 0.1 GiB); the shape is the
     # indexer's fp32 logits,
     # 4 B per index head and token at most
-    dsa_graph_bytes_per_index_head_token: float = 1.9151
-    newer_moe_workspace_scale: float = 6.0
+    dsa_graph_bytes_per_index_head_token: float = 1.3089
+    newer_moe_workspace_scale: float = 6.706
     # vLLM >= 0.20 profiled by the V1 model runner (see "vLLM >= 0.20, the V1 model runner" in the docstring):
     # fitted on that generation's V1 rows, the H200 start-ups of vLLM 0.26 (benchmarks/gpu_truth) among them
     v1_forward_scale: float = 0.462
@@ -545,23 +560,35 @@ def forward_peak_bytes(
 
 
 def sampler_peak_bytes(
-    arch: ModelArchitecture, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
+    arch: ModelArchitecture, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS, tp: int = 1
 ) -> float:
     """The profiling run's dummy sampler pass over min(max_num_seqs, max_num_batched_tokens) rows.
 
-    Model Runner V2 (vLLM >= 0.20 where it is the default): ``newer_sampler_bytes``. The V1 runner, which
-    vLLM 0.20-0.32 still use for some models (:func:`glm_operator.planning.engine.model_runner_v2`), runs
-    ``_dummy_sampler_run`` in 0.24 as in 0.11 (``vllm/v1/worker/gpu_model_runner.py``): FlashInfer's
-    pass at 0.18-0.19's ``mid_sampler_bytes``, or PyTorch's sort path (``VLLM_USE_FLASHINFER_SAMPLER=0``)
-    at ``sampler_bytes_native``. Qwen3-Coder-30B-A3B (``Qwen3MoeForCausalLM``, not on 0.24's V2 list) at
-    TP 4 on L40S with vLLM 0.24.0 and the PyTorch sampler keeps 1.03 GiB less for the KV cache than the
-    V2 rate says: 38.8 B x 256 x 151,936 = 1.40 GiB where the V2 rate gives 0.33.
+    Model Runner V2 (vLLM >= 0.20 where it is the default; ``_dummy_sampler_run`` in ``vllm/v1/worker/gpu/
+    model_runner.py``, read in 0.26.0): the logits of the rows in bf16 and nothing of the vocabulary's
+    size beside them (temperature, min-p and top-k/top-p work in place, the Gumbel sample keeps a few
+    values per row), ``newer_sampler_bytes`` = 2 per row and vocabulary entry, plus the model's last
+    hidden states and the rows picked from them. At TP > 1 ``LogitsProcessor._gather_logits`` all-gathers
+    the rank's slice into a [TP x rows, vocabulary / TP] buffer and reshapes it into a copy
+    (``all_gather`` in ``base_device_communicator.py``): 2 + 2 / TP bytes more per entry at its peak.
+    Measured (``gpu_truth memtrace``, Qwen3-8B on the H200, 8192 rows): 2374 MiB of bf16 logits, 8192 x
+    151,936 x 2 B, and 160 MiB of hidden states, 2548 MiB in all.
+
+    The V1 runner, which vLLM 0.20-0.32 still use for some models
+    (:func:`glm_operator.planning.engine.model_runner_v2`), runs ``_dummy_sampler_run`` in 0.24 as in 0.11
+    (``vllm/v1/worker/gpu_model_runner.py``): FlashInfer's pass at 0.18-0.19's ``mid_sampler_bytes``, or
+    PyTorch's sort path (``VLLM_USE_FLASHINFER_SAMPLER=0``) at ``sampler_bytes_native``.
+    Qwen3-Coder-30B-A3B (``Qwen3MoeForCausalLM``, not on 0.24's V2 list) at TP 4 on L40S with vLLM 0.24.0
+    and the PyTorch sampler keeps 1.03 GiB less for the KV cache than the V2 rate says: 38.8 B x 256 x
+    151,936 = 1.40 GiB where the V2 rate gives 0.33.
     """
     rows = min(settings.max_num_seqs, settings.max_num_batched_tokens)
     native_on_v1 = settings.model_runner_v1 and not settings.flashinfer_sampler
     if settings.profiling_run == GENERATION_NEWER:
-        per = c.newer_sampler_bytes
-    elif settings.profiling_run == PROFILING_V1_NEWER and not native_on_v1:
+        gather = 2.0 + 2.0 / tp if tp > 1 else 0.0
+        hidden = (rows + settings.max_num_batched_tokens) * arch.hidden_size * 2.0
+        return (c.newer_sampler_bytes + gather) * rows * padded_vocab(arch) + hidden
+    if settings.profiling_run == PROFILING_V1_NEWER and not native_on_v1:
         per = c.v1_sampler_bytes
     elif settings.profiling_run == GENERATION_MID and not native_on_v1:
         per = c.mid_sampler_bytes
@@ -845,13 +872,13 @@ def _run_peak_bytes(
         # stand-in is a transient inside the indexer op, freed before the MLA stand-in of the same layer, and
         # its K-gather rows share the workspace manager's one buffer with the fused-MoE workspace
         forward = forward_peak_bytes(arch, tp, settings, c) + max(mla, float(DSA_MAX_LOGITS_BYTES))
-        peak = max(forward, sampler_peak_bytes(arch, settings, c)) if last_stage else forward
+        peak = max(forward, sampler_peak_bytes(arch, settings, c, tp)) if last_stage else forward
         # the workspace grows only past what FlashMLA-sparse reserved at load (counted as weights)
         workspace = max(moe, v1_dsa_indexer_workspace_bytes(arch, settings))
         grows = workspace > flashmla_sparse_load_workspace_bytes(arch, tp, settings)
         return peak + (workspace if grows else 0.0)
     forward = forward_peak_bytes(arch, tp, settings, c) + mla
-    peak = max(forward, sampler_peak_bytes(arch, settings, c)) if last_stage else forward
+    peak = max(forward, sampler_peak_bytes(arch, settings, c, tp)) if last_stage else forward
     return peak + moe + dsa_workspace_bytes(arch, settings)
 
 
@@ -931,7 +958,10 @@ def non_torch_bytes(
         # the custom all-reduce's buffers; without it (PCIe beyond two GPUs, multi-node) NCCL's alone
         custom = c.mid_non_torch_tp_gib if settings.custom_all_reduce else c.non_torch_multi_gpu_gib
         tp_extra = custom if tp > 1 else 0.0
-        return (c.mid_non_torch_gib + tp_extra) * GIB + fusion
+        # the worker, not the model runner, creates the cuBLAS handles: before the snapshot from 0.27 on
+        v1_baseline = settings.profiling_run == PROFILING_V1_NEWER and settings.cublas_before_snapshot
+        base = c.newer_non_torch_gib if v1_baseline else c.mid_non_torch_gib
+        return (base + tp_extra) * GIB + fusion
     extra = 0.0
     if tp > 1:
         extra = c.non_torch_custom_all_reduce_gib if settings.custom_all_reduce else c.non_torch_multi_gpu_gib
@@ -998,7 +1028,7 @@ def cudagraph_bytes(
     (``fp8_fp4_paged_mqa_logits``, ``model_executor/layers/sparse_attn_indexer.py`` 0.26 L582-590, output
     [B, max_model_len] fp32 per index head before the weighted sum, as the logged estimates scale:
     GLM-5-FP8 0.28 / 1.01 / 1.91 GiB at 64 / 256 / 512 requests, GLM-5 0.13 GiB at 32, all at 32k
-    tokens; fitted at 1.92 B, under the 4 B of fp32 logits). With an fp8 KV cache the one H200 log
+    tokens; fitted at 2.56 B, under the 4 B of fp32 logits). With an fp8 KV cache the one H200 log
     (GLM-5, 128 requests at 128k tokens, 0.22 GiB) shows no such term: FlashMLA-sparse's fp8 path
     reserves its buffers when the model is built.
     Model Runner V2 (0.33 for every model): ``newer_cudagraph_bytes_per_piece`` per layer and capture
@@ -1021,7 +1051,19 @@ def cudagraph_bytes(
         return c.newer_cudagraph_bytes_per_piece * layers_on_rank * len(sizes) / max(1, tp)
     decode = min(settings.max_num_seqs, sizes[-1]) if sizes else 0
     fp8_online = c.v1_fp8_online_graph_bytes_per_layer * layers_on_rank if settings.fp8_online_mla else 0.0
-    piecewise = c.graph_bytes_per_piece * layers_on_rank * len(sizes)
+    if settings.generation == GENERATION_MID:
+        per_piece, per_seq, mla_per_seq = (
+            c.mid_graph_bytes_per_piece,
+            c.mid_graph_bytes_per_decode_seq,
+            c.mid_mla_graph_bytes_per_decode_seq,
+        )
+    else:
+        per_piece, per_seq, mla_per_seq = (
+            c.graph_bytes_per_piece,
+            c.graph_bytes_per_decode_seq,
+            c.mla_graph_bytes_per_decode_seq,
+        )
+    piecewise = per_piece * layers_on_rank * len(sizes)
     dsa = c.dsa_graph_bytes_per_index_head_token * settings.dsa_graph_index_heads * settings.max_model_len
-    per_request = c.graph_bytes_per_decode_seq + (c.mla_graph_bytes_per_decode_seq if settings.mla else 0.0)
+    per_request = per_seq + (mla_per_seq if settings.mla else 0.0)
     return piecewise + (per_request + dsa) * decode + fp8_online
