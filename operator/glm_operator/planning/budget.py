@@ -163,22 +163,22 @@ so :func:`cudagraph_bytes` models it for every release that profiles with the V1
 
 plus ``mla_graph_bytes_per_decode_seq`` per request for MLA models and the DSA term below; least squares on
 the logged estimates of each generation apart (``tests/fit_truth.py`` ``fit_graph_constants``). The same code
-captures more in 0.19 than from 0.20 on: fitted on the 22 estimates of vLLM 0.21-0.26 the 28 of 0.19 come out
-0.37 GiB under on average (worst 0.73), so 0.18-0.19 keep their own ``mid_graph_*`` constants (0.35 / 0.54 /
-1.20 MiB; rms 0.13 GiB, worst Qwen3-30B-A3B at TP 1, 1.41 logged and 1.10 ours; not subtracted in that
-generation, so they move no budget) and >= 0.20 has ``graph_bytes_per_piece`` 0.21 MiB,
-``graph_bytes_per_decode_seq`` 0.44 MiB and ``mla_graph_bytes_per_decode_seq`` 0.70 MiB (rms 0.06 GiB, worst
-Qwen3-30B-A3B quantized to FP8 at load on the H200, 0.46 logged and 0.62 ours, and Qwen2.5-7B on an RTX 4090,
-0.53 logged and 0.40 ours). One set fitted on both generations was rms 0.17 GiB, 0.3-0.4 GiB high on
-Qwen3-30B-A3B-FP8 and GLM-4.7-Flash at 256 sequences on the H200. With one per-request constant for every
-attention the fit was rms 0.22 GiB and DeepSeek-V2-Lite 0.78 GiB under: MLA decode graphs hold more per
-request (GLM-4.7-Flash logs 0.32 / 0.75 GiB at 64 / 256 sequences) and gpt-oss's FlashAttention ones almost
-nothing (0.49 GiB at 64 and at 128). The DEBUG lines of the V1 estimate show where it comes from (GLM-5-FP8 at
-512 sequences, "Estimated PIECEWISE CUDA graph memory: 178.00 MiB first-capture + (51-1) x 1.00 MiB
-per-graph", "FULL ...: 1858.00 MiB first-capture + (51-1) x 1.00 MiB per-graph", 1.91 GiB in all): the later
-graphs sit at the 1 MiB floor, and the first FULL capture at the largest decode batch is most of it, which is
-why the per-request terms carry the estimate. Capture sizes are the model's own where vLLM's model config sets
-them (:data:`MODEL_MAX_CAPTURE_SIZE`: gpt-oss captures up to 1024 tokens whatever max_num_seqs).
+captures more in 0.19 than from 0.20 on: with the constants of the 24 bf16 estimates of vLLM 0.21-0.26 the 28
+of 0.19 come out 0.25 GiB under on average (worst 0.80), so 0.18-0.19 keep their own ``mid_graph_*`` constants
+(0.35 / 0.54 / 1.20 MiB; rms 0.13 GiB, worst Qwen3-30B-A3B at TP 1, 1.41 logged and 1.10 ours; not subtracted
+in that generation, so they move no budget) and >= 0.20 has ``graph_bytes_per_piece`` 0.15 MiB,
+``graph_bytes_per_decode_seq`` 0.82 MiB and ``mla_graph_bytes_per_decode_seq`` 1.57 MiB (rms 0.11 GiB, worst
+GLM-4.7-Flash at 1024 sequences, 1.74 logged and 1.54 ours, and its FP8-online starts, 0.20 either way). One
+set fitted on both generations was rms 0.17 GiB, 0.3-0.4 GiB high on Qwen3-30B-A3B-FP8 and GLM-4.7-Flash at
+256 sequences on the H200. With one per-request constant for every attention the fit was rms 0.22 GiB and
+DeepSeek-V2-Lite 0.78 GiB under: MLA decode graphs hold more per request (GLM-4.7-Flash logs 0.32 / 0.75 GiB
+at 64 / 256 sequences) and gpt-oss's FlashAttention ones almost nothing (0.49 GiB at 64 and at 128). The DEBUG
+lines of the V1 estimate show where it comes from (GLM-5-FP8 at 512 sequences, "Estimated PIECEWISE CUDA graph
+memory: 178.00 MiB first-capture + (51-1) x 1.00 MiB per-graph", "FULL ...: 1858.00 MiB first-capture + (51-1)
+x 1.00 MiB per-graph", 1.91 GiB in all): the later graphs sit at the 1 MiB floor, and the first FULL capture
+at the largest decode batch is most of it, which is why the per-request terms carry the estimate. Capture
+sizes are the model's own where vLLM's model config sets them (:data:`MODEL_MAX_CAPTURE_SIZE`: gpt-oss
+captures up to 1024 tokens whatever max_num_seqs).
 
 Model Runner V2 (vLLM 0.33 for every model) keeps ``newer_cudagraph_bytes_per_piece`` per layer and
 capture size divided by TP, fitted (0.60 MiB) on the start-ups that subtract it: Qwen3-32B on an RTX PRO
@@ -401,7 +401,7 @@ class BudgetConstants:
     # "Model Runner V2 (vLLM 0.33 ...)" in the docstring): fitted with the constants above
     newer_cudagraph_bytes_per_piece: float = 0.5982 * 2**20
     # the V1 model runner's graph estimate (vLLM >= 0.20; see cudagraph_bytes), not divided by TP: least
-    # squares on the 22 logged "Estimated CUDA graph memory" figures of vLLM 0.21-0.26 (tests/fit_truth.py
+    # squares on the 24 logged "Estimated CUDA graph memory" figures of vLLM 0.21-0.26 (tests/fit_truth.py
     # fit_graph_constants; benchmarks/fit_errors.py --refit prints them), a component fit on no KV-token
     # figure
     graph_bytes_per_piece: float = 0.1456 * 2**20  # per layer on the rank and capture size
@@ -420,8 +420,8 @@ class BudgetConstants:
     # logs 0.46 GiB, no more than its FP8 checkpoint [inferred: MLA's path; one MLA model measured]
     v1_fp8_online_graph_bytes_per_layer: float = 20.97 * 2**20
     # DSA (GLM-5.x) FULL decode graphs with a bf16 KV cache, per decode request, index head and token of
-    # max_model_len (see cudagraph_bytes): fitted with the per-piece and per-request terms (the six bf16-KV
-    # GLM-5 / GLM-5-FP8 rows, 32 to 512 requests at 32k tokens, land within 0.1 GiB); the shape is the
+    # max_model_len (see cudagraph_bytes): fitted with the per-piece and per-request terms (the bf16-KV
+    # GLM-5 / GLM-5-FP8 rows, 32 to 512 requests at 32k to 64k tokens, land within 0.13 GiB); the shape is the
     # indexer's fp32 logits,
     # 4 B per index head and token at most
     dsa_graph_bytes_per_index_head_token: float = 1.3089
@@ -1028,7 +1028,7 @@ def cudagraph_bytes(
     (``fp8_fp4_paged_mqa_logits``, ``model_executor/layers/sparse_attn_indexer.py`` 0.26 L582-590, output
     [B, max_model_len] fp32 per index head before the weighted sum, as the logged estimates scale:
     GLM-5-FP8 0.28 / 1.01 / 1.91 GiB at 64 / 256 / 512 requests, GLM-5 0.13 GiB at 32, all at 32k
-    tokens; fitted at 2.56 B, under the 4 B of fp32 logits). With an fp8 KV cache the one H200 log
+    tokens; fitted at 1.31 B, under the 4 B of fp32 logits). With an fp8 KV cache the one H200 log
     (GLM-5, 128 requests at 128k tokens, 0.22 GiB) shows no such term: FlashMLA-sparse's fp8 path
     reserves its buffers when the model is built.
     Model Runner V2 (0.33 for every model): ``newer_cudagraph_bytes_per_piece`` per layer and capture
