@@ -374,8 +374,8 @@ CASES: tuple[Case, ...] = (
         gpu_memory_utilization=0.92,
         quantization="fp8",
     ),
-    # Model Runner V2's profiling run apart (vLLM 0.26, Qwen3-8B): the forward at 16384 tokens with a small
-    # sampler, and the sampler over 8192 rows (max-num-seqs = max-num-batched-tokens) with a small forward
+    # Model Runner V2's profiling run apart (vLLM 0.26, Qwen3-8B): the forward at 16384 and 32768 tokens with
+    # a small sampler, and the sampler over 8192 rows (max-num-seqs = max-num-batched-tokens), small forward
     _case(
         "qwen3-8b-b16k",
         *QWEN3_8B,
@@ -383,6 +383,14 @@ CASES: tuple[Case, ...] = (
         max_num_seqs=256,
         gpu_memory_utilization=0.95,
         max_num_batched_tokens=16384,
+    ),
+    _case(
+        "qwen3-8b-b32k",
+        *QWEN3_8B,
+        context_length=32768,
+        max_num_seqs=256,
+        gpu_memory_utilization=0.95,
+        max_num_batched_tokens=32768,
     ),
     _case(
         "qwen3-8b-s8k-b8k",
