@@ -187,9 +187,9 @@ and KV cache) and GLM-5.2-FP8 at TP 8, with the forward and sampler measured on 
 runner estimates nothing but logs what its graphs took after capture: 0.60-1.0 GiB for Qwen3-8B's 36
 layers at 51 sizes, 0.33-0.56 MiB per layer and size, so the fitted figure is at the top of what was
 measured [inferred: the estimate captures the same graphs]. Divided by TP because the TP 2 row cannot hold
-the TP 1 figure (TP-free, it would be 0.4 GiB under) [open: a start-up at TP > 1 that logs "Estimated CUDA
-graph memory" would settle it]. For GLM-4-9B on one 24 GB GPU this is 1.19 GiB of graphs; at TP 8 on 0.33
-GLM-5.x keeps 0.3-0.4 GiB.
+the TP 1 figure (TP-free, it would keep 1 GiB more than it logs) [open: a start-up at TP > 1 that logs
+"Estimated CUDA graph memory" would settle it]. For GLM-4-9B on one 24 GB GPU this is 1.19 GiB of graphs;
+at TP 8 on 0.33 GLM-5.x keeps about 0.3 GiB.
 Not modelled: speculative decoding
 (``decode_query_len`` > 1 multiplies the FULL sizes), LoRA capture cases, encoder graphs.
 
