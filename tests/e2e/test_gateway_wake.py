@@ -272,7 +272,7 @@ def test_two_gateway_replicas_hold_one_keys_rate_limit_through_peers(
             results.append((name, request(gw.url, CHAT, chat("glm-4-9b-chat"), api_key=KEY)))
             other = replicas[(index + 1) % 2][1]
             wait_for(
-                lambda other=other, n=index + 1: counted(other) >= n or None, 10, "the other replica's count"
+                lambda other=other, n=index + 1: counted(other) >= n or None, 30, "the other replica's count"
             )
         statuses = Counter(r.status for _, r in results)
         print(f"\none key over two gateway replicas, {limit}/min: {dict(statuses)}")
