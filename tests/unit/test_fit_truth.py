@@ -556,6 +556,11 @@ def test_a_held_out_row_whose_constants_no_other_row_pins_is_not_a_prediction() 
     held = [s for s in mid if s.model_id == "meta-llama/Llama-3.1-8B-Instruct"]
     train = [s for s in mid if s.model_id != "meta-llama/Llama-3.1-8B-Instruct"]
     assert uninformed_constants(train, held, DEFAULT_CONSTANTS) == ()
+    # Qwen3-32B held out: only GLM-5.2 (and gpt-oss-120b for non-torch memory) informs the V2 graph constant,
+    # and GLM-5.2 needs the MoE workspace scale pinned with it: two rows for three constants
+    others = [s for k, s in rows.items() if not k.startswith("sp-qwen3-32b")]
+    flagged = uninformed_constants(others, qwen, DEFAULT_CONSTANTS)
+    assert "newer_cudagraph_bytes_per_piece" in flagged
 
 
 def test_v1_runner_moe_and_dsa_buffers_follow_vllm_026() -> None:
