@@ -143,11 +143,8 @@ def graphs(truth: ModuleType, refit: bool) -> None:
         logged = f"{s.logged_graph_gib:.2f}"
         lines.append((s.id, version, f"{s.tp}/{s.pp}", logged, f"{ours:.2f}", f"{errors[-1]:+.2f}"))
     _table(lines)
-    for label, chosen in (
-        ("0.19", [not s.newer_engine for s in rows]),
-        (">= 0.20", [s.newer_engine for s in rows]),
-    ):
-        errs = [e for e, keep in zip(errors, chosen, strict=True) if keep]
+    for label, newer in (("0.19", False), (">= 0.20", True)):
+        errs = [e for e, s in zip(errors, rows, strict=True) if s.newer_engine == newer]
         rms = (sum(e * e for e in errs) / len(errs)) ** 0.5
         print(f"vLLM {label} (its own constants): rms {rms:.2f} GiB, worst {max(errs, key=abs):+.2f} GiB")
     if refit:

@@ -579,8 +579,8 @@ def sampler_peak_bytes(
     (``vllm/v1/worker/gpu_model_runner.py``): FlashInfer's pass at 0.18-0.19's ``mid_sampler_bytes``, or
     PyTorch's sort path (``VLLM_USE_FLASHINFER_SAMPLER=0``) at ``sampler_bytes_native``.
     Qwen3-Coder-30B-A3B (``Qwen3MoeForCausalLM``, not on 0.24's V2 list) at TP 4 on L40S with vLLM 0.24.0
-    and the PyTorch sampler keeps 1.03 GiB less for the KV cache than the V2 rate says: 38.8 B x 256 x
-    151,936 = 1.40 GiB where the V2 rate gives 0.33.
+    and the PyTorch sampler keeps 1.03 GiB less for the KV cache than the V2 pass would: 38.8 B x 256 x
+    151,936 = 1.40 GiB where V2's bf16 logits are 0.07.
     """
     rows = min(settings.max_num_seqs, settings.max_num_batched_tokens)
     native_on_v1 = settings.model_runner_v1 and not settings.flashinfer_sampler
@@ -950,17 +950,16 @@ def non_torch_bytes(
     leaves it out).
     """
     fusion = fusion_workspace_bytes(hidden_size, tp, pp, settings)
+    # vLLM >= 0.20, either model runner: the worker creates the cuBLAS handles, before the snapshot from 0.27
+    newer = settings.generation == GENERATION_NEWER
+    base = c.newer_non_torch_gib if newer and settings.cublas_before_snapshot else c.mid_non_torch_gib
     if settings.profiling_run == GENERATION_NEWER:
         pp_extra = c.newer_pp_non_torch_gib if pp > 1 else 0.0
-        base = c.newer_non_torch_gib if settings.cublas_before_snapshot else c.mid_non_torch_gib
         return (base + pp_extra) * GIB + fusion
     if settings.profiling_run in (GENERATION_MID, PROFILING_V1_NEWER):
         # the custom all-reduce's buffers; without it (PCIe beyond two GPUs, multi-node) NCCL's alone
         custom = c.mid_non_torch_tp_gib if settings.custom_all_reduce else c.non_torch_multi_gpu_gib
         tp_extra = custom if tp > 1 else 0.0
-        # the worker, not the model runner, creates the cuBLAS handles: before the snapshot from 0.27 on
-        v1_baseline = settings.profiling_run == PROFILING_V1_NEWER and settings.cublas_before_snapshot
-        base = c.newer_non_torch_gib if v1_baseline else c.mid_non_torch_gib
         return (base + tp_extra) * GIB + fusion
     extra = 0.0
     if tp > 1:
