@@ -35,6 +35,7 @@ from glm_operator.planning.engine import (
     GENERATION_OLDER,
     VllmEngine,
     budget_generation,
+    model_runner_v2,
 )
 from glm_operator.planning.fit import FitResult, GpuFigures, estimate_fit, fit_input
 
@@ -369,6 +370,8 @@ class Startup:
     quantization: str = "auto"  # "fp8" for vLLM's online --quantization fp8 on a bf16 config
     # the log (or its budget) shows torch.compile artifacts loaded from a cache: "compile cache warm" in notes
     compile_cache_warm: bool = False
+    # the model runner the start-up forced ("VLLM_USE_V2_MODEL_RUNNER=0|1" in notes); None: the default
+    model_runner_v2: bool | None = None
     # what the captured graphs took ("Actual usage ... GiB for CUDAGraph memory"; graph_actual_gib)
     logged_graph_actual_gib: float | None = None
     config_file: str = (
@@ -401,6 +404,14 @@ class Startup:
     def newer_engine(self) -> bool:
         """vLLM >= 0.20: the CUDA-graph estimate is subtracted and the profiling run differs."""
         return self.generation == GENERATION_NEWER
+
+    @property
+    def runner_v2(self) -> bool:
+        """Whether Model Runner V2 profiled this start-up: the one it forced, else its release's choice."""
+        if self.model_runner_v2 is not None:
+            return self.model_runner_v2
+        arch = self.resolved().architecture
+        return model_runner_v2(self.vllm_version or DEFAULT_VERSION, arch.architecture, arch.is_moe)
 
     @property
     def weights_logged_only(self) -> bool:
@@ -437,8 +448,12 @@ class Startup:
                 cudagraph_estimate=self.newer_engine,
                 weights_gib=self.logged_weights_gib if self.weights_logged_only else None,
                 constants=constants,
+                model_runner_v2=self.model_runner_v2,
             )
         )
+
+
+_FORCED_RUNNER = re.compile(r"VLLM_USE_V2_MODEL_RUNNER=([01])")
 
 
 def load_startups(path: Path = CSV_PATH) -> list[Startup]:
@@ -482,6 +497,9 @@ def load_startups(path: Path = CSV_PATH) -> list[Startup]:
                     quantization="fp8" if row["quantization"].startswith("fp8 (online") else "auto",
                     config_file=config.group(1) if (config := _CONFIG_NOTE.search(notes)) else "",
                     compile_cache_warm="compile cache warm" in notes,
+                    model_runner_v2=(
+                        runner.group(1) == "1" if (runner := _FORCED_RUNNER.search(notes)) else None
+                    ),
                     logged_graph_actual_gib=_float(row.get("graph_actual_gib") or ""),
                 )
             )

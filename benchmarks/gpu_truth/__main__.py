@@ -90,6 +90,7 @@ def row(case: Case, log: StartupLog, log_name: str) -> dict[str, str]:
     mnbt_text = str(mnbt) if case.max_num_batched_tokens else f"{mnbt} (default, logged)"
     layers = case.config_json().get("num_hidden_layers")
     notes = [f"config benchmarks/gpu_truth/configs/{case.config} ({layers} layers)"]
+    notes += [f"{key}={value}" for key, value in case.env.items()]
     if log.error:
         notes.append(f"engine did not start: {log.error}")
     elif log.split_from_debug:
@@ -149,6 +150,11 @@ def _render(args: argparse.Namespace) -> int:
     (run / "argv").mkdir(parents=True, exist_ok=True)
     for case in CASES:
         (run / "argv" / f"{case.name}.args").write_text("\n".join(case.device_args()) + "\n")
+        env = run / "env" / f"{case.name}.env"
+        env.unlink(missing_ok=True)
+        if case.env:
+            env.parent.mkdir(parents=True, exist_ok=True)
+            env.write_text("".join(f"{key}={value}\n" for key, value in case.env.items()))
         perf = run / "perf" / case.name
         perf.unlink(missing_ok=True)
         if case.sweeps:
@@ -211,6 +217,8 @@ def estimate(case: Case, mnbt: int | None) -> dict[str, float]:
     ]  # fmt: skip
     if mnbt:
         cmd += ["--max-num-batched-tokens", str(mnbt)]
+    if case.model_runner:
+        cmd += ["--model-runner", case.model_runner]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if not done.stdout.strip().startswith("{"):
         return {}

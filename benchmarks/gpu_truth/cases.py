@@ -93,6 +93,14 @@ class Case:
     max_num_batched_tokens: int | None = None  # None: vLLM's default (8192 on an H200)
     family: str = ""  # the CSV's family column
     sweeps: tuple[Sweep, ...] = ()  # load tests run once the server is up (none: stop at the memory lines)
+    # "v1": the V1 model runner forced (VLLM_USE_V2_MODEL_RUNNER=0) for a dense model 0.26 would profile with
+    # Model Runner V2, to measure what the releases before 0.26 (and a user setting that variable) run
+    model_runner: str = ""
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment variables the case's server starts with (beside run_cases.sh's own)."""
+        return {"VLLM_USE_V2_MODEL_RUNNER": "0"} if self.model_runner == "v1" else {}
 
     @property
     def config_path(self) -> Path:
@@ -180,6 +188,16 @@ QWEN3_8B = ("qwen3-8b", "Qwen/Qwen3-8B", "dense-gqa")
 QWEN3_MOE_FP8 = ("qwen3-30b-a3b-fp8", "Qwen/Qwen3-30B-A3B-FP8", "moe-gqa")
 QWEN3_MOE = ("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", "moe-gqa")
 GPT_OSS = ("gpt-oss-20b", "openai/gpt-oss-20b", "moe-gqa-swa")
+QWEN25_7B = ("qwen2.5-7b-instruct", "Qwen/Qwen2.5-7B-Instruct", "dense-gqa")
+QWEN25_05B = ("qwen2.5-0.5b-instruct", "Qwen/Qwen2.5-0.5B-Instruct", "dense-gqa")
+#: the hzk rows' server (vLLM 0.24 on an RTX 4090): --max-model-len 2048, utilization 0.85, and the
+#: defaults below 70 GiB of GPU memory, 2048 batched tokens and 256 sequences
+HZK_KNOBS: dict[str, Any] = {
+    "context_length": 2048,
+    "max_num_seqs": 256,
+    "gpu_memory_utilization": 0.85,
+    "max_num_batched_tokens": 2048,
+}
 
 #: in the order they are run (the device runner takes them in groups; see README.md)
 CASES: tuple[Case, ...] = (
@@ -408,5 +426,22 @@ CASES: tuple[Case, ...] = (
         gpu_memory_utilization=0.85,
         max_num_batched_tokens=2048,
     ),
+    # The small-budget public rows on the V1 model runner (vLLM 0.21-0.24), measured on the H200 with that
+    # runner forced: hzk-qwen25-7b-rtx4090 / hzk-qwen25-05b-rtx4090 (2048 tokens, 256 sequences, the
+    # defaults below 70 GiB) and lmcache3430-qwen3-8b-a5000 (16384 context, 8192 tokens, 256 sequences):
+    # weights (memtrace of load_model), the graph estimate's first-capture split, the profiling peak
+    _case("qwen25-7b-v1-b2k", *QWEN25_7B, model_runner="v1", **HZK_KNOBS),
+    _case("qwen25-05b-v1-b2k", *QWEN25_05B, model_runner="v1", **HZK_KNOBS),
+    _case(
+        "qwen3-8b-v1-b8k",
+        *QWEN3_8B,
+        context_length=16384,
+        max_num_seqs=256,
+        gpu_memory_utilization=0.9,
+        max_num_batched_tokens=8192,
+        model_runner="v1",
+    ),
+    # the 7B case on Model Runner V2 (0.26's default for it): a dense model no V2 constant was fitted on
+    _case("qwen25-7b-b2k", *QWEN25_7B, **HZK_KNOBS),
 )
 BY_NAME = {c.name: c for c in CASES}

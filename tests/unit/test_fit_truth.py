@@ -135,8 +135,9 @@ def test_newer_engine_rows_are_apart_and_subtract_the_graph_estimate() -> None:
     for row in NEWER:
         fit = row.fit()
         assert fit.cudagraph_gib == fit.cudagraph_capture_gib, row.id
-        # vLLM 0.26's Model Runner V2 estimates no graphs (planning.engine.v2_graph_estimate)
-        v2_026 = row.id.startswith("h200-qwen3-8b-")
+        # vLLM 0.26's Model Runner V2 estimates no graphs (planning.engine.v2_graph_estimate); the H200 rows
+        # that force the V1 runner (VLLM_USE_V2_MODEL_RUNNER=0) subtract its estimate
+        v2_026 = row.runner_v2 and row.vllm_version == (0, 26, 0)
         assert (fit.cudagraph_gib == 0) == v2_026, row.id
 
 
@@ -440,7 +441,8 @@ def test_logged_loaded_weights_scale_the_count_up() -> None:
         return estimate_fit(inp).weights_gib_per_gpu
 
     assert at(glm53, 8) == pytest.approx(94.46, abs=0.01)
-    assert at(glm53, 4) == pytest.approx(2 * 94.46, rel=0.01)
+    # the RoPE cache, DeepGEMM's workspace and the allocator's rounding (planning.load_memory) do not halve
+    assert at(glm53, 4) == pytest.approx(2 * 94.46, rel=0.015)
     glm46 = resolve_model("zai-org/GLM-4.6")
     assert glm46.loaded_weights("fp8") is None
     assert at(glm46, 8) < 45  # the config's count (355B at ~1 byte over 8 GPUs)
@@ -520,21 +522,15 @@ def test_v1_runner_rows_sample_at_the_older_rate() -> None:
 def test_v1_runner_rows_share_the_vllm_019_forward_and_sampler() -> None:
     """The >= 0.20 rows profiled by the V1 runner (0.21 Qwen3-8B, 0.24 Qwen2.5 on an RTX 4090, 0.24
     Qwen3-MoE, 0.28 gpt-oss, and the 0.26 H200 start-ups of GLM-4.7-Flash, GLM-5, GLM-5-FP8,
-    Qwen3-30B-A3B(-FP8) and gpt-oss-20b) keep the 0.18-0.19 forward and sampler rates, and the fused-MoE
+    Qwen3-30B-A3B(-FP8) and gpt-oss-20b, and the dense ones that force it with VLLM_USE_V2_MODEL_RUNNER=0:
+    Qwen2.5-0.5B/7B, Qwen3-8B) keep the 0.18-0.19 forward and sampler rates, and the fused-MoE
     workspace is vLLM 0.26's own shapes (v1_moe_workspace_scale 1, not fitted): within 5 % (gpt-oss-120b:
     NEWER_WIDER). Which runner profiled each H200 row is in its log ("model_runner" in the CSV): the planner
     must agree with every one."""
     assert DEFAULT_CONSTANTS.v1_forward_scale == DEFAULT_CONSTANTS.mid_forward_scale
     assert DEFAULT_CONSTANTS.v1_sampler_bytes == DEFAULT_CONSTANTS.mid_sampler_bytes
     assert DEFAULT_CONSTANTS.v1_moe_workspace_scale == 1.0
-    v1 = [
-        s
-        for s in newer_engine_startups()
-        if s.vllm_version
-        and not model_runner_v2(
-            s.vllm_version, s.resolved().architecture.architecture, s.resolved().architecture.is_moe
-        )
-    ]
+    v1 = [s for s in newer_engine_startups() if s.vllm_version and not s.runner_v2]
     with CSV_PATH.open(encoding="utf-8") as fh:
         logged = {r["id"]: r["model_runner"] for r in csv.DictReader(fh) if r["model_runner"]}
     ids = {s.id for s in v1}
@@ -797,9 +793,10 @@ def test_model_runner_v2_forward_and_sampler_are_the_allocations_memtrace_saw() 
     assert sampler_peak_bytes(arch, sampler, tp=2) - sampler_peak_bytes(arch, sampler) == pytest.approx(
         3.0 * 8192 * 151936
     )
-    v2 = [s for s in NEWER if s.id.startswith("h200-qwen3-8b") and s.logged_graph_actual_gib is not None]
-    assert len(v2) >= 5
+    v2 = [s for s in NEWER if s.runner_v2 and s.vllm_version == (0, 26, 0) and s.logged_graph_actual_gib]
+    assert len(v2) >= 6
     for row in v2:
         estimate = replace(row, vllm_version=(0, 27, 0)).fit().cudagraph_capture_gib
         assert row.logged_graph_actual_gib is not None
         assert row.logged_graph_actual_gib - 0.05 <= estimate <= row.logged_graph_actual_gib + 0.5, row.id
+

@@ -311,8 +311,8 @@ NOT_FIT = {"model": {"id": "zai-org/glm-4-9b-chat"}, "contextLength": 8192}
         ),
         (
             {"model": {"id": "zai-org/GLM-4.5"}, "quantization": "bf16", "gpu": {"products": ["L4"]}},
-            "nothing fits on NVIDIA-L4; best is TP=4 bf16: weights 164.4 GiB per GPU leave no KV cache "
-            "(short by 146.2 GiB). fix: gpu.products with more GPU memory per node than 4 x 22.03 GiB of "
+            "nothing fits on NVIDIA-L4; best is TP=4 bf16: weights 164.6 GiB per GPU leave no KV cache "
+            "(short by 146.4 GiB). fix: gpu.products with more GPU memory per node than 4 x 22.03 GiB of "
             "NVIDIA-L4, quantization auto (a lower precision), or gpu.allowMultiNode: true with more nodes",
         ),
         (

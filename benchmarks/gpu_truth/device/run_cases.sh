@@ -8,6 +8,8 @@
 # A case with a RUN/perf/CASE file (one sweep a line: SHAPE LOADTEST-ARGS...) is load-tested once the
 # server is up: `glm-operator loadtest --token-ids -o json` from the checkout (REPO, default: the current
 # directory) against 127.0.0.1 after an unrecorded warm-up, each sweep's JSON to $OUT/CASE.SHAPE.json (at most SWEEP_S seconds each).
+# STOP_AT (a grep -e pattern) stops each case at another line instead: "load_model left" keeps only the load.
+# A case with a RUN/env/CASE.env file (KEY=VALUE a line) starts its server with those variables set.
 budget=$1; shift
 run=${RUN:-$(cd "$(dirname "$0")" && pwd)}
 repo=${REPO:-$PWD}
@@ -30,12 +32,13 @@ for name in "$@"; do
   if [ "$left" -lt "$need" ]; then echo "== $name: skipped ($left s left)"; continue; fi
   lim=$(( left - 15 )); [ "$lim" -gt "${LIM:-480}" ] && lim=${LIM:-480}
   mapfile -t args < "$run/argv/$name.args"
+  envs=(); [ -f "$run/env/$name.env" ] && mapfile -t envs < "$run/env/$name.env"  # KEY=VALUE a line
   log=/tmp/vlogs/$name.log; t0=$(date +%s)
-  setsid python3 -m vllm.entrypoints.cli.main serve "${args[@]}" >"$log" 2>&1 &
+  setsid env "${envs[@]}" python3 -m vllm.entrypoints.cli.main serve "${args[@]}" >"$log" 2>&1 &
   pid=$!
   while sleep 2; do
     if [ -f "$perf" ]; then grep -q "Application startup complete" "$log" && break
-    else grep -q "Actual usage is\|Application startup complete" "$log" && { sleep 2; break; }; fi
+    else grep -q "${STOP_AT:-Actual usage is\|Application startup complete}" "$log" && { sleep 2; break; }; fi
     kill -0 $pid 2>/dev/null || break
     [ $(( $(date +%s) - t0 )) -gt "$lim" ] && { echo "run_cases: $name: no start-up in $lim s" >>"$log"; break; }
   done

@@ -274,6 +274,8 @@ class ModelArchitecture:
     qk_norm: bool = False
     dtype: str = "bf16"
     max_position_embeddings: int = 0
+    # the part of a head's dimensions RoPE rotates (GLM-4.x: 0.5); sizes the cos/sin cache
+    partial_rotary_factor: float = 1.0
     # MoE
     n_routed_experts: int = 0
     n_shared_experts: int = 0
@@ -363,6 +365,7 @@ class ModelArchitecture:
             qk_norm=bool(config.get("use_qk_norm", False)),
             dtype=dtype,
             max_position_embeddings=_int(config, "max_position_embeddings", 0),
+            partial_rotary_factor=float(config.get("partial_rotary_factor") or 1.0),
             n_routed_experts=experts,
             n_shared_experts=n_shared,
             moe_intermediate_size=moe_inter,

@@ -76,6 +76,12 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="VLLM_USE_FLASHINFER_SAMPLER=1: a smaller sampler peak (the default from vLLM 0.26)",
     )
+    parser.add_argument(
+        "--model-runner",
+        choices=("v1", "v2"),
+        default=None,
+        help="VLLM_USE_V2_MODEL_RUNNER=0/1 (vLLM >= 0.20); default: the release's choice for the model",
+    )
     parser.add_argument("--output", "-o", choices=("table", "json"), default="table")
     parser.set_defaults(func=run)
 
@@ -112,6 +118,7 @@ def compute(args: argparse.Namespace) -> tuple[dict[str, Any], FitResult]:
                 enforce_eager=args.enforce_eager,
                 flashinfer_sampler=args.flashinfer_sampler or None,
                 block_size=args.block_size,
+                model_runner_v2=None if args.model_runner is None else args.model_runner == "v2",
             )
         )
     except (CatalogError, FitInputError) as exc:

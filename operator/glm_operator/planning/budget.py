@@ -166,8 +166,8 @@ the logged estimates of each generation apart (``tests/fit_truth.py`` ``fit_grap
 captures more in 0.19 than from 0.20 on: with the constants of the 24 bf16 estimates of vLLM 0.21-0.26 the 28
 of 0.19 come out 0.25 GiB under on average (worst 0.80), so 0.18-0.19 keep their own ``mid_graph_*`` constants
 (0.35 / 0.54 / 1.20 MiB; rms 0.13 GiB, worst Qwen3-30B-A3B at TP 1, 1.41 logged and 1.10 ours; not subtracted
-in that generation, so they move no budget) and >= 0.20 has ``graph_bytes_per_piece`` 0.15 MiB,
-``graph_bytes_per_decode_seq`` 0.82 MiB and ``mla_graph_bytes_per_decode_seq`` 1.57 MiB (rms 0.11 GiB, worst
+in that generation, so they move no budget) and >= 0.20 has ``graph_bytes_per_piece`` 0.14 MiB,
+``graph_bytes_per_decode_seq`` 0.78 MiB and ``mla_graph_bytes_per_decode_seq`` 1.62 MiB (rms 0.11 GiB, worst
 GLM-4.7-Flash at 1024 sequences, 1.74 logged and 1.54 ours, and its FP8-online starts, 0.20 either way). One
 set fitted on both generations was rms 0.17 GiB, 0.3-0.4 GiB high on Qwen3-30B-A3B-FP8 and GLM-4.7-Flash at
 256 sequences on the H200. With one per-request constant for every attention the fit was rms 0.22 GiB and
@@ -401,13 +401,13 @@ class BudgetConstants:
     # "Model Runner V2 (vLLM 0.33 ...)" in the docstring): fitted with the constants above
     newer_cudagraph_bytes_per_piece: float = 0.5982 * 2**20
     # the V1 model runner's graph estimate (vLLM >= 0.20; see cudagraph_bytes), not divided by TP: least
-    # squares on the 24 logged "Estimated CUDA graph memory" figures of vLLM 0.21-0.26 (tests/fit_truth.py
+    # squares on the 27 logged "Estimated CUDA graph memory" figures of vLLM 0.21-0.26 (tests/fit_truth.py
     # fit_graph_constants; benchmarks/fit_errors.py --refit prints them), a component fit on no KV-token
     # figure
-    graph_bytes_per_piece: float = 0.1456 * 2**20  # per layer on the rank and capture size
-    graph_bytes_per_decode_seq: float = 0.8218 * 2**20  # per request of the largest FULL decode graph
+    graph_bytes_per_piece: float = 0.1436 * 2**20  # per layer on the rank and capture size
+    graph_bytes_per_decode_seq: float = 0.7773 * 2**20  # per request of the largest FULL decode graph
     # what an MLA model's FULL decode graphs add per request (fitted with the two above)
-    mla_graph_bytes_per_decode_seq: float = 1.5688 * 2**20
+    mla_graph_bytes_per_decode_seq: float = 1.6249 * 2**20
     # the same three for vLLM 0.18-0.19, fitted on that generation's 28 logged estimates alone (not
     # subtracted there, so they move no budget; the fit result reports them)
     mid_graph_bytes_per_piece: float = 0.3467 * 2**20
@@ -424,7 +424,7 @@ class BudgetConstants:
     # GLM-5 / GLM-5-FP8 rows, 32 to 512 requests at 32k to 64k tokens, land within 0.13 GiB); the shape is the
     # indexer's fp32 logits,
     # 4 B per index head and token at most
-    dsa_graph_bytes_per_index_head_token: float = 1.3089
+    dsa_graph_bytes_per_index_head_token: float = 1.3005
     newer_moe_workspace_scale: float = 6.706
     # vLLM >= 0.20 profiled by the V1 model runner (see "vLLM >= 0.20, the V1 model runner" in the docstring):
     # fitted on that generation's V1 rows, the H200 start-ups of vLLM 0.26 (benchmarks/gpu_truth) among them
@@ -1027,7 +1027,7 @@ def cudagraph_bytes(
     (``fp8_fp4_paged_mqa_logits``, ``model_executor/layers/sparse_attn_indexer.py`` 0.26 L582-590, output
     [B, max_model_len] fp32 per index head before the weighted sum, as the logged estimates scale:
     GLM-5-FP8 0.28 / 1.01 / 1.91 GiB at 64 / 256 / 512 requests, GLM-5 0.13 GiB at 32, all at 32k
-    tokens; fitted at 1.31 B, under the 4 B of fp32 logits). With an fp8 KV cache the one H200 log
+    tokens; fitted at 1.30 B, under the 4 B of fp32 logits). With an fp8 KV cache the one H200 log
     (GLM-5, 128 requests at 128k tokens, 0.22 GiB) shows no such term: FlashMLA-sparse's fp8 path
     reserves its buffers when the model is built.
     Model Runner V2 (0.33 for every model): ``newer_cudagraph_bytes_per_piece`` per layer and capture

@@ -105,6 +105,13 @@ CUBLAS_BEFORE_SNAPSHOT_SINCE: Version = (0, 27, 0)
 #: workspace while the model is built. Other releases were not read and keep the 0.33.0 form
 #: (``dsa_workspace_bytes``): the GLM-5.3-FP8 start on 0.28.0 is fitted with it.
 DSA_SHARED_WORKSPACE_READ: tuple[Version, Version] = ((0, 26, 0), (0, 27, 0))
+#: vLLM builds the model under ``max_split_size_mb:20`` (``Worker._scoped_allocator_max_split``,
+#: ``vllm/v1/worker/gpu_worker.py``): read in 0.22.0, 0.24.0 and 0.26.0, absent in 0.19.0 (0.20-0.21 unread).
+#: Weights of 20 MiB or more then take whole 2 MiB-rounded blocks (planning.load_memory).
+LOAD_MAX_SPLIT_SINCE: Version = (0, 22, 0)
+#: DeepGEMM's PDL workspace (32 MiB), allocated while the first MoE or FP8 layer is built on SM90+
+#: (``_apply_pdl`` in ``vllm/utils/deep_gemm.py``): read in 0.24.0 and 0.26.0, absent in 0.22.0 (0.23 unread)
+DEEP_GEMM_PDL_SINCE: Version = (0, 24, 0)
 #: vLLM's top-k/top-p sampler is FlashInfer's unless VLLM_USE_FLASHINFER_SAMPLER=0: the default of
 #: ``VLLM_USE_FLASHINFER_SAMPLER`` is True in 0.26.0's ``vllm/envs.py`` (the 0.26 H200 logs say "Using
 #: FlashInfer for top-p & top-k sampling") and in 0.33.0; 0.11.1-0.24 needed it set (0.11.1
@@ -160,6 +167,16 @@ def model_runner_v2(version: Version, architecture: str, is_moe: bool, hybrid: b
 def v2_graph_estimate(version: Version) -> bool:
     """Whether Model Runner V2 of vLLM ``version`` takes a CUDA-graph estimate off the budget (not 0.26)."""
     return version >= V2_GRAPH_ESTIMATE_SINCE
+
+
+def load_max_split(version: Version) -> bool:
+    """Whether vLLM ``version`` builds the model under max_split_size_mb:20 (``LOAD_MAX_SPLIT_SINCE``)."""
+    return version >= LOAD_MAX_SPLIT_SINCE
+
+
+def deep_gemm_pdl(version: Version) -> bool:
+    """Whether vLLM ``version`` allocates DeepGEMM's PDL workspace while loading (``DEEP_GEMM_PDL_SINCE``)."""
+    return version >= DEEP_GEMM_PDL_SINCE
 
 
 def cublas_before_snapshot(version: Version) -> bool:

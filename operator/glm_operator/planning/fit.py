@@ -101,13 +101,22 @@ from glm_operator.planning.engine import (
     budget_generation,
     cublas_before_snapshot,
     cudagraph_in_budget,
+    deep_gemm_pdl,
     default_gpu_memory_utilization,
     dsa_shared_workspace,
     flashinfer_sampler_default,
     fusion_workspace_rounded,
     large_gpu_batch_tier,
+    load_max_split,
     model_runner_v2,
     v2_graph_estimate,
+)
+from glm_operator.planning.load_memory import (
+    DEEP_GEMM_WORKSPACE_BYTES,
+    allocator_waste_bytes,
+    rope_cache_bytes,
+    router_fp32_extra_bytes,
+    weight_tensor_sizes,
 )
 
 GIB = 1024**3
@@ -172,6 +181,9 @@ class FitInput:
     weights_gib: float | None = None
     guarantee_min_concurrency: bool = False
     vllm_version: Version = DEFAULT_VERSION
+    # which model runner profiles the model (vLLM >= 0.20): None is the release's choice for the architecture
+    # (planning.engine.model_runner_v2); True/False is what VLLM_USE_V2_MODEL_RUNNER=1/0 forces
+    model_runner_v2: bool | None = None
 
     @property
     def cudagraphs_in_budget(self) -> bool:
@@ -474,12 +486,9 @@ def weights_bytes_per_stage(
     arch: ModelArchitecture, tp: int, pp: int, precision: str, layout: CheckpointQuantization | None
 ) -> tuple[float, ...]:
     """Weight bytes held by one rank of each pipeline stage."""
-    other_bytes = 4.0 if arch.dtype == "fp32" and precision not in ("bf16", "fp16") else 2.0
-    if precision in ("bf16", "fp16"):
-        linear_bytes = 2.0
-    else:
+    other_bytes, linear_bytes = _element_bytes(arch, precision, layout)
+    if precision not in ("bf16", "fp16"):
         layout = layout or CheckpointQuantization("dynamic", precision, 0, 4.0)
-        linear_bytes = layout.bytes_per_weight
     kept = layout.unquantized if layout is not None and precision not in ("bf16", "fp16") else ()
     out = []
     ranges = pp_layer_ranges(arch.num_layers, pp)
@@ -490,6 +499,45 @@ def weights_bytes_per_stage(
         if precision not in ("bf16", "fp16") and "self_attn" not in kept:
             copies = _mla_dequantized_copies(arch, tp, start, end)
         out.append((el.linear - k) * linear_bytes + el.other * other_bytes + (k + copies) * 2.0)
+    return tuple(out)
+
+
+def _element_bytes(
+    arch: ModelArchitecture, precision: str, layout: CheckpointQuantization | None
+) -> tuple[float, float]:
+    """(bytes per norm/embedding element, bytes per linear weight) in ``precision``."""
+    other_bytes = 4.0 if arch.dtype == "fp32" and precision not in ("bf16", "fp16") else 2.0
+    if precision in ("bf16", "fp16"):
+        return other_bytes, 2.0
+    return other_bytes, (layout or CheckpointQuantization("dynamic", precision, 0, 4.0)).bytes_per_weight
+
+
+@functools.lru_cache(maxsize=4096)
+def load_extra_bytes_per_stage(
+    arch: ModelArchitecture,
+    tp: int,
+    pp: int,
+    precision: str,
+    layout: CheckpointQuantization | None,
+    scoped_max_split: bool,
+) -> tuple[float, ...]:
+    """What "Model loading took" counts beyond the weights on one rank of each pipeline stage: the RoPE
+    cache, glm4_moe's fp32 router and the caching allocator's rounding of the weight tensors
+    (:mod:`glm_operator.planning.load_memory`; DeepGEMM's workspace is added by the caller)."""
+    other_bytes, linear_bytes = _element_bytes(arch, precision, layout)
+    # the weight tensors alone (their scales are tensors apart, too small to round)
+    tensor_bytes = {"fp8": 1.0, "int8": 1.0, "int4": 0.5, "nvfp4": 0.5}.get(precision, linear_bytes)
+    kinds = _layer_kinds(arch)
+    out = []
+    for stage, (start, end) in enumerate(pp_layer_ranges(arch.num_layers, pp)):
+        first, last = stage == 0, stage == pp - 1
+        moe_layers = sum(1 for n in range(start, end) if arch.is_moe and n >= arch.first_k_dense_replace)
+        sizes = weight_tensor_sizes(arch, tp, kinds[start:end], start, first, last, tensor_bytes)
+        out.append(
+            rope_cache_bytes(arch, other_bytes)
+            + router_fp32_extra_bytes(arch, moe_layers, other_bytes)
+            + allocator_waste_bytes(sizes, scoped_max_split)
+        )
     return tuple(out)
 
 
@@ -706,14 +754,22 @@ def _weights_per_gpu(
     """Weight bytes on one rank of each pipeline stage: counted from the config, scaled up to vLLM's
     logged figure where the catalog has one, or the ``weights_gib`` given."""
     model, arch = inp.model, inp.model.architecture
-    weights = weights_bytes_per_stage(
-        arch, inp.tensor_parallel_size, inp.pipeline_parallel_size, precision, layout
-    )
+    scoped = load_max_split(inp.vllm_version)
+    # DeepGEMM's PDL workspace: the first MoE or FP8 layer allocates it on SM90+ (planning.load_memory)
+    deep_gemm = deep_gemm_pdl(inp.vllm_version) and inp.compute_capability >= 9.0
+    workspace = DEEP_GEMM_WORKSPACE_BYTES if deep_gemm and (arch.is_moe or precision == "fp8") else 0.0
+
+    def loaded(tp: int, pp: int) -> tuple[float, ...]:
+        params = weights_bytes_per_stage(arch, tp, pp, precision, layout)
+        extra = load_extra_bytes_per_stage(arch, tp, pp, precision, layout, scoped)
+        return tuple(p + e + workspace for p, e in zip(params, extra, strict=True))
+
+    weights = loaded(inp.tensor_parallel_size, inp.pipeline_parallel_size)
     logged = model.loaded_weights(precision)
     if logged is not None:
         # vLLM loads more than the config counts (catalog ``loaded_weights``): scale up to its own
         # "Model loading took" figure, assuming the difference shards with TP like the rest
-        counted = weights_bytes_per_stage(arch, logged[0], 1, precision, layout)[0]
+        counted = loaded(logged[0], 1)[0]
         scale = logged[1] * GIB / counted
         if scale > 1:
             weights = tuple(w * scale for w in weights)
@@ -727,7 +783,11 @@ def _budget_settings(inp: FitInput, precision: str) -> BudgetSettings:
     """The engine settings vLLM's profiling run depends on (batch sizes, sampler, runner, release)."""
     arch = inp.model.architecture
     hybrid = arch.linear_attention_layers > 0
-    runner_v2 = model_runner_v2(inp.vllm_version, arch.architecture, arch.is_moe, hybrid)
+    runner_v2 = (
+        model_runner_v2(inp.vllm_version, arch.architecture, arch.is_moe, hybrid)
+        if inp.model_runner_v2 is None
+        else inp.model_runner_v2
+    )
     return BudgetSettings(
         max_num_batched_tokens=inp.max_num_batched_tokens
         or default_max_num_batched_tokens(inp.gpu_memory_gib, inp.compute_capability, inp.vllm_version),

@@ -73,7 +73,7 @@ class PerfConstants:
 
     # a least-squares fit of the ITL p50 of the calibration runs (benchmarks/perf_model.py --refit)
     layer_overhead_s: float = 29.6e-6
-    moe_layer_overhead_s: float = 57.7e-6  # more per MoE layer (routing, the fused-MoE kernels)
+    moe_layer_overhead_s: float = 57.4e-6  # more per MoE layer (routing, the fused-MoE kernels)
     bandwidth_efficiency: float = 0.9  # fixed: a decode GEMV reaches ~90 % of HBM peak at most
     compute_efficiency: float = 0.4  # of the datasheet dense bf16 TFLOPS
     # the median TTFT at concurrency 1 of those runs (HTTP, scheduling, the first step)
@@ -86,7 +86,7 @@ class PerfConstants:
     fp8_compute_efficiency: float = 0.13
     # per sequence of the batch and step: what grows with the batch beyond its KV and GEMMs (sampling,
     # the scheduler's and the output processor's per-request work, MLA/attention kernels' batch setup)
-    sequence_overhead_s: float = 8.1e-6
+    sequence_overhead_s: float = 8.0e-6
 
 
 DEFAULT_PERF = PerfConstants()

@@ -10,6 +10,10 @@ vLLM reports, and the blocks live at that moment are printed, grouped by the fir
 torch.compile) frames of their allocation, largest first, then the five largest blocks with their innermost
 frames. Each line starts with ``gpu_truth memtrace:``.
 
+``Worker.load_model`` is traced the same way (what "Model loading took" counts): the blocks it allocated
+that are still live when it returns, grouped the same way, beside the bytes of the model's parameters and
+buffers (each storage once), so that weights the estimate misses show up by name.
+
 Nothing here may stop a start-up: any failure is printed and the profiling run goes on untraced. Only
 the device runs this; CI never imports it.
 """
@@ -74,6 +78,11 @@ def _patch(module: Any) -> None:
     if worker is None or getattr(worker, "_gpu_truth_memtrace", False):
         return
     original = worker.determine_available_memory
+    original_load = getattr(worker, "load_model", None)
+
+    def load_model(self: Any, *args: Any, **kwargs: Any) -> Any:
+        assert original_load is not None
+        return _traced_load(functools.partial(original_load, self, *args, **kwargs), self)
 
     @functools.wraps(original)
     def determine_available_memory(self: Any) -> Any:
@@ -85,30 +94,113 @@ def _patch(module: Any) -> None:
             runner.__dict__.pop("profile_run", None)
 
     worker.determine_available_memory = determine_available_memory
+    if original_load is not None:
+        worker.load_model = functools.wraps(original_load)(load_model)
     worker._gpu_truth_memtrace = True
     _log("installed")
 
 
 def _traced(profile_run: Any) -> Any:
+    return _trace(profile_run, report, "profile_run")
+
+
+def _traced_load(load: Any, worker: Any) -> Any:
+    def lines(snapshot: dict[str, Any], device: int) -> list[str]:
+        return load_report(snapshot, device, getattr(worker.model_runner, "model", None))
+
+    return _trace(load, lines, "load_model")
+
+
+def _trace(run: Any, lines: Any, what: str) -> Any:
+    """``run()`` under ``_record_memory_history``, then ``lines(snapshot, device)`` printed."""
     try:
         import torch  # type: ignore[import-not-found]
 
         memory = torch.cuda.memory
         memory._record_memory_history(enabled="all", context="all", stacks="python", max_entries=MAX_ENTRIES)
     except Exception as exc:
-        _log(f"not recorded: {exc!r}")
-        return profile_run()
+        _log(f"{what} not recorded: {exc!r}")
+        return run()
     try:
-        return profile_run()
+        return run()
     finally:
         try:
             torch.cuda.synchronize()
             snapshot = memory._snapshot()
             memory._record_memory_history(enabled=None)
-            for line in report(snapshot, torch.cuda.current_device()):
+            for line in lines(snapshot, torch.cuda.current_device()):
                 _log(line)
         except Exception as exc:
-            _log(f"no report: {exc!r}")
+            _log(f"no {what} report: {exc!r}")
+
+
+def _tensor_bytes(tensors: Any) -> tuple[int, int]:
+    """(bytes, count) of the distinct CUDA storages among ``tensors``."""
+    seen: set[int] = set()
+    total = 0
+    for t in tensors:
+        if not getattr(t, "is_cuda", False):
+            continue
+        storage = t.untyped_storage()
+        if storage.data_ptr() in seen:
+            continue
+        seen.add(storage.data_ptr())
+        total += storage.nbytes()
+    return total, len(seen)
+
+
+def load_report(snapshot: dict[str, Any], device: int, model: Any) -> list[str]:
+    """Lines describing what ``load_model`` left allocated (see the module docstring)."""
+    traces = snapshot.get("device_traces") or []
+    events = list(traces[device]) if device < len(traces) else []
+    live = live_at(events, len(events) - 1)
+    held = sum(int(e.get("size", 0)) for e in live.values())
+    lines = [f"load_model left {len(live)} blocks allocated ({held / MIB:.1f} MiB)"]
+    if model is not None:
+        params, n_params = _tensor_bytes(model.parameters())
+        buffers, n_buffers = _tensor_bytes(model.buffers())
+        lines.append(
+            f"  model parameters {params / MIB:.1f} MiB ({n_params} storages), "
+            f"buffers {buffers / MIB:.1f} MiB ({n_buffers} storages)"
+        )
+        named = sorted(
+            ((name, b.untyped_storage().nbytes()) for name, b in model.named_buffers() if b.is_cuda),
+            key=lambda kv: -kv[1],
+        )
+        for name, size in named[:BLOCKS]:
+            lines.append(f"  buffer {size / MIB:10.2f} MiB {name}")
+    lines += grouped(live)
+    return lines
+
+
+def live_at(events: list[dict[str, Any]], at: int) -> dict[Any, dict[str, Any]]:
+    """The blocks allocated in the trace and not freed after event ``at`` (by address)."""
+    live: dict[Any, dict[str, Any]] = {}
+    for event in events[: at + 1]:
+        if event.get("action") == "alloc":
+            live[event.get("addr")] = event
+        elif event.get("action") == "free_completed":
+            live.pop(event.get("addr"), None)
+    return live
+
+
+def grouped(live: dict[Any, dict[str, Any]]) -> list[str]:
+    """The live blocks by allocation site, largest first, then the largest blocks one by one."""
+    groups: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+    for event in live.values():
+        group = groups[_site(event.get("frames") or [])]
+        group[0] += int(event.get("size", 0))
+        group[1] += 1
+    lines = [
+        f"  {size / MIB:10.1f} MiB {count:5d} x {site}"
+        for site, (size, count) in sorted(groups.items(), key=lambda kv: -kv[1][0])[:TOP]
+    ]
+    # the largest blocks one by one, with their innermost frames whatever the file (torch's own included)
+    for event in sorted(live.values(), key=lambda e: -int(e.get("size", 0)))[:BLOCKS]:
+        frames = event.get("frames") or []
+        where = " < ".join(_short(f) for f in frames[:BLOCK_FRAMES])
+        lines.append(f"  block {int(event.get('size', 0)) / MIB:10.1f} MiB at {where}")
+    return lines
 
 
 # frames that name where a block was asked for: vLLM, generated torch.compile code, the kernel libraries
@@ -161,27 +253,10 @@ def report(snapshot: dict[str, Any], device: int) -> list[str]:
     traces = snapshot.get("device_traces") or []
     events = list(traces[device]) if device < len(traces) else []
     at, peak = peak_of(events)
-    live: dict[Any, dict[str, Any]] = {}
-    for event in events[: at + 1]:
-        if event.get("action") == "alloc":
-            live[event.get("addr")] = event
-        elif event.get("action") == "free_completed":
-            live.pop(event.get("addr"), None)
-    groups: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
-    for event in live.values():
-        group = groups[_site(event.get("frames") or [])]
-        group[0] += int(event.get("size", 0))
-        group[1] += 1
-    held = sum(g[0] for g in groups.values()) / MIB
-    lines = [
+    live = live_at(events, at)
+    held = sum(int(e.get("size", 0)) for e in live.values()) / MIB
+    return [
         f"profile_run peak +{peak / MIB:.1f} MiB net at event {at + 1} of {len(events)}; "
-        f"{len(live)} blocks allocated in the run live then ({held:.1f} MiB)"
+        f"{len(live)} blocks allocated in the run live then ({held:.1f} MiB)",
+        *grouped(live),
     ]
-    for site, (size, count) in sorted(groups.items(), key=lambda kv: -kv[1][0])[:TOP]:
-        lines.append(f"  {size / MIB:10.1f} MiB {count:5d} x {site}")
-    # the largest blocks one by one, with their innermost frames whatever the file (torch's own included)
-    for event in sorted(live.values(), key=lambda e: -int(e.get("size", 0)))[:BLOCKS]:
-        frames = event.get("frames") or []
-        where = " < ".join(_short(f) for f in frames[:BLOCK_FRAMES])
-        lines.append(f"  block {int(event.get('size', 0)) / MIB:10.1f} MiB at {where}")
-    return lines
