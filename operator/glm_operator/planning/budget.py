@@ -551,11 +551,23 @@ def padded_vocab(arch: ModelArchitecture) -> int:
 def forward_peak_bytes(
     arch: ModelArchitecture, tp: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
 ) -> float:
+    """The dummy forward's live activations: a scale per profiling run x the structural bytes per token.
+
+    A dense GQA model's forward is the same compiled layer piece under either model runner of vLLM >= 0.20,
+    so the V1 runner takes Model Runner V2's measured ``newer_forward_scale`` for it: memtrace of Qwen3-8B on
+    the V1 runner at 8192 tokens with a warm compile cache (``benchmarks/gpu_truth/logs/repeats/
+    qwen3-8b-v1-b8k-s7call11-warm.log.gz``) holds gate/up 384 + SiLU 192 + 3 x 64 + 32 MiB = 800 MiB at the
+    peak, V2 at 16384 tokens 1628 MiB of the same blocks. ``v1_forward_scale`` stays for MoE and MLA
+    models, whose structural estimate is further from their blocks (GLM-5: 79 KB per token held, 114
+    estimated at that scale)."""
     scale = {
         GENERATION_NEWER: c.newer_forward_scale,
         GENERATION_MID: c.mid_forward_scale,
         PROFILING_V1_NEWER: c.v1_forward_scale,
     }.get(settings.profiling_run, c.forward_scale)
+    dense = not (arch.is_moe or arch.is_mla or arch.linear_attention_layers)
+    if settings.profiling_run == PROFILING_V1_NEWER and dense:
+        scale = c.newer_forward_scale
     return scale * activation_bytes_per_token(arch, tp) * settings.max_num_batched_tokens
 
 
