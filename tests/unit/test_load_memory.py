@@ -60,8 +60,8 @@ def test_the_allocator_rounds_qwen25_7b_weights_as_its_loads_show() -> None:
 
     assert loaded((0, 26, 0)) == "14.29" and loaded((0, 24, 0)) == "14.29"  # the H200 and the RTX 4090 logs
     assert loaded((0, 19, 0)) == "14.25"  # llmdp-qwen25-7b-tp1 (H100)
-    # the trace's parameters: 14,525.6 MiB (the q/k/v biases, 0.25 MiB, are not in this config's keys)
-    assert weights_bytes_per_stage(arch, 1, 1, "bf16", None)[0] / MIB == pytest.approx(14525.6, abs=0.3)
+    # the trace's parameters: 14,525.6 MiB, the q/k/v biases (0.25 MiB) included
+    assert weights_bytes_per_stage(arch, 1, 1, "bf16", None)[0] / MIB == pytest.approx(14525.6, abs=0.1)
 
 
 def test_small_tensors_are_packed_and_a_request_takes_a_cached_rest() -> None:

@@ -361,7 +361,9 @@ class ModelArchitecture:
             intermediate_size=inter,
             vocab_size=vocab,
             tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
-            attention_bias=bool(config.get("attention_bias", config.get("add_qkv_bias", False))),
+            # Qwen2 always has q/k/v biases (vLLM's Qwen2Attention, bias=True); its config has no such key
+            attention_bias=model_type == "qwen2"
+            or bool(config.get("attention_bias", config.get("add_qkv_bias", False))),
             qk_norm=bool(config.get("use_qk_norm", False)),
             dtype=dtype,
             max_position_embeddings=_int(config, "max_position_embeddings", 0),
