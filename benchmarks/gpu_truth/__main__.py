@@ -119,7 +119,7 @@ def row(case: Case, log: StartupLog, log_name: str) -> dict[str, str]:
         "max_num_seqs": str(case.max_num_seqs),
         "vllm_version": VLLM_VERSION,
         "cudagraphs": "default (FULL_AND_PIECEWISE; estimate subtracted since 0.21)",
-        "sampler": "flashinfer",
+        "sampler": "native" if case.native_sampler else "flashinfer",
         "custom_all_reduce": "n/a",
         "weights_gib": _fmt(log.weights_gib),
         "activation_gib": _fmt(log.activation_gib),
@@ -212,7 +212,7 @@ def estimate(case: Case, mnbt: int | None) -> dict[str, float]:
         "--max-num-seqs", str(case.max_num_seqs),
         "--kv-cache-dtype", case.kv_cache_dtype,
         "--quantization", case.quantization,
-        "--flashinfer-sampler",
+        "--native-sampler" if case.native_sampler else "--flashinfer-sampler",
         "-o", "json",
     ]  # fmt: skip
     if mnbt:

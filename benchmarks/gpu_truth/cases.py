@@ -96,11 +96,16 @@ class Case:
     # "v1": the V1 model runner forced (VLLM_USE_V2_MODEL_RUNNER=0) for a dense model 0.26 would profile with
     # Model Runner V2, to measure what the releases before 0.26 (and a user setting that variable) run
     model_runner: str = ""
+    # True: PyTorch's top-k/top-p sampler (VLLM_USE_FLASHINFER_SAMPLER=0), not the release's FlashInfer one
+    native_sampler: bool = False
 
     @property
     def env(self) -> dict[str, str]:
         """Environment variables the case's server starts with (beside run_cases.sh's own)."""
-        return {"VLLM_USE_V2_MODEL_RUNNER": "0"} if self.model_runner == "v1" else {}
+        env = {"VLLM_USE_V2_MODEL_RUNNER": "0"} if self.model_runner == "v1" else {}
+        if self.native_sampler:
+            env["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
+        return env
 
     @property
     def config_path(self) -> Path:
@@ -443,5 +448,38 @@ CASES: tuple[Case, ...] = (
     ),
     # the 7B case on Model Runner V2 (0.26's default for it): a dense model no V2 constant was fitted on
     _case("qwen25-7b-b2k", *QWEN25_7B, **HZK_KNOBS),
+    # The V1 runner's dummy sampler pass over 1024 rows, where it is the profiling run's peak (a small model,
+    # 2048 tokens): PyTorch's path (the Triton top-k/top-p kernel from 0.22; aws-qwen3-coder-30b-l40s-tp4
+    # sets it) and FlashInfer's, which _dummy_sampler_run follows with a PyTorch pass
+    # (budget.v1_sampler_pass_bytes)
+    _case(
+        "qwen25-05b-v1-s1k-native",
+        *QWEN25_05B,
+        context_length=2048,
+        max_num_seqs=1024,
+        gpu_memory_utilization=0.9,
+        max_num_batched_tokens=2048,
+        model_runner="v1",
+        native_sampler=True,
+    ),
+    _case(
+        "qwen25-05b-v1-s1k",
+        *QWEN25_05B,
+        context_length=2048,
+        max_num_seqs=1024,
+        gpu_memory_utilization=0.9,
+        max_num_batched_tokens=2048,
+        model_runner="v1",
+    ),
+    # GLM-5's profiling peak split at 8192 tokens (memtrace): the MLA layer's activation blocks between the
+    # 2048- and 16384-token start-ups (budget.mla_attention_live_bytes)
+    _case(
+        "glm5-b8k",
+        *GLM5,
+        context_length=32768,
+        max_num_seqs=256,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=8192,
+    ),
 )
 BY_NAME = {c.name: c for c in CASES}

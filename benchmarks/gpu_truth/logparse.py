@@ -109,9 +109,12 @@ def parse(text: str) -> StartupLog:
 def memtrace_sites(text: str) -> dict[str, float]:
     """MiB per allocation site live at the profiling run's peak, from the ``gpu_truth memtrace`` lines of
     ``device/memtrace`` (the innermost vLLM frame, e.g. ``vllm/v1/worker/workspace.py:176``); empty when the
-    log has none."""
+    log has none. Only the profiling run's lines count, not the load trace printed before them."""
+    start = text.rfind("gpu_truth memtrace: profile_run peak")
+    if start < 0:
+        return {}
     sites: dict[str, float] = {}
-    for m in re.finditer(r"gpu_truth memtrace:\s+([0-9.]+) MiB\s+\d+ x (\S+)", text):
+    for m in re.finditer(r"gpu_truth memtrace:\s+([0-9.]+) MiB\s+\d+ x (\S+)", text[start:]):
         sites[m.group(2)] = sites.get(m.group(2), 0.0) + float(m.group(1))
     return sites
 

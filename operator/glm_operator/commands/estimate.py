@@ -74,7 +74,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--flashinfer-sampler",
         action="store_true",
-        help="VLLM_USE_FLASHINFER_SAMPLER=1: a smaller sampler peak (the default from vLLM 0.26)",
+        help="VLLM_USE_FLASHINFER_SAMPLER=1 (the default from vLLM 0.22)",
+    )
+    parser.add_argument(
+        "--native-sampler",
+        action="store_true",
+        help="VLLM_USE_FLASHINFER_SAMPLER=0: PyTorch's top-k/top-p sampler",
     )
     parser.add_argument(
         "--model-runner",
@@ -116,7 +121,7 @@ def compute(args: argparse.Namespace) -> tuple[dict[str, Any], FitResult]:
                 available_kv_cache_gib=args.available_kv_cache_gib,
                 extra_kv_layers=args.extra_kv_layers,
                 enforce_eager=args.enforce_eager,
-                flashinfer_sampler=args.flashinfer_sampler or None,
+                flashinfer_sampler=False if args.native_sampler else (args.flashinfer_sampler or None),
                 block_size=args.block_size,
                 model_runner_v2=None if args.model_runner is None else args.model_runner == "v2",
             )
