@@ -80,7 +80,8 @@ benchmarks/gpu_truth split the budget so (0.26.0, TP 1): peak activation 1.63 Gi
 tokens, 4.06 for GLM-5-FP8 (10 layers) at 2048 and about 5.6 at 8192 (that log ends before the split; from
 its budget), 1.39 for Qwen3-30B-A3B-FP8 at 4096 (512 sequences: a 1.16 GiB sampler pass at the 0.19 rate),
 1.17 for gpt-oss-20b; non-torch 0.22-0.25 at TP 1 (``mid_non_torch_gib``'s 0.25). The model keeps 0.18-0.19's
-forward and sampler rates (``v1_forward_scale``, ``v1_sampler_bytes`` = the ``mid_*`` values) and:
+forward rate (``v1_forward_scale`` = ``mid_forward_scale``; MLA models their attention layer's blocks,
+:func:`mla_attention_live_bytes`), the sampler pass as read (:func:`v1_sampler_pass_bytes`) and:
 
 * the fused-MoE workspace as 0.26 requests it (:func:`triton_experts_workspace_bytes`: TritonExperts' two
   buffers, M x k x max(I/TP, hidden) and M x k x max(2 I/TP, hidden) in bf16 at M = max_num_batched_tokens;
@@ -166,9 +167,11 @@ the logged estimates of each generation apart (``tests/fit_truth.py`` ``fit_grap
 captures more in 0.19 than from 0.20 on: with the constants of the 24 bf16 estimates of vLLM 0.21-0.26 the 28
 of 0.19 come out 0.25 GiB under on average (worst 0.80), so 0.18-0.19 keep their own ``mid_graph_*`` constants
 (0.35 / 0.54 / 1.20 MiB; rms 0.13 GiB, worst Qwen3-30B-A3B at TP 1, 1.41 logged and 1.10 ours; not subtracted
-in that generation, so they move no budget) and >= 0.20 has ``graph_bytes_per_piece`` 0.14 MiB,
-``graph_bytes_per_decode_seq`` 0.78 MiB and ``mla_graph_bytes_per_decode_seq`` 1.62 MiB (rms 0.11 GiB, worst
-GLM-4.7-Flash at 1024 sequences, 1.74 logged and 1.54 ours, and its FP8-online starts, 0.20 either way). One
+in that generation, so they move no budget) and >= 0.20 has ``graph_bytes_per_piece`` 0.18 MiB,
+``graph_bytes_per_decode_seq`` 0.47 MiB and ``mla_graph_bytes_per_decode_seq`` 1.73 MiB (rms 0.11 GiB, worst
+GLM-4.7-Flash at 32k tokens and at 1024 sequences, 0.75 / 1.74 logged and 0.97 / 1.52 ours, and its FP8-online
+starts, 0.21 either way; Qwen2.5-0.5B at 1024 sequences, 0.35 GiB where the 256-sequence start logs 0.32, is
+what took the per-request term from 0.78 to 0.47 MiB). One
 set fitted on both generations was rms 0.17 GiB, 0.3-0.4 GiB high on Qwen3-30B-A3B-FP8 and GLM-4.7-Flash at
 256 sequences on the H200. With one per-request constant for every attention the fit was rms 0.22 GiB and
 DeepSeek-V2-Lite 0.78 GiB under: MLA decode graphs hold more per request (GLM-4.7-Flash logs 0.32 / 0.75 GiB
@@ -352,6 +355,16 @@ FLASHMLA_SPARSE_PREFILL_ROWS_PER_CONTEXT_TOKEN = 5
 DSA_INDEX_TOPK = 2048  # config index_topk of GLM-5.x and DeepSeek-V3.2 (not in ModelArchitecture)
 # MLA's profile-run stand-in for the chunked-context up-projection (mla_profile_upprojection_bytes)
 MLA_CHUNKED_CONTEXT_MAX_ROWS = 64 * 1024
+#: The V1 runner's dummy sampler pass per row and vocabulary entry (vLLM 0.22-0.28 read): the bf16 logits,
+#: their fp32 copy (``Sampler.forward``), the probabilities and the exponential noise (``random_sample``),
+#: 2 + 4 + 4 + 4
+V1_SAMPLER_BYTES_PER_ENTRY = 14
+#: ``apply_top_k_top_p_triton`` (``vllm/v1/sample/ops/topk_topp_triton.py``) runs from 8 rows on; below that
+#: PyTorch's sort path (``sampler_bytes_native``)
+TOPK_TOPP_TRITON_MIN_ROWS = 8
+#: its cached fp32 scratch has one vocabulary row per program, min(next power of 2 >= rows, SMs): the SMs of
+#: an H100/H200 (132); a GPU with fewer keeps up to 0.04 GiB less at a 152K vocabulary
+TOPK_TOPP_TRITON_PROGRAMS = 132
 MLA_BLOCK_SIZE = 16  # vLLM's default KV block size: the rows' lower bounds (4 and 1 pages per request)
 FLASHMLA_SPARSE_CAPABILITIES = (9, 10)  # FlashMLA's sparse kernels: Hopper and datacenter Blackwell
 # the fitted vLLM < 0.18 fused-MoE residual only on these GPUs (empirical, see the module docstring)
@@ -404,10 +417,10 @@ class BudgetConstants:
     # squares on the 27 logged "Estimated CUDA graph memory" figures of vLLM 0.21-0.26 (tests/fit_truth.py
     # fit_graph_constants; benchmarks/fit_errors.py --refit prints them), a component fit on no KV-token
     # figure
-    graph_bytes_per_piece: float = 0.1436 * 2**20  # per layer on the rank and capture size
-    graph_bytes_per_decode_seq: float = 0.7773 * 2**20  # per request of the largest FULL decode graph
+    graph_bytes_per_piece: float = 0.1784 * 2**20  # per layer on the rank and capture size
+    graph_bytes_per_decode_seq: float = 0.4718 * 2**20  # per request of the largest FULL decode graph
     # what an MLA model's FULL decode graphs add per request (fitted with the two above)
-    mla_graph_bytes_per_decode_seq: float = 1.6249 * 2**20
+    mla_graph_bytes_per_decode_seq: float = 1.7299 * 2**20
     # the same three for vLLM 0.18-0.19, fitted on that generation's 28 logged estimates alone (not
     # subtracted there, so they move no budget; the fit result reports them)
     mid_graph_bytes_per_piece: float = 0.3467 * 2**20
@@ -418,18 +431,17 @@ class BudgetConstants:
     # GLM-4.7-Flash start-ups of benchmarks/gpu_truth (1.70 and 1.44 GiB logged where bf16 logs 0.75 and
     # 0.32; tests/fit_truth.py fit_fp8_online_graph_bytes). Not GQA: Qwen3-30B-A3B quantized the same way
     # logs 0.46 GiB, no more than its FP8 checkpoint [inferred: MLA's path; one MLA model measured]
-    v1_fp8_online_graph_bytes_per_layer: float = 20.97 * 2**20
+    v1_fp8_online_graph_bytes_per_layer: float = 20.47 * 2**20
     # DSA (GLM-5.x) FULL decode graphs with a bf16 KV cache, per decode request, index head and token of
     # max_model_len (see cudagraph_bytes): fitted with the per-piece and per-request terms (the bf16-KV
     # GLM-5 / GLM-5-FP8 rows, 32 to 512 requests at 32k to 64k tokens, land within 0.13 GiB); the shape is the
     # indexer's fp32 logits,
     # 4 B per index head and token at most
-    dsa_graph_bytes_per_index_head_token: float = 1.3005
+    dsa_graph_bytes_per_index_head_token: float = 1.5059
     newer_moe_workspace_scale: float = 6.706
     # vLLM >= 0.20 profiled by the V1 model runner (see "vLLM >= 0.20, the V1 model runner" in the docstring):
     # fitted on that generation's V1 rows, the H200 start-ups of vLLM 0.26 (benchmarks/gpu_truth) among them
     v1_forward_scale: float = 0.462
-    v1_sampler_bytes: float = 16.04
     v1_moe_workspace_scale: float = 1.0
     # vLLM 0.18-0.19 (the profiling run also profiles CUDA graphs, which are not subtracted): fitted on
     # that generation's rows (benchmarks/fit_errors.py --refit); see "vLLM 0.18-0.19" in the docstring
@@ -544,6 +556,25 @@ def activation_bytes_per_token(arch: ModelArchitecture, tp: int) -> float:
     return residual + max(attn, mlp)
 
 
+def mla_attention_live_bytes(arch: ModelArchitecture, tp: int) -> float:
+    """Bytes per scheduled token an MLA layer holds at the V1 runner's profiling peak, on one rank.
+
+    The peak of an MLA model's dummy forward is inside its attention op, where ``MLAAttention.forward_impl``
+    allocates the chunked-context stand-in (:func:`mla_profile_upprojection_bytes`) beside the op's inputs and
+    output (``vllm/model_executor/layers/attention/mla_attention.py`` 0.26.0 L661 and L706-716): the
+    queries, heads/TP x (qk_nope + qk_rope), the output, heads/TP x v_head, the compressed KV and its rope
+    part, kv_lora + qk_rope, and the layer's hidden states, all bf16. The fused-MoE intermediates live in the
+    workspace manager's buffer, counted apart (:func:`moe_workspace_bytes`). GLM-5 (64 heads of 192 + 64
+    and 256, kv_lora 512, hidden 6144): 78,976 B per token; memtrace on the H200 (vLLM 0.26.0) holds six
+    blocks of 649 MiB at 8192 tokens and 1266 MiB at 16384 (83,072 and 81,024 B per token, block rounding
+    included), where ``v1_forward_scale`` x the structural estimate gave 114 KB per token (0.5 GiB over at
+    16384).
+    """
+    heads = arch.num_attention_heads / max(1, tp)
+    per_head = arch.qk_nope_head_dim + arch.qk_rope_head_dim + arch.v_head_dim
+    return (heads * per_head + arch.kv_lora_rank + arch.qk_rope_head_dim + arch.hidden_size) * 2.0
+
+
 def padded_vocab(arch: ModelArchitecture) -> int:
     return math.ceil(arch.vocab_size / VOCAB_PADDING) * VOCAB_PADDING
 
@@ -558,8 +589,9 @@ def forward_peak_bytes(
     the V1 runner at 8192 tokens with a warm compile cache (``benchmarks/gpu_truth/logs/repeats/
     qwen3-8b-v1-b8k-s7call11-warm.log.gz``) holds gate/up 384 + SiLU 192 + 3 x 64 + 32 MiB = 800 MiB at the
     peak, V2 at 16384 tokens 1628 MiB of the same blocks. ``v1_forward_scale`` stays for MoE and MLA
-    models, whose structural estimate is further from their blocks (GLM-5: 79 KB per token held, 114
-    estimated at that scale)."""
+    models; an MLA model's peak on the V1 runner is its attention layer (:func:`mla_attention_live_bytes`)."""
+    if settings.profiling_run == PROFILING_V1_NEWER and arch.is_mla:
+        return mla_attention_live_bytes(arch, tp) * settings.max_num_batched_tokens
     scale = {
         GENERATION_NEWER: c.newer_forward_scale,
         GENERATION_MID: c.mid_forward_scale,
@@ -587,12 +619,8 @@ def sampler_peak_bytes(
     151,936 x 2 B, and 160 MiB of hidden states, 2548 MiB in all.
 
     The V1 runner, which vLLM 0.20-0.32 still use for some models
-    (:func:`glm_operator.planning.engine.model_runner_v2`), runs ``_dummy_sampler_run`` in 0.24 as in 0.11
-    (``vllm/v1/worker/gpu_model_runner.py``): FlashInfer's pass at 0.18-0.19's ``mid_sampler_bytes``, or
-    PyTorch's sort path (``VLLM_USE_FLASHINFER_SAMPLER=0``) at ``sampler_bytes_native``.
-    Qwen3-Coder-30B-A3B (``Qwen3MoeForCausalLM``, not on 0.24's V2 list) at TP 4 on L40S with vLLM 0.24.0
-    and the PyTorch sampler keeps 1.03 GiB less for the KV cache than the V2 pass would: 38.8 B x 256 x
-    151,936 = 1.40 GiB where V2's bf16 logits are 0.07.
+    (:func:`glm_operator.planning.engine.model_runner_v2`): :func:`v1_sampler_pass_bytes`, the same with
+    FlashInfer's sampler or PyTorch's.
     """
     rows = min(settings.max_num_seqs, settings.max_num_batched_tokens)
     native_on_v1 = settings.model_runner_v1 and not settings.flashinfer_sampler
@@ -600,13 +628,32 @@ def sampler_peak_bytes(
         gather = 2.0 + 2.0 / tp if tp > 1 else 0.0
         hidden = (rows + settings.max_num_batched_tokens) * arch.hidden_size * 2.0
         return (c.newer_sampler_bytes + gather) * rows * padded_vocab(arch) + hidden
-    if settings.profiling_run == PROFILING_V1_NEWER and not native_on_v1:
-        per = c.v1_sampler_bytes
-    elif settings.profiling_run == GENERATION_MID and not native_on_v1:
+    if settings.profiling_run == PROFILING_V1_NEWER:
+        return v1_sampler_pass_bytes(rows, padded_vocab(arch), c)
+    if settings.profiling_run == GENERATION_MID and not native_on_v1:
         per = c.mid_sampler_bytes
     else:
         per = c.sampler_bytes_flashinfer if settings.flashinfer_sampler else c.sampler_bytes_native
     return per * rows * padded_vocab(arch)
+
+
+def v1_sampler_pass_bytes(rows: int, vocab: int, c: BudgetConstants = DEFAULT_CONSTANTS) -> float:
+    """The V1 runner's ``_dummy_sampler_run`` over ``rows`` rows (read in vLLM 0.22.0, 0.24.0, 0.26.0, 0.28.0,
+    ``vllm/v1/worker/gpu_model_runner.py``): one sampler pass with the release's top-k/top-p sampler, then
+    ("Also warm forward_native") one with PyTorch's, whatever ``VLLM_USE_FLASHINFER_SAMPLER`` says. The
+    peak is the PyTorch pass: the bf16 logits, their fp32 copy (``Sampler.forward``), the probabilities and
+    the exponential noise of ``random_sample``, ``V1_SAMPLER_BYTES_PER_ENTRY`` = 14 B per row and vocabulary
+    entry (FlashInfer's pass holds the same: its masked logits in place of the noise), plus from 8 rows on
+    the fp32 scratch of the Triton top-k/top-p kernel, min(next power of 2 >= rows, SMs) vocabulary rows,
+    which it caches. Measured (``gpu_truth memtrace``, vLLM 0.26.0 on the H200, 1024 rows of 151,936
+    entries): 296.8 + 3 x 593.5 + 76.5 = 2153.8 MiB for Qwen2.5-0.5B with either sampler and for
+    Qwen3-30B-A3B-FP8. Below 8 rows PyTorch sorts the logits (``sampler_bytes_native``). It replaces a rate of
+    16.04 B per entry (0.18-0.19's, fitted), which is this at 256 rows and 14 % over it at 1024, and the sort
+    path's 38.8 B for ``VLLM_USE_FLASHINFER_SAMPLER=0``, which the Triton kernel ended in 0.22."""
+    if rows < TOPK_TOPP_TRITON_MIN_ROWS:
+        return c.sampler_bytes_native * rows * vocab
+    programs = min(1 << (rows - 1).bit_length(), TOPK_TOPP_TRITON_PROGRAMS)
+    return float((V1_SAMPLER_BYTES_PER_ENTRY * rows + 4 * programs) * vocab)
 
 
 def moe_workspace_bytes(
@@ -1039,7 +1086,7 @@ def cudagraph_bytes(
     (``fp8_fp4_paged_mqa_logits``, ``model_executor/layers/sparse_attn_indexer.py`` 0.26 L582-590, output
     [B, max_model_len] fp32 per index head before the weighted sum, as the logged estimates scale:
     GLM-5-FP8 0.28 / 1.01 / 1.91 GiB at 64 / 256 / 512 requests, GLM-5 0.13 GiB at 32, all at 32k
-    tokens; fitted at 1.30 B, under the 4 B of fp32 logits). With an fp8 KV cache the one H200 log
+    tokens; fitted at 1.51 B, under the 4 B of fp32 logits). With an fp8 KV cache the one H200 log
     (GLM-5, 128 requests at 128k tokens, 0.22 GiB) shows no such term: FlashMLA-sparse's fp8 path
     reserves its buffers when the model is built.
     Model Runner V2 (0.33 for every model): ``newer_cudagraph_bytes_per_piece`` per layer and capture

@@ -31,8 +31,8 @@ Version-dependent budget rules (applied by :func:`glm_operator.planning.fit.esti
   fused-MoE and DSA terms (``v1_*``, ``BudgetSettings.profiling_run``), with the graph estimate subtracted.
   Fitted on ten such start-ups (0.21-0.28, five of them GLM-4.7-Flash, GLM-5-FP8, Qwen3-30B-A3B-FP8 and
   gpt-oss-20b on one H200 with 0.26.0, benchmarks/gpu_truth); errors by ``benchmarks/fit_errors.py``.
-- vLLM 0.26's Model Runner V2 subtracts no graph estimate (:func:`v2_graph_estimate`); from 0.26 vLLM
-  samples with FlashInfer by default (:func:`flashinfer_sampler_default`) and its default
+- vLLM 0.26's Model Runner V2 subtracts no graph estimate (:func:`v2_graph_estimate`); from 0.22 vLLM
+  samples with FlashInfer by default (:func:`flashinfer_sampler_default`); from 0.26 its default
   ``gpu_memory_utilization`` is 0.92 (:func:`default_gpu_memory_utilization`), which plans use when the
   spec sets none.
 - FlashInfer's all-reduce fusion workspace (:func:`glm_operator.planning.budget.fusion_workspace_bytes`)
@@ -113,10 +113,11 @@ LOAD_MAX_SPLIT_SINCE: Version = (0, 22, 0)
 #: (``_apply_pdl`` in ``vllm/utils/deep_gemm.py``): read in 0.24.0 and 0.26.0, absent in 0.22.0 (0.23 unread)
 DEEP_GEMM_PDL_SINCE: Version = (0, 24, 0)
 #: vLLM's top-k/top-p sampler is FlashInfer's unless VLLM_USE_FLASHINFER_SAMPLER=0: the default of
-#: ``VLLM_USE_FLASHINFER_SAMPLER`` is True in 0.26.0's ``vllm/envs.py`` (the 0.26 H200 logs say "Using
-#: FlashInfer for top-p & top-k sampling") and in 0.33.0; 0.11.1-0.24 needed it set (0.11.1
-#: ``topk_topp_sampler.py``). Releases between 0.24 and 0.26 were not read and keep the PyTorch default.
-FLASHINFER_SAMPLER_DEFAULT_SINCE: Version = (0, 26, 0)
+#: ``VLLM_USE_FLASHINFER_SAMPLER`` is True in the ``vllm/envs.py`` of 0.22.0, 0.24.0, 0.26.0 (the 0.26 H200
+#: logs say "Using FlashInfer for top-p & top-k sampling"), 0.28.0 and 0.33.0; 0.11.1 needed it set (0.11.1
+#: ``topk_topp_sampler.py``). 0.12-0.21 were not read and keep the PyTorch default. (The V1 runner's profiling
+#: peak is the same with either from 0.22: ``planning.budget.v1_sampler_pass_bytes``.)
+FLASHINFER_SAMPLER_DEFAULT_SINCE: Version = (0, 22, 0)
 #: ``CacheConfig.gpu_memory_utilization``'s default: 0.92 in 0.26.0 (``vllm/config/cache.py``,
 #: ``Field(default=0.92, gt=0, le=1)``) and 0.33.0, 0.9 in the releases read before (0.10-0.21); 0.22-0.25
 #: were not read and keep 0.9.
@@ -191,7 +192,7 @@ def dsa_shared_workspace(version: Version) -> bool:
 
 
 def flashinfer_sampler_default(version: Version) -> bool:
-    """Whether vLLM ``version`` samples top-k/top-p with FlashInfer unless told otherwise (0.26 and later)."""
+    """Whether vLLM ``version`` samples top-k/top-p with FlashInfer unless told otherwise (0.22 and later)."""
     return version >= FLASHINFER_SAMPLER_DEFAULT_SINCE
 
 

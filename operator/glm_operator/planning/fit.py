@@ -169,7 +169,7 @@ class FitInput:
     cudagraph_estimate: bool | None = None
     compute_capability: float = 9.0
     block_size: int | None = None
-    # None: the release's default (planning.engine.flashinfer_sampler_default: FlashInfer from vLLM 0.26)
+    # None: the release's default (planning.engine.flashinfer_sampler_default: FlashInfer from vLLM 0.22)
     flashinfer_sampler: bool | None = None
     custom_all_reduce: bool = True
     enforce_eager: bool = False
