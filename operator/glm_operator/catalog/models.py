@@ -52,11 +52,21 @@ class CheckpointQuantization:
     zero_point_bits: int = 0
     unquantized: tuple[str, ...] = ()
 
+    @classmethod
+    def dynamic(cls, precision: str) -> CheckpointQuantization:
+        """What vLLM's ``--quantization`` makes of a 16-bit checkpoint at load: one fp32 scale per output
+        channel."""
+        return cls("dynamic", precision, group_size=0, scale_bytes=4.0)
+
+    @property
+    def weight_bits(self) -> int:
+        """Bits of one stored weight, without its scales."""
+        return {"fp8": 8, "int8": 8, "int4": 4, "nvfp4": 4}[self.precision]
+
     @property
     def bytes_per_weight(self) -> float:
         """Storage bytes per quantized weight, including scales and packed zero points."""
-        bits = {"fp8": 8, "int8": 8, "int4": 4, "nvfp4": 4}[self.precision]
-        per_weight = bits / 8
+        per_weight = self.weight_bits / 8
         if self.group_size > 0:
             per_weight += (self.scale_bytes + self.zero_point_bits / 8) / self.group_size
         return per_weight

@@ -486,9 +486,8 @@ def weights_bytes_per_stage(
 ) -> tuple[float, ...]:
     """Weight bytes held by one rank of each pipeline stage."""
     other_bytes, linear_bytes = _element_bytes(arch, precision, layout)
-    if precision not in ("bf16", "fp16"):
-        layout = layout or CheckpointQuantization("dynamic", precision, 0, 4.0)
-    kept = layout.unquantized if layout is not None and precision not in ("bf16", "fp16") else ()
+    layout = _stored_layout(precision, layout)
+    kept = layout.unquantized if layout is not None else ()
     out = []
     ranges = pp_layer_ranges(arch.num_layers, pp)
     for stage, (start, end) in enumerate(ranges):
@@ -506,9 +505,16 @@ def _element_bytes(
 ) -> tuple[float, float]:
     """(bytes per norm/embedding element, bytes per linear weight) in ``precision``."""
     other_bytes = 4.0 if arch.dtype == "fp32" and precision not in ("bf16", "fp16") else 2.0
+    stored = _stored_layout(precision, layout)
+    return other_bytes, (stored.bytes_per_weight if stored else 2.0)
+
+
+def _stored_layout(precision: str, layout: CheckpointQuantization | None) -> CheckpointQuantization | None:
+    """How the linear weights are stored in ``precision``: the checkpoint's layout, vLLM's online
+    quantization where the checkpoint is 16-bit, or None for 16-bit weights."""
     if precision in ("bf16", "fp16"):
-        return other_bytes, 2.0
-    return other_bytes, (layout or CheckpointQuantization("dynamic", precision, 0, 4.0)).bytes_per_weight
+        return None
+    return layout or CheckpointQuantization.dynamic(precision)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -523,9 +529,10 @@ def load_extra_bytes_per_stage(
     """What "Model loading took" counts beyond the weights on one rank of each pipeline stage: the RoPE
     cache, glm4_moe's fp32 router and the caching allocator's rounding of the weight tensors
     (:mod:`glm_operator.planning.load_memory`; DeepGEMM's workspace is added by the caller)."""
-    other_bytes, linear_bytes = _element_bytes(arch, precision, layout)
+    other_bytes, _ = _element_bytes(arch, precision, layout)
     # the weight tensors alone (their scales are tensors apart, too small to round)
-    tensor_bytes = {"fp8": 1.0, "int8": 1.0, "int4": 0.5, "nvfp4": 0.5}.get(precision, linear_bytes)
+    stored = _stored_layout(precision, layout)
+    tensor_bytes = stored.weight_bits / 8 if stored else 2.0
     kinds = _layer_kinds(arch)
     out = []
     for stage, (start, end) in enumerate(pp_layer_ranges(arch.num_layers, pp)):
