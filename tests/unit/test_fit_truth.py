@@ -516,7 +516,8 @@ def test_v1_runner_pytorch_sampler_is_the_triton_pass() -> None:
     )
     flashinfer = replace(native, flashinfer_sampler=True)
     assert sampler_peak_bytes(arch, native) == sampler_peak_bytes(arch, flashinfer)
-    assert sampler_peak_bytes(arch, native) == (14 * 256 + 4 * 132) * 151936
+    hidden = (256 + 2048) * arch.hidden_size * 2  # the forward's hidden states and the rows picked
+    assert sampler_peak_bytes(arch, native) == (14 * 256 + 4 * 132) * 151936 + hidden
 
 
 def test_v1_runner_rows_share_the_vllm_019_forward_and_sampler() -> None:
@@ -754,8 +755,10 @@ def test_the_budget_terms_are_the_allocations_memtrace_saw_at_the_peak() -> None
     sampled = sum(v for k, v in sites.items() if "/sample/" in k or "layers/utils.py" in k)
     v1 = BudgetSettings(16384, 1024, generation=GENERATION_NEWER, model_runner_v1=True)
     v1 = replace(v1, flashinfer_sampler=True)
-    ours = sampler_peak_bytes(qwen.resolved().architecture, v1) / mib
-    assert ours == pytest.approx(sampled, abs=0.5)  # 2153.8 MiB measured
+    qwen_arch = qwen.resolved().architecture
+    hidden = (1024 + 16384) * qwen_arch.hidden_size * 2  # the hidden states beside the pass
+    assert sampler_peak_bytes(qwen_arch, v1) - hidden == v1_sampler_pass_bytes(1024, 151936)
+    assert v1_sampler_pass_bytes(1024, 151936) / mib == pytest.approx(sampled, abs=0.5)  # 2153.8 MiB
     small = rows["h200-qwen3moe-fp8-s32-b2k"]
     compiled = memtrace_sites(read_log(LOGS / "qwen3moe-fp8-s32-b2k.log.gz"))
     cold = BudgetSettings(2048, 32, generation=GENERATION_NEWER)
@@ -854,8 +857,10 @@ def test_v1_sampler_pass_and_mla_layer_are_the_allocations_memtrace_saw() -> Non
             model_runner_v1=True,
             flashinfer_sampler=row.flashinfer_sampler,
         )
-        ours = sampler_peak_bytes(row.resolved().architecture, settings) / mib
-        assert ours == pytest.approx(sum(sampled.values()), abs=0.5), name
+        arch = row.resolved().architecture
+        hidden = (1024 + 2048) * arch.hidden_size * 2
+        assert sampler_peak_bytes(arch, settings) == v1_sampler_pass_bytes(1024, vocab) + hidden
+        assert v1_sampler_pass_bytes(1024, vocab) / mib == pytest.approx(sum(sampled.values()), abs=0.5), name
         assert row.logged_activation_gib is not None
         assert row.fit().activation_gib == pytest.approx(row.logged_activation_gib, abs=0.05), name
     # below 8 rows PyTorch sorts the logits: the fitted sort-path rate

@@ -620,16 +620,18 @@ def sampler_peak_bytes(
 
     The V1 runner, which vLLM 0.20-0.32 still use for some models
     (:func:`glm_operator.planning.engine.model_runner_v2`): :func:`v1_sampler_pass_bytes`, the same with
-    FlashInfer's sampler or PyTorch's.
+    FlashInfer's sampler or PyTorch's, beside the same hidden states (GLM-4.7-Flash at 16384 tokens and 1024
+    rows, memtrace: the 2195.5 MiB pass, the 640 MiB fused-MoE workspace and the forward's 64 MiB output).
     """
     rows = min(settings.max_num_seqs, settings.max_num_batched_tokens)
     native_on_v1 = settings.model_runner_v1 and not settings.flashinfer_sampler
+    # the forward's hidden states stay alive through the pass, beside the rows picked from them
+    hidden = (rows + settings.max_num_batched_tokens) * arch.hidden_size * 2.0
     if settings.profiling_run == GENERATION_NEWER:
         gather = 2.0 + 2.0 / tp if tp > 1 else 0.0
-        hidden = (rows + settings.max_num_batched_tokens) * arch.hidden_size * 2.0
         return (c.newer_sampler_bytes + gather) * rows * padded_vocab(arch) + hidden
     if settings.profiling_run == PROFILING_V1_NEWER:
-        return v1_sampler_pass_bytes(rows, padded_vocab(arch), c)
+        return v1_sampler_pass_bytes(rows, padded_vocab(arch), c) + hidden
     if settings.profiling_run == GENERATION_MID and not native_on_v1:
         per = c.mid_sampler_bytes
     else:

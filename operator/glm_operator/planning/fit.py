@@ -125,8 +125,8 @@ DEFAULT_MAX_NUM_SEQS = 256
 # The budget model's stated error on KV-cache tokens, from its leave-one-model-out errors on the start-ups in
 # tests/fixtures/vllm-startups.csv (benchmarks/fit_errors.py prints them): the worst over-promise of a
 # held-out model (ours above the log) is 9.2 % on vLLM < 0.18 (Qwen3-235B-FP8, whose fused-MoE workspace only
-# GLM-4.6 pins once it is held out; median 0.35 %), 1.0 % on 0.18-0.19 (28 rows) and 3.4 % on >= 0.20 (40
-# predicted rows, 36 of them H200 start-ups each within 0.5 %: median 0.11 %; the 3.4 % is Qwen2.5-7B on an
+# GLM-4.6 pins once it is held out; median 0.35 %), 1.0 % on 0.18-0.19 (28 rows) and 3.1 % on >= 0.20 (40
+# predicted rows, 36 of them H200 start-ups each within 0.5 %: median 0.10 %; the 3.1 % is Qwen2.5-7B on an
 # RTX 4090 and the next, 1.4 %, Qwen3-Coder-30B on L40S: Ada's V1 graph estimates run above the H200's, 0.53
 # against 0.36 GiB for that 7B). Kept global at 10 %: the operator's vLLM 0.33 profiles every model with Model
 # Runner V2, whose forward and sampler are measured (H200) but whose CUDA-graph estimate rests on the 0.27.1
