@@ -189,6 +189,7 @@ def _case(name: str, config: str, model_id: str, family: str, perf: bool = False
 FLASH = ("glm-4.7-flash", "zai-org/GLM-4.7-Flash", "glm-mla-moe")
 GLM5_FP8 = ("glm-5-fp8-l10", "zai-org/GLM-5-FP8", "glm-mla-dsa")
 GLM5 = ("glm-5-l6", "zai-org/GLM-5", "glm-mla-dsa")
+GLM45_AIR = ("glm-4.5-air-l20", "zai-org/GLM-4.5-Air", "glm-moe-gqa")
 QWEN3_8B = ("qwen3-8b", "Qwen/Qwen3-8B", "dense-gqa")
 QWEN3_MOE_FP8 = ("qwen3-30b-a3b-fp8", "Qwen/Qwen3-30B-A3B-FP8", "moe-gqa")
 QWEN3_MOE = ("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", "moe-gqa")
@@ -470,6 +471,56 @@ CASES: tuple[Case, ...] = (
         gpu_memory_utilization=0.9,
         max_num_batched_tokens=2048,
         model_runner="v1",
+    ),
+    # GLM-4.5-Air (glm4_moe, the GLM-4.5/4.6/4.7 architecture: GQA with partial rotary, an fp32 router, 128
+    # experts), cut to 20 layers: the family had no start-up of vLLM >= 0.20
+    _case(
+        "air-l20-b8k",
+        *GLM45_AIR,
+        context_length=32768,
+        max_num_seqs=256,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=8192,
+    ),
+    _case(
+        "air-l20-s512-b16k-c128k",
+        *GLM45_AIR,
+        context_length=131072,
+        max_num_seqs=512,
+        gpu_memory_utilization=0.95,
+        max_num_batched_tokens=16384,
+    ),
+    # the same at 16384 and 4096 tokens with air-l20-b8k's other knobs: is the attention piece's peak the
+    # batched tokens' or the sequences' and context's? (PyTorch's sampler: no FlashInfer JIT on a fresh
+    # machine, the same profiling peak)
+    _case(
+        "air-l20-b16k",
+        *GLM45_AIR,
+        context_length=32768,
+        max_num_seqs=256,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=16384,
+        native_sampler=True,
+    ),
+    # air-l20-s512-b16k-c128k held 19 query-width blocks where air-l20-b16k held 9: its 512 sequences, or its
+    # 131072-token context?
+    _case(
+        "air-l20-s512-b16k",
+        *GLM45_AIR,
+        context_length=32768,
+        max_num_seqs=512,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=16384,
+        native_sampler=True,
+    ),
+    _case(
+        "air-l20-b4k",
+        *GLM45_AIR,
+        context_length=32768,
+        max_num_seqs=256,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=4096,
+        native_sampler=True,
     ),
     # GLM-5's profiling peak split at 8192 tokens (memtrace): the MLA layer's activation blocks between the
     # 2048- and 16384-token start-ups (budget.mla_attention_live_bytes)
