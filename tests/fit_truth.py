@@ -698,12 +698,14 @@ GRAPH_CONSTANTS = {
         "mid_graph_bytes_per_piece",
         "mid_graph_bytes_per_decode_seq",
         "mid_mla_graph_bytes_per_decode_seq",
+        "mid_graph_bytes_per_decode_q_element",
     ),
     GENERATION_NEWER: (
         "graph_bytes_per_piece",
         "graph_bytes_per_decode_seq",
         "mla_graph_bytes_per_decode_seq",
         "dsa_graph_bytes_per_index_head_token",
+        "graph_bytes_per_decode_q_element",
     ),
 }
 
@@ -737,6 +739,7 @@ def fit_fp8_online_graph_bytes(rows: Sequence[Startup], c: BudgetConstants = DEF
         graph_bytes_per_decode_seq=0.0,
         mla_graph_bytes_per_decode_seq=0.0,
         dsa_graph_bytes_per_index_head_token=0.0,
+        graph_bytes_per_decode_q_element=0.0,
     )
     per_layer = replace(per_layer, v1_fp8_online_graph_bytes_per_layer=1.0)
     xs, ys = [], []

@@ -878,3 +878,50 @@ def test_v1_sampler_pass_and_mla_layer_are_the_allocations_memtrace_saw() -> Non
         row = rows[name]
         assert row.logged_activation_gib is not None
         assert row.fit().activation_gib == pytest.approx(row.logged_activation_gib, abs=0.05), name
+
+
+def test_gqa_attention_piece_and_full_graphs_follow_the_query_width() -> None:
+    """GLM-4.5-Air (glm4_moe, 96 query heads of 128 over a 4096 hidden) cut to 20 layers on the H200 (vLLM
+    0.26.0, V1 runner). At 256 sequences its forward peaks in the attention piece, about five query widths
+    per token at 8192 and 16384 tokens; with 512 sequences twice that and two hidden-size outputs, at 32k
+    and 128k of context alike. Its FULL decode graphs' first capture (DEBUG) grows with the query width as
+    FlashAttention's 32 fp32 split-KV accumulators do: 440 MiB at 256 requests and 770 at 512, where a
+    28-head Qwen2.5-7B takes 114 and a 14-head Qwen2.5-0.5B 28 / 56."""
+    from benchmarks.gpu_truth.cases import LOGS
+    from benchmarks.gpu_truth.logparse import memtrace_sites, read_log
+
+    from glm_operator.planning.budget import attention_piece_bytes_per_token
+
+    mib = 2**20
+    rows = {s.id: s for s in NEWER}
+    air = rows["h200-air-l20-b8k"].resolved().architecture
+    q_width = 96 * 128
+    piece = "vllm/model_executor/layers/attention/attention.py:531"
+    assert attention_piece_bytes_per_token(air, 1, 256) == 5 * q_width * 2
+    for name, tokens in (("air-l20-b8k", 8192), ("air-l20-b16k", 16384)):
+        held = memtrace_sites(read_log(LOGS / f"{name}.log.gz"))[piece] * mib
+        assert held / tokens == pytest.approx(attention_piece_bytes_per_token(air, 1, 256), rel=0.03), name
+    for name in ("air-l20-s512-b16k", "air-l20-s512-b16k-c128k"):
+        sites = memtrace_sites(read_log(LOGS / f"{name}.log.gz"))
+        outputs = sum(v for k, v in sites.items() if "parameter.py" in k or "modular_kernel.py" in k)
+        held = (sites[piece] + outputs) * mib  # 4073 + 128 + 128 MiB
+        ours = attention_piece_bytes_per_token(air, 1, 512) * 16384
+        assert 0.9 * held < ours < held, name  # 3840 + 256 MiB
+    for name in ("h200-air-l20-b4k", "h200-air-l20-b8k", "h200-air-l20-b16k", "h200-air-l20-s512-b16k"):
+        row = rows[name]
+        assert row.logged_activation_gib is not None
+        assert row.fit().activation_gib == pytest.approx(row.logged_activation_gib, abs=0.25), name
+        assert abs(row_error(row).relative) <= 0.01, name
+    # FULL first capture per decode request and query element: 32 splits x 4 B, within 15 %
+    first_full = {
+        "air-l20-b8k": (440.0, 256, q_width),
+        "air-l20-s512-b16k": (770.0, 512, q_width),
+        "qwen25-7b-v1-b2k": (114.0, 256, 28 * 128),
+        "qwen25-05b-v1-b2k": (28.0, 256, 14 * 64),
+        "qwen25-05b-v1-s1k": (56.0, 512, 14 * 64),
+    }
+    for name, (logged_mib, decode, width) in first_full.items():
+        text = read_log(LOGS / f"{name}.log.gz")
+        assert f"Estimated FULL CUDA graph memory: {logged_mib:.2f} MiB first-capture" in text, name
+        assert 32 * 4 * decode * width / mib == pytest.approx(logged_mib, rel=0.15), name
+    assert DEFAULT_CONSTANTS.graph_bytes_per_decode_q_element == pytest.approx(128, rel=0.05)

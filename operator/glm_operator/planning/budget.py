@@ -153,35 +153,41 @@ attention and MLP intermediates are hidden / TP); the rest is CUDA driver memory
 (kernel nodes per piece, which TP does not reduce; the custom all-reduce only IPC-registers the graphs'
 buffers, ``custom_all_reduce.py`` L464-494, no new allocation). vLLM 0.19 on H100 logs 0.91 / 0.76 /
 0.67 GiB for Llama-3.1-8B at TP 1 / 2 / 4, 1.61 / 1.51 for Qwen2.5-72B at TP 2 / 4, 0.81 / 0.84 for
-phi-4 at TP 1 / 2 and 1.09 / 1.09 for gpt-oss-20b at TP 2 / 4: no term divides by TP.
+phi-4 at TP 1 / 2 and 1.09 / 1.09 for gpt-oss-20b at TP 2 / 4: only the FULL decode graphs' attention
+term divides by TP (below).
 
 The V1 runner's ``profile_cudagraph_memory`` is the same code in 0.19.0 and 0.28.0 (both wheels read),
 so :func:`cudagraph_bytes` models it for every release that profiles with the V1 runner (0.18-0.19, and
-0.20-0.32 for models off Model Runner V2's list, GLM-4.x/5.x among them) without a TP divisor::
+0.20-0.32 for models off Model Runner V2's list, GLM-4.x/5.x among them)::
 
     graphs = graph_bytes_per_piece x layers on the rank x capture sizes            (PIECEWISE sets)
-             + graph_bytes_per_decode_seq x min(max_num_seqs, largest capture size) (FULL decode graphs)
+             + (graph_bytes_per_decode_seq + graph_bytes_per_decode_q_element x heads / TP x head_dim)
+               x min(max_num_seqs, largest capture size)                           (FULL decode graphs)
 
-plus ``mla_graph_bytes_per_decode_seq`` per request for MLA models and the DSA term below; least squares on
-the logged estimates of each generation apart (``tests/fit_truth.py`` ``fit_graph_constants``). The same code
-captures more in 0.19 than from 0.20 on: with the constants of the 24 bf16 estimates of vLLM 0.21-0.26 the 28
-of 0.19 come out 0.25 GiB under on average (worst 0.80), so 0.18-0.19 keep their own ``mid_graph_*`` constants
-(0.35 / 0.54 / 1.20 MiB; rms 0.13 GiB, worst Qwen3-30B-A3B at TP 1, 1.41 logged and 1.10 ours; not subtracted
-in that generation, so they move no budget) and >= 0.20 has ``graph_bytes_per_piece`` 0.18 MiB,
-``graph_bytes_per_decode_seq`` 0.47 MiB and ``mla_graph_bytes_per_decode_seq`` 1.73 MiB (rms 0.11 GiB, worst
-GLM-4.7-Flash at 32k tokens and at 1024 sequences, 0.75 / 1.74 logged and 0.97 / 1.52 ours, and its FP8-online
-starts, 0.21 either way; Qwen2.5-0.5B at 1024 sequences, 0.35 GiB where the 256-sequence start logs 0.32, is
-what took the per-request term from 0.78 to 0.47 MiB). One
-set fitted on both generations was rms 0.17 GiB, 0.3-0.4 GiB high on Qwen3-30B-A3B-FP8 and GLM-4.7-Flash at
-256 sequences on the H200. With one per-request constant for every attention the fit was rms 0.22 GiB and
-DeepSeek-V2-Lite 0.78 GiB under: MLA decode graphs hold more per request (GLM-4.7-Flash logs 0.32 / 0.75 GiB
-at 64 / 256 sequences) and gpt-oss's FlashAttention ones almost nothing (0.49 GiB at 64 and at 128). The DEBUG
-lines of the V1 estimate show where it comes from (GLM-5-FP8 at 512 sequences, "Estimated PIECEWISE CUDA graph
-memory: 178.00 MiB first-capture + (51-1) x 1.00 MiB per-graph", "FULL ...: 1858.00 MiB first-capture + (51-1)
-x 1.00 MiB per-graph", 1.91 GiB in all): the later graphs sit at the 1 MiB floor, and the first FULL capture
-at the largest decode batch is most of it, which is why the per-request terms carry the estimate. Capture
-sizes are the model's own where vLLM's model config sets them (:data:`MODEL_MAX_CAPTURE_SIZE`: gpt-oss
-captures up to 1024 tokens whatever max_num_seqs).
+The query-width term is FlashAttention's split-KV accumulators in the FULL decode graph, fp32 x up to 32
+splits (128 B per request and query element): the first FULL capture logs 440 / 770 MiB for GLM-4.5-Air (96
+heads of 128) at 256 / 512 requests, 114 MiB for Qwen2.5-7B (28 heads), 28 / 56 MiB for Qwen2.5-0.5B (14 of
+64) at 256 / 512 on the H200 (DEBUG "Estimated FULL CUDA graph memory"); fitted at 131 B on >= 0.20 and 76 B
+on 0.19 (whose Llama-3.1-8B estimate falls 0.15 / 0.09 GiB from TP 1 to 2 to 4). Without it GLM-4.5-Air's
+estimate came out 0.36 GiB under (0.30 against 0.66 logged).
+MLA models take ``mla_graph_bytes_per_decode_seq`` per request instead, plus the DSA term below; least squares
+on the logged estimates of each generation apart (``tests/fit_truth.py`` ``fit_graph_constants``). The same
+code captures more in 0.19 than from 0.20 on: with the constants of the 24 bf16 estimates of vLLM 0.21-0.26
+the 28 of 0.19 come out 0.25 GiB under on average (worst 0.80), so 0.18-0.19 keep their own ``mid_graph_*``
+constants (0.34 / 0.39 / 1.37 MiB and 76 B; rms 0.12 GiB, worst Qwen3-30B-A3B at TP 1, 1.41 logged and 1.16
+ours; not subtracted in that generation, so they move no budget) and >= 0.20 has ``graph_bytes_per_piece``
+0.15 MiB, ``graph_bytes_per_decode_seq`` 0.26 MiB and ``mla_graph_bytes_per_decode_seq`` 2.10 MiB (rms 0.10
+GiB, worst GLM-4.7-Flash at 32k tokens and at 1024 sequences, 0.75 / 1.74 logged and 0.95 / 1.53 ours, and its
+FP8-online starts, 0.20 either way). One set fitted on both generations was rms 0.17 GiB, 0.3-0.4 GiB high on
+Qwen3-30B-A3B-FP8 and GLM-4.7-Flash at 256 sequences on the H200. With one per-request constant for every
+attention the fit was rms 0.22 GiB and DeepSeek-V2-Lite 0.78 GiB under: MLA decode graphs hold more per
+request (GLM-4.7-Flash logs 0.32 / 0.75 GiB at 64 / 256 sequences) and gpt-oss's FlashAttention ones almost
+nothing (0.49 GiB at 64 and at 128). The DEBUG lines of the V1 estimate show where it comes from (GLM-5-FP8 at
+512 sequences, "Estimated PIECEWISE CUDA graph memory: 178.00 MiB first-capture + (51-1) x 1.00 MiB
+per-graph", "FULL ...: 1858.00 MiB first-capture + (51-1) x 1.00 MiB per-graph", 1.91 GiB in all): the later
+graphs sit at the 1 MiB floor, and the first FULL capture at the largest decode batch is most of it, which is
+why the per-request terms carry the estimate. Capture sizes are the model's own where vLLM's model config sets
+them (:data:`MODEL_MAX_CAPTURE_SIZE`: gpt-oss captures up to 1024 tokens whatever max_num_seqs).
 
 Model Runner V2 (vLLM 0.33 for every model) keeps ``newer_cudagraph_bytes_per_piece`` per layer and
 capture size divided by TP, fitted (0.60 MiB) on the start-ups that subtract it: Qwen3-32B on an RTX PRO
@@ -355,6 +361,8 @@ FLASHMLA_SPARSE_PREFILL_ROWS_PER_CONTEXT_TOKEN = 5
 DSA_INDEX_TOPK = 2048  # config index_topk of GLM-5.x and DeepSeek-V3.2 (not in ModelArchitecture)
 # MLA's profile-run stand-in for the chunked-context up-projection (mla_profile_upprojection_bytes)
 MLA_CHUNKED_CONTEXT_MAX_ROWS = 64 * 1024
+#: query-width bf16 buffers a GQA/MHA attention piece holds per token (attention_piece_bytes_per_token)
+ATTENTION_PIECE_Q_BUFFERS = 5
 #: The V1 runner's dummy sampler pass per row and vocabulary entry (vLLM 0.22-0.28 read): the bf16 logits,
 #: their fp32 copy (``Sampler.forward``), the probabilities and the exponential noise (``random_sample``),
 #: 2 + 4 + 4 + 4
@@ -413,31 +421,33 @@ class BudgetConstants:
     # Model Runner V2's graph estimate per layer and capture size, divided by TP (see cudagraph_bytes and
     # "Model Runner V2 (vLLM 0.33 ...)" in the docstring): fitted with the constants above
     newer_cudagraph_bytes_per_piece: float = 0.5982 * 2**20
-    # the V1 model runner's graph estimate (vLLM >= 0.20; see cudagraph_bytes), not divided by TP: least
-    # squares on the 27 logged "Estimated CUDA graph memory" figures of vLLM 0.21-0.26 (tests/fit_truth.py
-    # fit_graph_constants; benchmarks/fit_errors.py --refit prints them), a component fit on no KV-token
-    # figure
-    graph_bytes_per_piece: float = 0.1784 * 2**20  # per layer on the rank and capture size
-    graph_bytes_per_decode_seq: float = 0.4718 * 2**20  # per request of the largest FULL decode graph
-    # what an MLA model's FULL decode graphs add per request (fitted with the two above)
-    mla_graph_bytes_per_decode_seq: float = 1.7299 * 2**20
-    # the same three for vLLM 0.18-0.19, fitted on that generation's 28 logged estimates alone (not
+    # the V1 model runner's graph estimate (vLLM >= 0.20; see cudagraph_bytes): least squares on the logged
+    # "Estimated CUDA graph memory" figures of vLLM 0.21-0.26 (tests/fit_truth.py fit_graph_constants;
+    # benchmarks/fit_errors.py --refit prints them), a component fit on no KV-token figure
+    graph_bytes_per_piece: float = 0.1526 * 2**20  # per layer on the rank and capture size
+    graph_bytes_per_decode_seq: float = 0.2577 * 2**20  # per request of the largest FULL decode graph
+    # per request and query element on the rank (heads / TP x head_dim) of a GQA/MHA model's FULL decode
+    # graph: FlashAttention's split-KV accumulators, fp32 x up to 32 splits = 128 B
+    graph_bytes_per_decode_q_element: float = 130.55
+    # what an MLA model's FULL decode graphs add per request (fitted with the three above)
+    mla_graph_bytes_per_decode_seq: float = 2.0959 * 2**20
+    # the same four for vLLM 0.18-0.19, fitted on that generation's 28 logged estimates alone (not
     # subtracted there, so they move no budget; the fit result reports them)
-    mid_graph_bytes_per_piece: float = 0.3467 * 2**20
-    mid_graph_bytes_per_decode_seq: float = 0.5444 * 2**20
-    mid_mla_graph_bytes_per_decode_seq: float = 1.1964 * 2**20
+    mid_graph_bytes_per_piece: float = 0.3389 * 2**20
+    mid_graph_bytes_per_decode_seq: float = 0.3932 * 2**20
+    mid_graph_bytes_per_decode_q_element: float = 75.94
+    mid_mla_graph_bytes_per_decode_seq: float = 1.3687 * 2**20
     # what the V1 runner's estimate adds per layer on the rank when an MLA model's bf16 checkpoint is
     # quantized at load (--quantization fp8: per-tensor FP8 through CUTLASS scaled_mm): fitted on the two
     # GLM-4.7-Flash start-ups of benchmarks/gpu_truth (1.70 and 1.44 GiB logged where bf16 logs 0.75 and
     # 0.32; tests/fit_truth.py fit_fp8_online_graph_bytes). Not GQA: Qwen3-30B-A3B quantized the same way
     # logs 0.46 GiB, no more than its FP8 checkpoint [inferred: MLA's path; one MLA model measured]
-    v1_fp8_online_graph_bytes_per_layer: float = 20.47 * 2**20
+    v1_fp8_online_graph_bytes_per_layer: float = 20.85 * 2**20
     # DSA (GLM-5.x) FULL decode graphs with a bf16 KV cache, per decode request, index head and token of
     # max_model_len (see cudagraph_bytes): fitted with the per-piece and per-request terms (the bf16-KV
-    # GLM-5 / GLM-5-FP8 rows, 32 to 512 requests at 32k to 64k tokens, land within 0.13 GiB); the shape is the
-    # indexer's fp32 logits,
-    # 4 B per index head and token at most
-    dsa_graph_bytes_per_index_head_token: float = 1.5059
+    # GLM-5 / GLM-5-FP8 rows, 32 to 512 requests at 32k to 64k tokens, land within 0.15 GiB); the shape is the
+    # indexer's fp32 logits, 4 B per index head and token at most
+    dsa_graph_bytes_per_index_head_token: float = 1.3951
     newer_moe_workspace_scale: float = 6.706
     # vLLM >= 0.20 profiled by the V1 model runner (see "vLLM >= 0.20, the V1 model runner" in the docstring):
     # fitted on that generation's V1 rows, the H200 start-ups of vLLM 0.26 (benchmarks/gpu_truth) among them
@@ -511,6 +521,8 @@ class BudgetSettings:
     # DSA index heads whose decode logits the V1 runner's FULL graphs hold per request (0: not DSA, or an
     # fp8 KV cache, whose FlashMLA-sparse path the H200 log shows without them)
     dsa_graph_index_heads: int = 0
+    # query elements per token on one rank (heads / TP x head_dim) of a GQA/MHA model; 0 for MLA
+    graph_q_width: int = 0
 
     @property
     def graph_profiling(self) -> bool:
@@ -600,7 +612,35 @@ def forward_peak_bytes(
     dense = not (arch.is_moe or arch.is_mla or arch.linear_attention_layers)
     if settings.profiling_run == PROFILING_V1_NEWER and dense:
         scale = c.newer_forward_scale
-    return scale * activation_bytes_per_token(arch, tp) * settings.max_num_batched_tokens
+    per_token = scale * activation_bytes_per_token(arch, tp)
+    if settings.generation == GENERATION_NEWER:
+        per_token = max(per_token, attention_piece_bytes_per_token(arch, tp, settings.max_num_seqs))
+    return per_token * settings.max_num_batched_tokens
+
+
+def attention_piece_bytes_per_token(arch: ModelArchitecture, tp: int, max_num_seqs: int = 256) -> float:
+    """What the compiled layer piece around a GQA/MHA attention holds per token at the profiling run's peak,
+    on one rank (vLLM >= 0.20; 0 for MLA, :func:`mla_attention_live_bytes`): ``ATTENTION_PIECE_Q_BUFFERS``
+    bf16 buffers of the query width (heads / TP x head_dim): the fused qkv output, the normed and rotated
+    queries, the attention output. Where the query is wider than the MLP's share of a token it is the
+    forward's peak: GLM-4.5-Air (96 heads of 128 over a 4096 hidden, the GLM-4.5/4.6/4.7 attention) holds
+    977 / 1921 MiB in it at 8192 / 16384 tokens and 256 sequences on the H200 (memtrace, vLLM 0.26.0: the
+    224 MiB qkv output and 192 MiB query blocks among nine), 4.97 / 4.89 query widths per token, where the
+    fitted MoE forward rate gave 3.1.
+
+    With more than 256 sequences the same start-up holds two such sets (19 blocks of the same compiled
+    kernels, the qkv output twice) and two hidden-size outputs beside them: 4073 + 256 MiB at 16384 tokens
+    and 512 sequences, at 32768 and at 131072 tokens of context alike, 2.3 GiB more than at 256 sequences
+    [open: why the profiling run keeps two layers' buffers; 1024 sequences were not measured and are
+    planned as 512].
+    """
+    if arch.is_mla:
+        return 0.0
+    q_width = max(1.0, arch.num_attention_heads / tp) * arch.head_dim
+    piece = ATTENTION_PIECE_Q_BUFFERS * q_width * 2.0
+    if max_num_seqs > 256:
+        return 2 * piece + 2 * arch.hidden_size * 2.0
+    return piece
 
 
 def sampler_peak_bytes(
@@ -1088,7 +1128,7 @@ def cudagraph_bytes(
     (``fp8_fp4_paged_mqa_logits``, ``model_executor/layers/sparse_attn_indexer.py`` 0.26 L582-590, output
     [B, max_model_len] fp32 per index head before the weighted sum, as the logged estimates scale:
     GLM-5-FP8 0.28 / 1.01 / 1.91 GiB at 64 / 256 / 512 requests, GLM-5 0.13 GiB at 32, all at 32k
-    tokens; fitted at 1.51 B, under the 4 B of fp32 logits). With an fp8 KV cache the one H200 log
+    tokens; fitted at 1.40 B, under the 4 B of fp32 logits). With an fp8 KV cache the one H200 log
     (GLM-5, 128 requests at 128k tokens, 0.22 GiB) shows no such term: FlashMLA-sparse's fp8 path
     reserves its buffers when the model is built.
     Model Runner V2 (0.33 for every model): ``newer_cudagraph_bytes_per_piece`` per layer and capture
@@ -1112,18 +1152,20 @@ def cudagraph_bytes(
     decode = min(settings.max_num_seqs, sizes[-1]) if sizes else 0
     fp8_online = c.v1_fp8_online_graph_bytes_per_layer * layers_on_rank if settings.fp8_online_mla else 0.0
     if settings.generation == GENERATION_MID:
-        per_piece, per_seq, mla_per_seq = (
+        per_piece, per_seq, mla_per_seq, per_q = (
             c.mid_graph_bytes_per_piece,
             c.mid_graph_bytes_per_decode_seq,
             c.mid_mla_graph_bytes_per_decode_seq,
+            c.mid_graph_bytes_per_decode_q_element,
         )
     else:
-        per_piece, per_seq, mla_per_seq = (
+        per_piece, per_seq, mla_per_seq, per_q = (
             c.graph_bytes_per_piece,
             c.graph_bytes_per_decode_seq,
             c.mla_graph_bytes_per_decode_seq,
+            c.graph_bytes_per_decode_q_element,
         )
     piecewise = per_piece * layers_on_rank * len(sizes)
     dsa = c.dsa_graph_bytes_per_index_head_token * settings.dsa_graph_index_heads * settings.max_model_len
-    per_request = per_seq + (mla_per_seq if settings.mla else 0.0)
+    per_request = per_seq + (mla_per_seq if settings.mla else 0.0) + per_q * settings.graph_q_width
     return piecewise + (per_request + dsa) * decode + fp8_online
