@@ -96,12 +96,12 @@ forward rate (``v1_forward_scale`` = ``mid_forward_scale``; MLA models their att
   Hopper), counts as weights (:func:`flashmla_sparse_load_workspace_bytes`): GLM-5 with fp8 KV at 131,072
   tokens loads 62.37 GiB where bf16 KV at 2048 tokens loads 61.08.
 
-GLM-5-FP8 (10 layers, TP 1) then gives peak activation 4.09 GiB at 2048 tokens (logged 4.06), 5.87 at 8192
-(about 5.64 from its budget) and 8.24 at 16384 (logged 7.74; GLM-5 bf16 at 16384 logs the same 7.74). What
-vLLM holds at that peak, read allocation by allocation (``gpu_truth memtrace``, GLM-5 at 16384 tokens): the
-MLA stand-in below (3584 MiB), the workspace manager's buffer (3072 MiB) and six activation blocks of the
-attention layer (1266 MiB, 79 KB per token, where the structural estimate at ``v1_forward_scale`` gives
-114: the 0.5 GiB over). A start-up whose torch.compile fails to load its cached AOT artifact ("Compiling model
+GLM-5-FP8 (10 layers, TP 1) then gives peak activation 4.03 GiB at 2048 tokens (logged 4.06), 5.60 at 8192
+(GLM-5 bf16 logs 5.63) and 7.71 at 16384 (logged 7.74 for both). What vLLM holds at that peak, read allocation
+by allocation (``gpu_truth memtrace``, GLM-5 at 16384 tokens): the MLA stand-in below (3584 MiB), the
+workspace manager's buffer (3072 MiB) and six activation blocks of the attention layer (1266 MiB, 81 KB per
+token: :func:`mla_attention_live_bytes`, where the structural estimate at ``v1_forward_scale`` gave 114, 0.5
+GiB over). A start-up whose torch.compile fails to load its cached AOT artifact ("Compiling model
 again due to a load failure ... Kernel index 1 not found in id_to_kernel") compiles again inside the profiling
 run and holds 20 such blocks instead of 6, 3.1 GiB more (GLM-5 and GLM-5-FP8 at 16384 tokens, both seen on
 the H200 after a start-up was cut mid-compile; logs in ``benchmarks/gpu_truth/logs/repeats``): a stale
