@@ -618,6 +618,11 @@ def forward_peak_bytes(
     return per_token * settings.max_num_batched_tokens
 
 
+def query_width_per_rank(arch: ModelArchitecture, tp: int) -> int:
+    """Query elements per token on one rank of a GQA/MHA model: heads / TP x head_dim."""
+    return max(1, arch.num_attention_heads // max(1, tp)) * arch.head_dim
+
+
 def attention_piece_bytes_per_token(arch: ModelArchitecture, tp: int, max_num_seqs: int = 256) -> float:
     """What the compiled layer piece around a GQA/MHA attention holds per token at the profiling run's peak,
     on one rank (vLLM >= 0.20; 0 for MLA, :func:`mla_attention_live_bytes`): ``ATTENTION_PIECE_Q_BUFFERS``
@@ -636,8 +641,7 @@ def attention_piece_bytes_per_token(arch: ModelArchitecture, tp: int, max_num_se
     """
     if arch.is_mla:
         return 0.0
-    q_width = max(1.0, arch.num_attention_heads / tp) * arch.head_dim
-    piece = ATTENTION_PIECE_Q_BUFFERS * q_width * 2.0
+    piece = ATTENTION_PIECE_Q_BUFFERS * query_width_per_rank(arch, tp) * 2.0
     if max_num_seqs > 256:
         return 2 * piece + 2 * arch.hidden_size * 2.0
     return piece

@@ -93,6 +93,7 @@ from glm_operator.planning.budget import (
     flashmla_sparse_load_workspace_bytes,
     fusion_workspace_bytes,
     non_torch_bytes,
+    query_width_per_rank,
 )
 from glm_operator.planning.engine import (
     DEFAULT_VERSION,
@@ -820,9 +821,7 @@ def _budget_settings(inp: FitInput, precision: str) -> BudgetSettings:
         dsa_shared_workspace=dsa_shared_workspace(inp.vllm_version),
         max_cudagraph_capture_size=MODEL_MAX_CAPTURE_SIZE.get(arch.architecture, 0),
         mla=arch.is_mla,
-        graph_q_width=0
-        if arch.is_mla
-        else max(1, arch.num_attention_heads // inp.tensor_parallel_size) * arch.head_dim,
+        graph_q_width=0 if arch.is_mla else query_width_per_rank(arch, inp.tensor_parallel_size),
         dsa_graph_index_heads=(
             arch.index_n_heads if arch.attention == "mla+dsa" and inp.kv_cache_dtype.lower() != "fp8" else 0
         ),
