@@ -287,6 +287,7 @@ SAME_ARCHITECTURE = {
     "Qwen/Qwen3-30B-A3B": "Qwen/Qwen3-Coder-30B-A3B-Instruct",
     "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": "Qwen/Qwen3-235B-A22B-FP8",
     "zai-org/GLM-4.7-FP8": "zai-org/GLM-4.6",  # glm4_moe, the same 92 layers and shapes
+    "zai-org/GLM-4.7": "zai-org/GLM-4.6",  # the H200 start-ups of 12 of its layers
     # glm_moe_dsa: the H200 start-ups of GLM-5-FP8 (10 of its 78 layers) and bf16 GLM-5 (6 layers) share the
     # architecture and every shape but the layer count with GLM-5.2/5.3
     "zai-org/GLM-5-FP8": "zai-org/GLM-5.2-FP8",
@@ -372,6 +373,8 @@ class Startup:
     compile_cache_warm: bool = False
     # the model runner the start-up forced ("VLLM_USE_V2_MODEL_RUNNER=0|1" in notes); None: the default
     model_runner_v2: bool | None = None
+    # the FlashAttention generation the start-up forced ("--attention-config.flash_attn_version=N" in notes)
+    flash_attn_version: int | None = None
     # what the captured graphs took ("Actual usage ... GiB for CUDAGraph memory"; graph_actual_gib)
     logged_graph_actual_gib: float | None = None
     config_file: str = (
@@ -449,11 +452,13 @@ class Startup:
                 weights_gib=self.logged_weights_gib if self.weights_logged_only else None,
                 constants=constants,
                 model_runner_v2=self.model_runner_v2,
+                flash_attn_version=self.flash_attn_version,
             )
         )
 
 
 _FORCED_RUNNER = re.compile(r"VLLM_USE_V2_MODEL_RUNNER=([01])")
+_FORCED_FLASH_ATTN = re.compile(r"flash_attn_version=(\d)")
 
 
 def load_startups(path: Path = CSV_PATH) -> list[Startup]:
@@ -499,6 +504,9 @@ def load_startups(path: Path = CSV_PATH) -> list[Startup]:
                     compile_cache_warm="compile cache warm" in notes,
                     model_runner_v2=(
                         runner.group(1) == "1" if (runner := _FORCED_RUNNER.search(notes)) else None
+                    ),
+                    flash_attn_version=(
+                        int(fa.group(1)) if (fa := _FORCED_FLASH_ATTN.search(notes)) else None
                     ),
                     logged_graph_actual_gib=_float(row.get("graph_actual_gib") or ""),
                 )
@@ -706,6 +714,8 @@ GRAPH_CONSTANTS = {
         "mla_graph_bytes_per_decode_seq",
         "dsa_graph_bytes_per_index_head_token",
         "graph_bytes_per_decode_q_element",
+        "qk_norm_graph_bytes_per_q_element",
+        "pre_hopper_graph_bytes_per_piece",
     ),
 }
 

@@ -91,6 +91,7 @@ def row(case: Case, log: StartupLog, log_name: str) -> dict[str, str]:
     layers = case.config_json().get("num_hidden_layers")
     notes = [f"config benchmarks/gpu_truth/configs/{case.config} ({layers} layers)"]
     notes += [f"{key}={value}" for key, value in case.env.items()]
+    notes += list(case.extra_args)
     if log.error:
         notes.append(f"engine did not start: {log.error}")
     elif log.split_from_debug:

@@ -98,6 +98,8 @@ class Case:
     model_runner: str = ""
     # True: PyTorch's top-k/top-p sampler (VLLM_USE_FLASHINFER_SAMPLER=0), not the release's FlashInfer one
     native_sampler: bool = False
+    # more vLLM flags, as a GLMDeployment's serving.extraArgs passes them (e.g. FlashAttention 2 on the H200)
+    extra_args: tuple[str, ...] = ()
 
     @property
     def env(self) -> dict[str, str]:
@@ -130,9 +132,9 @@ class Case:
     def context(self) -> WorkloadContext:
         """The WorkloadContext the controller would build for this case (one H200, TP 1)."""
         defaults = serving_defaults(self.architecture)
-        extra: tuple[str, ...] = ()
+        extra: tuple[str, ...] = self.extra_args
         if self.max_num_batched_tokens is not None:
-            extra = ("--max-num-batched-tokens", str(self.max_num_batched_tokens))
+            extra = ("--max-num-batched-tokens", str(self.max_num_batched_tokens), *extra)
         return WorkloadContext(
             namespace="gpu-truth",
             deployment_name=self.name,
@@ -190,6 +192,11 @@ FLASH = ("glm-4.7-flash", "zai-org/GLM-4.7-Flash", "glm-mla-moe")
 GLM5_FP8 = ("glm-5-fp8-l10", "zai-org/GLM-5-FP8", "glm-mla-dsa")
 GLM5 = ("glm-5-l6", "zai-org/GLM-5", "glm-mla-dsa")
 GLM45_AIR = ("glm-4.5-air-l20", "zai-org/GLM-4.5-Air", "glm-moe-gqa")
+GLM47 = ("glm-4.7-l12", "zai-org/GLM-4.7", "glm-moe-gqa")
+#: FlashAttention 2 where the H200 would take 3: the attention kernels vLLM runs on Ampere and Ada GPUs
+#: (fa_utils.get_flash_attn_version: 3 only on compute capability 9.x); the device needs the FA2 library,
+#: which the pack leaves out (see README "Ninth session")
+FA2 = ("--attention-config.flash_attn_version=2",)
 QWEN3_8B = ("qwen3-8b", "Qwen/Qwen3-8B", "dense-gqa")
 QWEN3_MOE_FP8 = ("qwen3-30b-a3b-fp8", "Qwen/Qwen3-30B-A3B-FP8", "moe-gqa")
 QWEN3_MOE = ("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", "moe-gqa")
@@ -524,6 +531,66 @@ CASES: tuple[Case, ...] = (
     ),
     # GLM-5's profiling peak split at 8192 tokens (memtrace): the MLA layer's activation blocks between the
     # 2048- and 16384-token start-ups (budget.mla_attention_live_bytes)
+    # Ninth session. Air at 1024 sequences (vLLM's default on GPUs >= 70 GiB): does the attention piece's
+    # second set above 256 sequences (air-l20-s512-b16k) grow again?
+    _case(
+        "air-l20-s1024-b16k",
+        *GLM45_AIR,
+        context_length=32768,
+        max_num_seqs=1024,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=16384,
+        native_sampler=True,
+    ),
+    # air-l20-s1024-b16k held the single set (16 tokens a request in the profiling run, 32 at 512
+    # sequences and 16384 tokens): the sequences, or the tokens per request?
+    _case(
+        "air-l20-s512-b8k",
+        *GLM45_AIR,
+        context_length=32768,
+        max_num_seqs=512,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=8192,
+        native_sampler=True,
+    ),
+    # GLM-4.7's own shapes (hidden 5120, 160 experts, qk-norm), 12 of its 92 layers, at vLLM's H200
+    # defaults (1024 sequences, 8192 tokens) and at 256 sequences
+    _case(
+        "glm47-l12-s1024-b8k",
+        *GLM47,
+        context_length=65536,
+        max_num_seqs=1024,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=8192,
+        native_sampler=True,
+    ),
+    _case(
+        "glm47-l12-b8k",
+        *GLM47,
+        context_length=65536,
+        max_num_seqs=256,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=8192,
+        native_sampler=True,
+    ),
+    # The V1 graph estimate with FlashAttention 2: the RTX 4090 logs 0.53 GiB for Qwen2.5-7B and 0.28 for
+    # Qwen2.5-0.5B where the H200 (FlashAttention 3) logs 0.36 and 0.32 for the same knobs (hzk rows)
+    _case(
+        "qwen25-7b-v1-b2k-fa2",
+        *QWEN25_7B,
+        model_runner="v1",
+        native_sampler=True,
+        extra_args=FA2,
+        **HZK_KNOBS,
+    ),
+    _case(
+        "qwen25-05b-v1-b2k-fa2",
+        *QWEN25_05B,
+        model_runner="v1",
+        native_sampler=True,
+        extra_args=FA2,
+        **HZK_KNOBS,
+    ),
     _case(
         "glm5-b8k",
         *GLM5,

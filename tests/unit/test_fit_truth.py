@@ -813,7 +813,8 @@ def test_v1_runner_dense_forward_is_the_compiled_layer_memtrace_saw_warm() -> No
     compile's example inputs are the peak (1.29 GiB logged); started again on the same machine, the cache
     warm, the peak is the forward (0.78 GiB logged: gate/up 384, SiLU 192 and hidden-size blocks, memtrace),
     which Model Runner V2's forward scale gives (budget.forward_peak_bytes) and 0.18-0.19's would halve. The
-    LMCache A5000 row (the same knobs on 0.21, cache warm) then lands within 1 %."""
+    LMCache A5000 row (the same knobs on 0.21, cache warm) then lands within 2 % (under: its graph estimate
+    takes the Ampere/Ada per-piece constant, 0.01 GiB over its log, and the budget 0.09 GiB under)."""
     from benchmarks.gpu_truth.cases import LOGS
     from benchmarks.gpu_truth.logparse import parse, read_log
 
@@ -825,7 +826,7 @@ def test_v1_runner_dense_forward_is_the_compiled_layer_memtrace_saw_warm() -> No
     assert row.fit().activation_gib == pytest.approx(1.29, abs=0.05)
     assert replace(row, compile_cache_warm=True).fit().activation_gib == pytest.approx(0.78, abs=0.05)
     lmcache = next(r for r in NEWER if r.id == "lmcache3430-qwen3-8b-a5000")
-    assert abs(row_error(lmcache).relative) <= 0.01
+    assert abs(row_error(lmcache).relative) <= 0.02
 
 
 def test_v1_sampler_pass_and_mla_layer_are_the_allocations_memtrace_saw() -> None:
@@ -905,9 +906,25 @@ def test_gqa_attention_piece_and_full_graphs_follow_the_query_width() -> None:
         sites = memtrace_sites(read_log(LOGS / f"{name}.log.gz"))
         outputs = sum(v for k, v in sites.items() if "parameter.py" in k or "modular_kernel.py" in k)
         held = (sites[piece] + outputs) * mib  # 4073 + 128 + 128 MiB
-        ours = attention_piece_bytes_per_token(air, 1, 512) * 16384
+        ours = attention_piece_bytes_per_token(air, 1, 512, 16384) * 16384
         assert 0.9 * held < ours < held, name  # 3840 + 256 MiB
-    for name in ("h200-air-l20-b4k", "h200-air-l20-b8k", "h200-air-l20-b16k", "h200-air-l20-s512-b16k"):
+    # one set with 16 tokens a profiling request (512 x 8192, 1024 x 16384): the sampler pass is the peak, and
+    # the doubled set would have passed it
+    for name, seqs, tokens in (("air-l20-s512-b8k", 512, 8192), ("air-l20-s1024-b16k", 1024, 16384)):
+        sites = memtrace_sites(read_log(LOGS / f"{name}.log.gz"))
+        assert "vllm/v1/sample/sampler.py:96" in sites, name  # the sampler pass is the peak
+        peak = sum(sites.values()) * mib
+        assert attention_piece_bytes_per_token(air, 1, seqs, tokens) == 5 * q_width * 2
+        workspace = sites["vllm/v1/worker/workspace.py:176"] * mib  # the fused-MoE workspace, live throughout
+        assert 2 * 5 * q_width * 2 * tokens + workspace > peak, name
+    for name in (
+        "h200-air-l20-b4k",
+        "h200-air-l20-b8k",
+        "h200-air-l20-b16k",
+        "h200-air-l20-s512-b16k",
+        "h200-air-l20-s512-b8k",
+        "h200-air-l20-s1024-b16k",
+    ):
         row = rows[name]
         assert row.logged_activation_gib is not None
         assert row.fit().activation_gib == pytest.approx(row.logged_activation_gib, abs=0.25), name
@@ -925,3 +942,58 @@ def test_gqa_attention_piece_and_full_graphs_follow_the_query_width() -> None:
         assert f"Estimated FULL CUDA graph memory: {logged_mib:.2f} MiB first-capture" in text, name
         assert 32 * 4 * decode * width / mib == pytest.approx(logged_mib, rel=0.15), name
     assert DEFAULT_CONSTANTS.graph_bytes_per_decode_q_element == pytest.approx(128, rel=0.05)
+
+
+def test_flash_attention_2_and_query_normed_graphs_as_the_debug_lines_split_them() -> None:
+    """The V1 graph estimate's DEBUG split (vLLM 0.26.0 on the H200) on three questions of the ninth device
+    session: with FlashAttention 2 forced (``--attention-config.flash_attn_version=2``, what Ampere and Ada
+    run) the FULL first capture holds no split-KV accumulators, 0 MiB where FlashAttention 3 holds 114 / 28;
+    GLM-4.7's shapes (query-normed glm4_moe) sample 24 MiB per piecewise graph where Air, the same attention
+    without the norm, samples 4; and the RTX 4090 / A5000 estimates for 7-8B models need the larger Ampere/Ada
+    per-piece constant."""
+    from benchmarks.gpu_truth.cases import LOGS
+    from benchmarks.gpu_truth.logparse import read_log
+
+    from glm_operator.planning.engine import flash_attn_version
+
+    assert [flash_attn_version(cc) for cc in (8.0, 8.9, 9.0, 10.0, 12.0)] == [2, 2, 3, 4, 2]
+    rows = {s.id: s for s in NEWER}
+    for model in ("qwen25-7b", "qwen25-05b"):
+        fa3 = read_log(LOGS / f"{model}-v1-b2k.log.gz")
+        fa2 = read_log(LOGS / f"{model}-v1-b2k-fa2.log.gz")
+        assert "Using FlashAttention version 2" in fa2 and "Using FlashAttention version 3" in fa3
+        assert "Estimated FULL CUDA graph memory: 0.00 MiB first-capture + (35-1) × 2.00 MiB per-graph" in fa2
+        assert "Estimated FULL CUDA graph memory: 0.00 MiB" not in fa3
+        fa2_row, fa3_row = rows[f"h200-{model}-v1-b2k-fa2"], rows[f"h200-{model}-v1-b2k"]
+        assert fa2_row.flash_attn_version == 2 and fa3_row.flash_attn_version is None
+        # ours: the query-width term goes with FlashAttention 3 only
+        width = {"qwen25-7b": 28 * 128, "qwen25-05b": 14 * 64}[model]
+        q_term = DEFAULT_CONSTANTS.graph_bytes_per_decode_q_element * width * 256 / GIB
+        assert fa3_row.fit().cudagraph_capture_gib - fa2_row.fit().cudagraph_capture_gib == pytest.approx(
+            q_term
+        )
+        for row in (fa2_row, fa3_row):
+            assert row.logged_graph_gib is not None
+            assert row.fit().cudagraph_capture_gib == pytest.approx(row.logged_graph_gib, abs=0.12), row.id
+            assert abs(row_error(row).relative) <= 0.01, row.id
+    # GLM-4.7 (12 layers): 24 MiB per piecewise graph at 256 and 1024 sequences; Air 4
+    for name in ("glm47-l12-b8k", "glm47-l12-s1024-b8k"):
+        text = read_log(LOGS / f"{name}.log.gz")
+        assert "Estimated PIECEWISE CUDA graph memory: 152.00 MiB first-capture + (51-1) × 24.00 MiB" in text
+        row = rows[f"h200-{name}"]
+        assert row.logged_graph_gib is not None
+        without = replace(DEFAULT_CONSTANTS, qk_norm_graph_bytes_per_q_element=0.0)
+        assert row.logged_graph_gib - row.fit(without).cudagraph_capture_gib > 0.9, name  # the term is needed
+        assert row.fit().cudagraph_capture_gib == pytest.approx(row.logged_graph_gib, abs=0.1), name
+        assert abs(row_error(row).relative) <= 0.005, name
+    assert "(51-1) × 4.00 MiB per-graph" in read_log(LOGS / "air-l20-s512-b8k.log.gz")
+    assert rows["h200-air-l20-s512-b8k"].resolved().architecture.qk_norm is False
+    # Ampere/Ada: the larger per-piece constant keeps the 7-8B estimates within 0.1 GiB
+    for name in ("hzk-qwen25-7b-rtx4090", "hzk-qwen25-05b-rtx4090", "lmcache3430-qwen3-8b-a5000"):
+        row = next(s for s in load_startups() if s.id == name)
+        assert row.logged_graph_gib is not None
+        assert row.fit().cudagraph_capture_gib == pytest.approx(row.logged_graph_gib, abs=0.11), name
+        hopper = replace(
+            DEFAULT_CONSTANTS, pre_hopper_graph_bytes_per_piece=DEFAULT_CONSTANTS.graph_bytes_per_piece
+        )
+        assert row.fit(hopper).cudagraph_capture_gib < row.fit().cudagraph_capture_gib, name

@@ -167,16 +167,23 @@ so :func:`cudagraph_bytes` models it for every release that profiles with the V1
 The query-width term is FlashAttention's split-KV accumulators in the FULL decode graph, fp32 x up to 32
 splits (128 B per request and query element): the first FULL capture logs 440 / 770 MiB for GLM-4.5-Air (96
 heads of 128) at 256 / 512 requests, 114 MiB for Qwen2.5-7B (28 heads), 28 / 56 MiB for Qwen2.5-0.5B (14 of
-64) at 256 / 512 on the H200 (DEBUG "Estimated FULL CUDA graph memory"); fitted at 131 B on >= 0.20 and 76 B
+64) at 256 / 512 on the H200 (DEBUG "Estimated FULL CUDA graph memory"); fitted at 124 B on >= 0.20 and 76 B
 on 0.19 (whose Llama-3.1-8B estimate falls 0.15 / 0.09 GiB from TP 1 to 2 to 4). Without it GLM-4.5-Air's
-estimate came out 0.36 GiB under (0.30 against 0.66 logged).
+estimate came out 0.36 GiB under (0.30 against 0.66 logged). FlashAttention 2 (Ampere, Ada and the
+Blackwell parts that are not 10.x, ``planning.engine.flash_attn_version``) keeps none: its first FULL capture
+is 0 MiB on the H200 with ``--attention-config.flash_attn_version=2``. Two more terms (>= 0.20): Ampere and
+Ada GPUs take ``pre_hopper_graph_bytes_per_piece`` (0.26 MiB) for the per-piece one, since the RTX 4090 and
+A5000 log 0.52-0.53 GiB for 7-8B models where the H200 logs 0.36-0.39 with either FlashAttention (the
+driver's per-graph sample, not the kernels [inferred]); and a query-normed glm4_moe model (GLM-4.5/4.6/4.7)
+adds ``qk_norm_graph_bytes_per_q_element`` per query element on the rank and token of the second capture
+size, for every capture but the first (see :func:`cudagraph_bytes`).
 MLA models take ``mla_graph_bytes_per_decode_seq`` per request instead, plus the DSA term below; least squares
 on the logged estimates of each generation apart (``tests/fit_truth.py`` ``fit_graph_constants``). The same
 code captures more in 0.19 than from 0.20 on: with the constants of the 24 bf16 estimates of vLLM 0.21-0.26
 the 28 of 0.19 come out 0.25 GiB under on average (worst 0.80), so 0.18-0.19 keep their own ``mid_graph_*``
 constants (0.34 / 0.39 / 1.37 MiB and 76 B; rms 0.12 GiB, worst Qwen3-30B-A3B at TP 1, 1.41 logged and 1.16
 ours; not subtracted in that generation, so they move no budget) and >= 0.20 has ``graph_bytes_per_piece``
-0.15 MiB, ``graph_bytes_per_decode_seq`` 0.26 MiB and ``mla_graph_bytes_per_decode_seq`` 2.10 MiB (rms 0.10
+0.15 MiB, ``graph_bytes_per_decode_seq`` 0.28 MiB and ``mla_graph_bytes_per_decode_seq`` 2.07 MiB (rms 0.10
 GiB, worst GLM-4.7-Flash at 32k tokens and at 1024 sequences, 0.75 / 1.74 logged and 0.95 / 1.53 ours, and its
 FP8-online starts, 0.20 either way). One set fitted on both generations was rms 0.17 GiB, 0.3-0.4 GiB high on
 Qwen3-30B-A3B-FP8 and GLM-4.7-Flash at 256 sequences on the H200. With one per-request constant for every
@@ -363,6 +370,8 @@ DSA_INDEX_TOPK = 2048  # config index_topk of GLM-5.x and DeepSeek-V3.2 (not in 
 MLA_CHUNKED_CONTEXT_MAX_ROWS = 64 * 1024
 #: query-width bf16 buffers a GQA/MHA attention piece holds per token (attention_piece_bytes_per_token)
 ATTENTION_PIECE_Q_BUFFERS = 5
+#: tokens per profiling request from which more than 256 requests held two attention-piece sets (Air, 0.26)
+ATTENTION_PIECE_TWO_SETS_TOKENS_PER_REQUEST = 32
 #: The V1 runner's dummy sampler pass per row and vocabulary entry (vLLM 0.22-0.28 read): the bf16 logits,
 #: their fp32 copy (``Sampler.forward``), the probabilities and the exponential noise (``random_sample``),
 #: 2 + 4 + 4 + 4
@@ -424,13 +433,21 @@ class BudgetConstants:
     # the V1 model runner's graph estimate (vLLM >= 0.20; see cudagraph_bytes): least squares on the logged
     # "Estimated CUDA graph memory" figures of vLLM 0.21-0.26 (tests/fit_truth.py fit_graph_constants;
     # benchmarks/fit_errors.py --refit prints them), a component fit on no KV-token figure
-    graph_bytes_per_piece: float = 0.1526 * 2**20  # per layer on the rank and capture size
-    graph_bytes_per_decode_seq: float = 0.2577 * 2**20  # per request of the largest FULL decode graph
+    graph_bytes_per_piece: float = 0.1527 * 2**20  # per layer on the rank and capture size
+    # the same on Ampere and Ada GPUs (compute capability 8.x), fitted on their three logged estimates
+    # (RTX 4090, RTX A5000): vLLM's per-graph sample is larger there for 7-8B models than on the H200
+    # with either FlashAttention (see cudagraph_bytes)
+    pre_hopper_graph_bytes_per_piece: float = 0.2581 * 2**20
+    graph_bytes_per_decode_seq: float = 0.2791 * 2**20  # per request of the largest FULL decode graph
     # per request and query element on the rank (heads / TP x head_dim) of a GQA/MHA model's FULL decode
     # graph: FlashAttention's split-KV accumulators, fp32 x up to 32 splits = 128 B
-    graph_bytes_per_decode_q_element: float = 130.55
+    graph_bytes_per_decode_q_element: float = 123.55
     # what an MLA model's FULL decode graphs add per request (fitted with the three above)
-    mla_graph_bytes_per_decode_seq: float = 2.0959 * 2**20
+    mla_graph_bytes_per_decode_seq: float = 2.0739 * 2**20
+    # a query-normed glm4_moe model's (GLM-4.5/4.6/4.7: use_qk_norm) piecewise per-graph sample above the
+    # others', per token of the second capture size and query element on the rank (see cudagraph_bytes):
+    # fitted with the constants above on the two GLM-4.7 start-ups (24 MiB per graph where Air logs 4)
+    qk_norm_graph_bytes_per_q_element: float = 3.74
     # the same four for vLLM 0.18-0.19, fitted on that generation's 28 logged estimates alone (not
     # subtracted there, so they move no budget; the fit result reports them)
     mid_graph_bytes_per_piece: float = 0.3389 * 2**20
@@ -447,7 +464,7 @@ class BudgetConstants:
     # max_model_len (see cudagraph_bytes): fitted with the per-piece and per-request terms (the bf16-KV
     # GLM-5 / GLM-5-FP8 rows, 32 to 512 requests at 32k to 64k tokens, land within 0.15 GiB); the shape is the
     # indexer's fp32 logits, 4 B per index head and token at most
-    dsa_graph_bytes_per_index_head_token: float = 1.3951
+    dsa_graph_bytes_per_index_head_token: float = 1.3956
     newer_moe_workspace_scale: float = 6.706
     # vLLM >= 0.20 profiled by the V1 model runner (see "vLLM >= 0.20, the V1 model runner" in the docstring):
     # fitted on that generation's V1 rows, the H200 start-ups of vLLM 0.26 (benchmarks/gpu_truth) among them
@@ -521,8 +538,12 @@ class BudgetSettings:
     # DSA index heads whose decode logits the V1 runner's FULL graphs hold per request (0: not DSA, or an
     # fp8 KV cache, whose FlashMLA-sparse path the H200 log shows without them)
     dsa_graph_index_heads: int = 0
-    # query elements per token on one rank (heads / TP x head_dim) of a GQA/MHA model; 0 for MLA
+    # query elements per token on one rank (heads / TP x head_dim) of a GQA/MHA model whose FULL graphs keep
+    # FlashAttention 3's split-KV accumulators; 0 for MLA and FlashAttention 2
     graph_q_width: int = 0
+    # the same for a query-normed glm4_moe model (use_qk_norm: GLM-4.5/4.6/4.7), whose piecewise graphs
+    # take more (qk_norm_graph_bytes_per_q_element); 0 for every other model
+    qk_norm_q_width: int = 0
 
     @property
     def graph_profiling(self) -> bool:
@@ -614,7 +635,10 @@ def forward_peak_bytes(
         scale = c.newer_forward_scale
     per_token = scale * activation_bytes_per_token(arch, tp)
     if settings.generation == GENERATION_NEWER:
-        per_token = max(per_token, attention_piece_bytes_per_token(arch, tp, settings.max_num_seqs))
+        piece = attention_piece_bytes_per_token(
+            arch, tp, settings.max_num_seqs, settings.max_num_batched_tokens
+        )
+        per_token = max(per_token, piece)
     return per_token * settings.max_num_batched_tokens
 
 
@@ -623,7 +647,9 @@ def query_width_per_rank(arch: ModelArchitecture, tp: int) -> int:
     return max(1, arch.num_attention_heads // max(1, tp)) * arch.head_dim
 
 
-def attention_piece_bytes_per_token(arch: ModelArchitecture, tp: int, max_num_seqs: int = 256) -> float:
+def attention_piece_bytes_per_token(
+    arch: ModelArchitecture, tp: int, max_num_seqs: int = 256, max_num_batched_tokens: int = 0
+) -> float:
     """What the compiled layer piece around a GQA/MHA attention holds per token at the profiling run's peak,
     on one rank (vLLM >= 0.20; 0 for MLA, :func:`mla_attention_live_bytes`): ``ATTENTION_PIECE_Q_BUFFERS``
     bf16 buffers of the query width (heads / TP x head_dim): the fused qkv output, the normed and rotated
@@ -631,18 +657,24 @@ def attention_piece_bytes_per_token(arch: ModelArchitecture, tp: int, max_num_se
     forward's peak: GLM-4.5-Air (96 heads of 128 over a 4096 hidden, the GLM-4.5/4.6/4.7 attention) holds
     977 / 1921 MiB in it at 8192 / 16384 tokens and 256 sequences on the H200 (memtrace, vLLM 0.26.0: the
     224 MiB qkv output and 192 MiB query blocks among nine), 4.97 / 4.89 query widths per token, where the
-    fitted MoE forward rate gave 3.1.
+    fitted MoE forward rate gave 3.1; GLM-4.7's shapes (12 of its layers) 1009 MiB at 8192 tokens.
 
-    With more than 256 sequences the same start-up holds two such sets (19 blocks of the same compiled
-    kernels, the qkv output twice) and two hidden-size outputs beside them: 4073 + 256 MiB at 16384 tokens
-    and 512 sequences, at 32768 and at 131072 tokens of context alike, 2.3 GiB more than at 256 sequences
-    [open: why the profiling run keeps two layers' buffers; 1024 sequences were not measured and are
-    planned as 512].
+    One Air start-up shape holds two such sets (19 blocks of the same compiled kernels, the qkv output
+    twice) and two hidden-size outputs beside them: 512 sequences at 16384 tokens, 4073 + 256 MiB, at 32768
+    and at 131072 tokens of context alike. The single set held at 256 sequences (4096, 8192 and 16384
+    tokens), at 512 sequences with 8192 tokens and at 1024 with 16384 (there the profiling peak is the
+    sampler pass, which the doubled set would have passed). The profiling run splits the batched tokens
+    evenly over min(max_num_seqs, tokens) requests (``_dummy_run``), so the doubled shape is the only one
+    with more than 256 requests of 32 tokens or more each: planned so [open: why the run keeps two layers'
+    buffers there; measured on vLLM 0.26's V1 runner alone].
     """
     if arch.is_mla:
         return 0.0
     piece = ATTENTION_PIECE_Q_BUFFERS * query_width_per_rank(arch, tp) * 2.0
-    if max_num_seqs > 256:
+    if (
+        max_num_seqs > 256
+        and max_num_batched_tokens >= ATTENTION_PIECE_TWO_SETS_TOKENS_PER_REQUEST * max_num_seqs
+    ):
         return 2 * piece + 2 * arch.hidden_size * 2.0
     return piece
 
@@ -1135,6 +1167,15 @@ def cudagraph_bytes(
     tokens; fitted at 1.40 B, under the 4 B of fp32 logits). With an fp8 KV cache the one H200 log
     (GLM-5, 128 requests at 128k tokens, 0.22 GiB) shows no such term: FlashMLA-sparse's fp8 path
     reserves its buffers when the model is built.
+    FULL decode graphs under FlashAttention 2 (Ampere, Ada; ``graph_q_width`` 0) keep no split-KV
+    accumulators: on the H200 with ``--attention-config.flash_attn_version=2`` the FULL first capture is
+    0 MiB for Qwen2.5-7B and -0.5B (114 and 28 with FlashAttention 3) and each further graph 2 MiB (1).
+    A query-normed glm4_moe model (GLM-4.5/4.6/4.7) samples 24 MiB per piecewise graph where every other
+    model measured samples 1-6 (GLM-4.7's shapes at 12 layers, 256 and 1024 sequences alike; Air, the same
+    attention without the norm, 4): ``qk_norm_graph_bytes_per_q_element`` x query width on the rank x
+    the second capture size x (sizes - 1), about two bf16 query buffers per graph [inferred: the normed
+    query is a fresh buffer where Air's is a view of the qkv output; the scaling with layers and TP is
+    not measured].
     Model Runner V2 (0.33 for every model): ``newer_cudagraph_bytes_per_piece`` per layer and capture
     size, divided by TP.
     """
@@ -1164,12 +1205,19 @@ def cudagraph_bytes(
         )
     else:
         per_piece, per_seq, mla_per_seq, per_q = (
-            c.graph_bytes_per_piece,
+            c.pre_hopper_graph_bytes_per_piece
+            if settings.compute_capability < 9
+            else c.graph_bytes_per_piece,
             c.graph_bytes_per_decode_seq,
             c.mla_graph_bytes_per_decode_seq,
             c.graph_bytes_per_decode_q_element,
         )
     piecewise = per_piece * layers_on_rank * len(sizes)
+    if settings.generation == GENERATION_NEWER and len(sizes) > 1:
+        second = sizes[-2]  # the capture vLLM samples "per-graph" from (after the largest)
+        piecewise += (
+            c.qk_norm_graph_bytes_per_q_element * settings.qk_norm_q_width * second * (len(sizes) - 1)
+        )
     dsa = c.dsa_graph_bytes_per_index_head_token * settings.dsa_graph_index_heads * settings.max_model_len
     per_request = per_seq + (mla_per_seq if settings.mla else 0.0) + per_q * settings.graph_q_width
     return piecewise + (per_request + dsa) * decode + fp8_online

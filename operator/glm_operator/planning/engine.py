@@ -196,6 +196,15 @@ def flashinfer_sampler_default(version: Version) -> bool:
     return version >= FLASHINFER_SAMPLER_DEFAULT_SINCE
 
 
+def flash_attn_version(compute_capability: float) -> int:
+    """The FlashAttention generation vLLM runs on a GPU unless ``--attention-config.flash_attn_version``
+    says otherwise (``get_flash_attn_version``, ``vllm/v1/attention/backends/fa_utils.py``, read in 0.26.0):
+    3 on Hopper (compute capability 9.x), 4 on data-center Blackwell (10.x), 2 on Ampere, Ada and the
+    other Blackwell parts (8.x, 12.x)."""
+    major = int(compute_capability)
+    return {9: 3, 10: 4}.get(major, 2)
+
+
 def default_gpu_memory_utilization(version: Version) -> float:
     """vLLM ``version``'s own default ``--gpu-memory-utilization``: 0.92 from 0.26, 0.9 before."""
     return 0.92 if version >= DEFAULT_UTILIZATION_092_SINCE else 0.9

@@ -105,6 +105,7 @@ from glm_operator.planning.engine import (
     deep_gemm_pdl,
     default_gpu_memory_utilization,
     dsa_shared_workspace,
+    flash_attn_version,
     flashinfer_sampler_default,
     fusion_workspace_rounded,
     large_gpu_batch_tier,
@@ -184,6 +185,9 @@ class FitInput:
     # which model runner profiles the model (vLLM >= 0.20): None is the release's choice for the architecture
     # (planning.engine.model_runner_v2); True/False is what VLLM_USE_V2_MODEL_RUNNER=1/0 forces
     model_runner_v2: bool | None = None
+    # the FlashAttention generation (planning.engine.flash_attn_version): None is vLLM's choice for the GPU;
+    # 2/3 is what --attention-config.flash_attn_version forces
+    flash_attn_version: int | None = None
 
     @property
     def cudagraphs_in_budget(self) -> bool:
@@ -821,7 +825,15 @@ def _budget_settings(inp: FitInput, precision: str) -> BudgetSettings:
         dsa_shared_workspace=dsa_shared_workspace(inp.vllm_version),
         max_cudagraph_capture_size=MODEL_MAX_CAPTURE_SIZE.get(arch.architecture, 0),
         mla=arch.is_mla,
-        graph_q_width=0 if arch.is_mla else query_width_per_rank(arch, inp.tensor_parallel_size),
+        # FlashAttention 2 pre-allocates no split-KV accumulators for FULL graphs (see cudagraph_bytes)
+        graph_q_width=(
+            0
+            if arch.is_mla or (inp.flash_attn_version or flash_attn_version(inp.compute_capability)) == 2
+            else query_width_per_rank(arch, inp.tensor_parallel_size)
+        ),
+        qk_norm_q_width=(
+            query_width_per_rank(arch, inp.tensor_parallel_size) if arch.qk_norm and not arch.is_mla else 0
+        ),
         dsa_graph_index_heads=(
             arch.index_n_heads if arch.attention == "mla+dsa" and inp.kv_cache_dtype.lower() != "fp8" else 0
         ),
