@@ -64,6 +64,37 @@ def test_estimate_json(capsys: pytest.CaptureFixture[str]) -> None:
         for line in lines
     )
     assert any(line.startswith("Total non KV cache memory:") for line in lines)
+    assert any("total consumed (from mem_get_info)" in line for line in lines)
+
+
+def test_estimate_log_lines_use_the_release_wording(capsys: pytest.CaptureFixture[str]) -> None:
+    """A vLLM 0.26 plan prints 0.26's profiling line (the wording of a real H200 log in
+    benchmarks/gpu_truth/logs) and its two KV-cache lines, not 0.33's."""
+    from benchmarks.gpu_truth.cases import LOGS
+    from benchmarks.gpu_truth.logparse import read_log
+
+    logged = read_log(LOGS / "glm47-l12-b8k.log.gz")
+    code, out, _ = run(
+        capsys,
+        "estimate",
+        "--model",
+        "zai-org/GLM-4.7-Flash",
+        "--gpu",
+        "H200",
+        "--max-model-len",
+        "32768",
+        "--vllm-version",
+        "0.26.0",
+        "--output",
+        "json",
+    )
+    lines = json.loads(out)["vllm_log_lines"]
+    profiling = next(line for line in lines if line.startswith("Total non KV cache memory:"))
+    for phrase in ("torch peak memory increase: ", "non-torch forward increase memory: ", "weights memory: "):
+        assert phrase in profiling and phrase in logged, phrase
+    assert "total consumed" not in profiling and "total consumed" not in logged
+    assert any(line.startswith("GPU KV cache size: ") and line.endswith(" tokens") for line in lines)
+    assert code == 0
 
 
 def test_estimate_table_and_config_path(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

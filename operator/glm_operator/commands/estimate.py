@@ -137,6 +137,9 @@ def compute(args: argparse.Namespace) -> tuple[dict[str, Any], FitResult]:
 
 # the release that logs the KV-cache size and the concurrency on one line (read in 0.33.0)
 ONE_LINE_KV_REPORT_SINCE: Version = (0, 33, 0)
+# the release whose MemoryProfilingResult reports "total consumed (from mem_get_info)" where 0.20-0.26 report
+# "non-torch forward increase memory" (``vllm/utils/mem_utils.py`` ``__repr__``, read in 0.26.0 and 0.27.1)
+TOTAL_CONSUMED_REPORT_SINCE: Version = (0, 27, 0)
 
 
 def vllm_log_lines(result: FitResult) -> list[str]:
@@ -144,7 +147,8 @@ def vllm_log_lines(result: FitResult) -> list[str]:
 
     vLLM >= 0.20, wording of 0.33.0: ``Model loading took`` (``vllm/v1/worker/gpu/model_runner.py``),
     the DEBUG ``MemoryProfilingResult`` line of ``vllm/utils/mem_utils.py`` ("Total non KV cache memory",
-    "torch peak memory increase", "total consumed (from mem_get_info)", "weights memory"),
+    "torch peak memory increase", "total consumed (from mem_get_info)" from 0.27, "non-torch forward increase
+    memory" before, "weights memory"),
     ``Estimated CUDA graph memory`` (``vllm/v1/worker/gpu/cudagraph_utils.py`` via the runner),
     ``Available KV cache memory`` and the graph-profiling note (``vllm/v1/worker/gpu_worker.py``),
     then ``GPU KV cache size ..., Maximum concurrency ...`` (``vllm/v1/core/kv_cache_utils.py``
@@ -157,13 +161,17 @@ def vllm_log_lines(result: FitResult) -> list[str]:
     if not cudagraph_in_budget(version):
         return _older_log_lines(r)
     consumed = r.weights_gib_per_gpu + r.non_torch_gib
+    if version >= TOTAL_CONSUMED_REPORT_SINCE:
+        third = f"total consumed (from mem_get_info): {consumed:.2f}GiB; "
+    else:
+        third = f"non-torch forward increase memory: {r.non_torch_gib:.2f}GiB; "
     lines = [
         f"Model loading took {r.weights_gib_per_gpu:.2f} GiB memory",
         f"Requested memory: {r.requested_gib:.2f} GiB "
         f"({r.gpu_memory_gib:.2f} GiB x gpu_memory_utilization {r.gpu_memory_utilization})",
         f"Total non KV cache memory: {consumed + r.activation_gib:.2f}GiB; "
         f"torch peak memory increase: {r.activation_gib:.2f}GiB; "
-        f"total consumed (from mem_get_info): {consumed:.2f}GiB; "
+        f"{third}"
         f"weights memory: {r.weights_gib_per_gpu:.2f}GiB. "
         f"(profile run: max_num_batched_tokens {r.max_num_batched_tokens}, max_num_seqs {r.max_num_seqs})",
     ]
