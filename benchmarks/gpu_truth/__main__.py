@@ -63,6 +63,7 @@ COLUMNS = [
     "notes",
     "model_runner",
     "graph_actual_gib",
+    "graph_split_mib",
 ]
 
 
@@ -133,6 +134,7 @@ def row(case: Case, log: StartupLog, log_name: str) -> dict[str, str]:
         "notes": "; ".join(notes),
         "model_runner": log.model_runner,
         "graph_actual_gib": _fmt(log.graph_actual_gib),
+        "graph_split_mib": log.graph_split_text,
     }
 
 

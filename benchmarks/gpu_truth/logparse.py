@@ -48,6 +48,14 @@ class StartupLog:
     graph_actual_gib: float | None
     error: str | None  # the last error line when the engine did not start (no KV-cache lines)
     split_from_debug: bool = False  # activation and non-torch read from the DEBUG profiling line
+    # the V1 graph estimate's DEBUG split per mode: (first capture MiB, graphs, per-graph MiB); vLLM's total
+    # is the larger first capture plus (graphs - 1) x per-graph of each mode (0.26 profile_cudagraph_memory)
+    graph_split: tuple[tuple[str, float, int, float], ...] = ()
+
+    @property
+    def graph_split_text(self) -> str:
+        """The split as the CSV's graph_split_mib column keeps it: ``PIECEWISE 136+(51-1)x4; FULL ...``."""
+        return "; ".join(f"{mode} {first:g}+({n}-1)x{per:g}" for mode, first, n, per in self.graph_split)
 
     @property
     def complete(self) -> bool:
@@ -67,6 +75,12 @@ def _last(pattern: str, text: str) -> re.Match[str] | None:
 def _float(pattern: str, text: str) -> float | None:
     m = _last(pattern, text)
     return float(m.group(1)) if m else None
+
+
+# the V1 runner's DEBUG line per mode (vLLM 0.26 gpu_model_runner.py profile_cudagraph_memory)
+_GRAPH_SPLIT = (
+    rf"Estimated (\w+) CUDA graph memory: {_NUM} MiB first-capture \+ \((\d+)-1\) × {_NUM} MiB per-graph"
+)
 
 
 def parse(text: str) -> StartupLog:
@@ -103,6 +117,10 @@ def parse(text: str) -> StartupLog:
         graph_actual_gib=float(usage.group(4)) if usage else None,
         error=error,
         split_from_debug=usage is None and debug is not None,
+        graph_split=tuple(
+            (m.group(1), float(m.group(2)), int(m.group(3)), float(m.group(4)))
+            for m in re.finditer(_GRAPH_SPLIT, text)
+        ),
     )
 
 

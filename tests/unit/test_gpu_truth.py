@@ -87,6 +87,26 @@ def test_the_budget_identity_holds_in_the_logs() -> None:
         assert requested - rest == pytest.approx(log.available_kv_gib, abs=0.04), name
 
 
+def test_the_graph_estimate_is_the_larger_first_capture_plus_the_per_graph_samples() -> None:
+    """vLLM 0.26's V1 graph estimate (``profile_cudagraph_memory``, gpu_model_runner.py): per mode the first
+    capture and one per-graph sample x (graphs - 1); the total overlays the modes' first captures (max) and
+    adds the rest. Every DEBUG log's split gives its INFO total (the CSV keeps the split, graph_split_mib)."""
+    split = 0
+    for name in LOGGED:
+        log = parse(read_log(LOGS / f"{name}.log.gz"))
+        if not log.graph_split:
+            continue
+        split += 1
+        assert {mode for mode, *_ in log.graph_split} <= {"PIECEWISE", "FULL"}, name
+        total = max(first for _, first, _, _ in log.graph_split) + sum(
+            (n - 1) * per for _, _, n, per in log.graph_split
+        )
+        assert log.graph_estimate_gib is not None
+        assert total / 1024 == pytest.approx(log.graph_estimate_gib, abs=0.006), name
+        assert log.graph_split_text.startswith("PIECEWISE "), name
+    assert split >= 20
+
+
 def test_a_v2_log_and_a_failed_start() -> None:
     text = (
         "(EngineCore pid=1) INFO [gpu_worker.py:378] Using V2 Model Runner\n"
