@@ -799,6 +799,8 @@ def _budget_settings(inp: FitInput, precision: str) -> BudgetSettings:
         if inp.model_runner_v2 is None
         else inp.model_runner_v2
     )
+    q_width = 0 if arch.is_mla else query_width_per_rank(arch, inp.tensor_parallel_size)
+    fa_version = inp.flash_attn_version or flash_attn_version(inp.compute_capability)
     return BudgetSettings(
         max_num_batched_tokens=inp.max_num_batched_tokens
         or default_max_num_batched_tokens(inp.gpu_memory_gib, inp.compute_capability, inp.vllm_version),
@@ -826,14 +828,8 @@ def _budget_settings(inp: FitInput, precision: str) -> BudgetSettings:
         max_cudagraph_capture_size=MODEL_MAX_CAPTURE_SIZE.get(arch.architecture, 0),
         mla=arch.is_mla,
         # FlashAttention 2 pre-allocates no split-KV accumulators for FULL graphs (see cudagraph_bytes)
-        graph_q_width=(
-            0
-            if arch.is_mla or (inp.flash_attn_version or flash_attn_version(inp.compute_capability)) == 2
-            else query_width_per_rank(arch, inp.tensor_parallel_size)
-        ),
-        qk_norm_q_width=(
-            query_width_per_rank(arch, inp.tensor_parallel_size) if arch.qk_norm and not arch.is_mla else 0
-        ),
+        graph_q_width=0 if fa_version == 2 else q_width,
+        qk_norm_q_width=q_width if arch.qk_norm else 0,
         dsa_graph_index_heads=(
             arch.index_n_heads if arch.attention == "mla+dsa" and inp.kv_cache_dtype.lower() != "fp8" else 0
         ),
