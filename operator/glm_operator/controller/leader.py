@@ -14,7 +14,8 @@ as in client-go's ``leaderelection`` package:
   GC pause) has lost: it cancels its in-flight work and the process exits non-zero, and the
   Deployment restarts it as a standby. ``may_write`` is checked right before every write, so a
   frozen leader that wakes up after a peer took over sends nothing.
-- On a clean shutdown the leader releases the Lease (empty holder) so a peer takes over at once.
+- On a clean shutdown the leader stops renewing, then releases the Lease (empty holder) so a peer
+  takes over at once.
 
 The election runs in its own thread with its own HTTP connection pool: a busy event loop or a
 saturated reconcile thread pool never delays a renewal.
@@ -187,7 +188,11 @@ class LeaderElector:
             self._thread.join(timeout=self.retry_period + 1)
 
     def release(self) -> None:
-        """Give the Lease up on shutdown (empty holder) so a peer takes over at once."""
+        """Give the Lease up on shutdown (empty holder) so a peer takes over at once.
+
+        The election thread is stopped first: a renewal round that read the emptied Lease after
+        this PUT would see no holder and take it again."""
+        self.stop()
         if not self.may_write():
             return
         self.leading = False
