@@ -15,7 +15,7 @@ import itertools
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -70,15 +70,53 @@ def delete_namespace(cluster: E2ECluster, name: str, timeout: float = 60, until_
         time.sleep(0.5)
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Keep each phase's report on the test item, so fixtures can tell a failed test at teardown."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
+def dump_namespace(cluster: E2ECluster, name: str) -> None:
+    """What a failed test's namespace held (shown under "Captured stdout teardown"): the
+    GLMDeployments' status, the pods and where they run, the Events, the nodes' readiness, taints
+    and GPUs in use."""
+    print(f"==== state of namespace {name} after the failure ====")
+    for args in (
+        ("get", "glmd", "-n", name, "-o", "jsonpath={range .items[*]}{.metadata.name} gen "
+         "{.metadata.generation}: {.status}{'\\n'}{end}"),
+        ("get", "deployments,leaderworkersets,pods", "-n", name, "-o", "wide"),
+        ("get", "events", "-n", name, "--sort-by=.lastTimestamp"),
+        ("get", "nodes"),
+        ("describe", "nodes", "--show-events=false"),
+    ):  # fmt: skip
+        out = cluster.kubectl(*args, check=False)
+        text = out.stdout + out.stderr
+        if args[0] == "describe":  # only each node's name, taints and allocated GPUs
+            kept = ("Name:", "Taints:", "  nvidia.com/gpu ")
+            text = "\n".join(line for line in text.splitlines() if line.startswith(kept))
+        print(f"$ kubectl {' '.join(args)}\n{text}")
+
+
 @pytest.fixture
 def ns(cluster: E2ECluster, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh namespace named ctl-<test> (served by the operator fixture), deleted after the test."""
+    """A fresh namespace named ctl-<test> (served by the operator fixture), deleted after the test;
+    when the test failed, its state is printed first."""
     base = request.node.name.split("[")[0].removeprefix("test_").replace("_", "-")[:30]
     name = f"ctl-{base}-{next(_counter)}"
     cluster.kubectl("create", "namespace", name)
     try:
         yield name
     finally:
+        report = getattr(request.node, "report_call", None)
+        if report is not None and report.failed:
+            dump_namespace(cluster, name)
+            if "operator" in request.fixturenames:
+                operator: RunningOperator = request.getfixturevalue("operator")
+                print("==== the operator's log, last lines ====\n" + operator.log_tail(8000))
         delete_namespace(cluster, name)
 
 
