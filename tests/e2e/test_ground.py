@@ -100,3 +100,37 @@ def test_pod_asking_more_gpus_than_any_node_stays_pending(cluster: E2ECluster) -
     (pod,) = pods(cluster, ns, "tp16")
     assert pod["status"]["phase"] == "Pending"
     assert not pod["spec"].get("nodeName")
+
+
+def ready_status(pod: dict, kind: str = "Ready") -> str:
+    return next((c["status"] for c in pod["status"].get("conditions", []) if c["type"] == kind), "")
+
+
+def test_a_pod_marked_not_ready_by_the_node_lifecycle_controller_becomes_ready_again(
+    cluster: E2ECluster,
+) -> None:
+    """After a node blip the node lifecycle controller sets Ready=False on the node's pods and
+    leaves ContainersReady=True (MarkPodsNotReady); a kubelet makes them Ready again on its next
+    status sync, and so must KWOK (tests/fixtures/kwok-stages): otherwise a Deployment created
+    just before a heartbeat hiccup never becomes available. A pod whose containers are not ready
+    stays not ready."""
+    ns = cluster.namespace("ground")
+    cluster.kubectl("apply", "-n", ns, "-f", "-", input=gpu_deployment("blip", 1, "NVIDIA-L4"))
+    cluster.kubectl("rollout", "status", "-n", ns, "deployment/blip", "--timeout=60s")
+    (pod,) = pods(cluster, ns, "blip")
+    name = pod["metadata"]["name"]
+
+    def mark(conditions: list[dict]) -> None:
+        patch = json.dumps({"status": {"conditions": conditions}})
+        cluster.kubectl(
+            "patch", "pod", name, "-n", ns, "--subresource=status", "--type=strategic", "-p", patch
+        )
+
+    mark([{"type": "Ready", "status": "False"}])  # what MarkPodsNotReady writes
+    wait_for(lambda: ready_status(pods(cluster, ns, "blip")[0]) == "True", 30)
+
+    mark([{"type": "Ready", "status": "False"}, {"type": "ContainersReady", "status": "False"}])
+    time.sleep(3)
+    (pod,) = pods(cluster, ns, "blip")
+    assert (ready_status(pod), ready_status(pod, "ContainersReady")) == ("False", "False")
+    delete_namespace(cluster, ns)

@@ -48,6 +48,10 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
+# KWOK stages of our own, beside the module's "fast" ones (hack/build-tools.sh copies those)
+KWOK_STAGES = repo_root() / "tests" / "fixtures" / "kwok-stages"
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -255,6 +259,8 @@ class LocalCluster:
         stage_args = [f"--config={p}" for p in sorted((self.bin_dir.parent / "kwok-stages").glob("*.yaml"))]
         if not stage_args:
             raise ClusterError(f"no KWOK stage files in {self.bin_dir.parent / 'kwok-stages'}")
+        # and what a kubelet does that KWOK's own stages leave out (each file says what)
+        stage_args += [f"--config={p}" for p in sorted(KWOK_STAGES.glob("*.yaml"))]
         start(
             "kwok",
             [
