@@ -127,14 +127,15 @@ DEFAULT_MAX_NUM_SEQS = 256
 # The budget model's stated error on KV-cache tokens, from its leave-one-model-out errors on the start-ups in
 # tests/fixtures/vllm-startups.csv (benchmarks/fit_errors.py prints them): the worst over-promise of a
 # held-out model (ours above the log) is 9.2 % on vLLM < 0.18 (Qwen3-235B-FP8, whose fused-MoE workspace only
-# GLM-4.6 pins once it is held out; median 0.35 %), 1.0 % on 0.18-0.19 (28 rows) and 2.6 % on >= 0.20 (45
-# predicted rows, 41 of them H200 start-ups each within 0.4 %: median 0.11 %; the 2.6 % is Qwen2.5-7B on an
-# RTX 4090 and the next, 1.7 %, Qwen3-Coder-30B on L40S: Ada's V1 graph estimates run above the H200's, 0.53
-# against 0.36 GiB for that 7B). Kept global at 10 %: the operator's vLLM 0.33 profiles every model with Model
-# Runner V2, whose forward and sampler are measured (H200) but whose CUDA-graph estimate rests on the 0.27.1
-# Qwen3-32B and GLM-5.2 rows and is not pinned at TP > 1 (budget.py: if it does not shrink with TP as the V1
-# runner's does, GLM at TP 8 plans 1.1-1.4 GiB per GPU too much, 4-5 % of a GLM-5.x FP8 budget on H200, inside
-# this margin). A plan whose concurrency is within this of minConcurrency may start below it.
+# GLM-4.6 pins once it is held out; median 0.35 %), 1.0 % on 0.18-0.19 (28 rows) and 1.65 % on >= 0.20 (51
+# predicted rows, 47 of them H200 start-ups each within 0.5 %: median 0.10 %; the 1.65 % is Qwen2.5-7B on an
+# RTX 4090, whose V1 graph estimate, 0.53 GiB, is above the H200's 0.39 with the same FlashAttention 2, and
+# the next, 0.8 %, Qwen3-Coder-30B on L40S). Kept global at 10 %: the operator's vLLM 0.33 profiles every
+# model with Model Runner V2, whose forward and sampler are measured (H200) but whose CUDA-graph estimate
+# rests on the 0.27.1 Qwen3-32B and GLM-5.2 rows and is not pinned at TP > 1 (budget.py: if it does not shrink
+# with TP as the V1 runner's does, GLM at TP 8 plans 1.1-1.4 GiB per GPU too much, 4-5 % of a GLM-5.x FP8
+# budget on H200, inside this margin). A plan whose concurrency is within this of minConcurrency may start
+# below it.
 KV_TOKEN_ERROR = 0.10
 FP8_BLOCK = 128
 
