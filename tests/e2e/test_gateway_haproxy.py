@@ -362,7 +362,7 @@ def test_prefix_affinity_raises_the_prefix_cache_hit_rate(
     def hit_rate() -> float:
         before = [e.stats() for e in started]
         results = run_load(gateway.url, bodies, concurrency=6, api_key=KEY)
-        assert all(r.status == 200 for r in results)
+        assert all(r.status == 200 for r in results), Counter(r.status for r in results)
         after = [e.stats() for e in started]
         hits = sum(a["prefix_hits"] - b["prefix_hits"] for a, b in zip(after, before, strict=True))
         misses = sum(a["prefix_misses"] - b["prefix_misses"] for a, b in zip(after, before, strict=True))
@@ -373,6 +373,22 @@ def test_prefix_affinity_raises_the_prefix_cache_hit_rate(
         emulator.forget_prefixes()
     gateway.with_settings(balance="prefix")
     assert gateway.driver.apply(air_table(port, pods)) == "reload"
+    # What is measured is affinity, not the reload: start once the new worker serves. (Once in CI a
+    # request right after the reload was not a 200, status unknown; the next one prints it.)
+    statuses: list[int] = []
+
+    def serves() -> bool:
+        statuses.append(request(gateway.url, CHAT, bodies[0], api_key=KEY).status)
+        return statuses[-1] == 200
+
+    deadline = time.monotonic() + 10
+    while not serves():
+        assert time.monotonic() < deadline, statuses
+        time.sleep(0.1)
+    if len(statuses) > 1:
+        print(f"requests right after the reload: {statuses}")
+    for emulator in started:
+        emulator.forget_prefixes()
     affinity = hit_rate()
     print(f"\nprefix-cache hit rate: leastconn {least:.2f}, prefix affinity {affinity:.2f}")
     # With affinity, a conversation's later turns land on the pod that holds its prefix: 84 of the
