@@ -8,6 +8,7 @@ import time
 import pytest
 
 from .conftest import E2ECluster, delete_namespace
+from .test_controller import condition
 
 pytestmark = pytest.mark.e2e
 
@@ -102,10 +103,6 @@ def test_pod_asking_more_gpus_than_any_node_stays_pending(cluster: E2ECluster) -
     assert not pod["spec"].get("nodeName")
 
 
-def ready_status(pod: dict, kind: str = "Ready") -> str:
-    return next((c["status"] for c in pod["status"].get("conditions", []) if c["type"] == kind), "")
-
-
 def test_a_pod_marked_not_ready_by_the_node_lifecycle_controller_becomes_ready_again(
     cluster: E2ECluster,
 ) -> None:
@@ -127,10 +124,10 @@ def test_a_pod_marked_not_ready_by_the_node_lifecycle_controller_becomes_ready_a
         )
 
     mark([{"type": "Ready", "status": "False"}])  # what MarkPodsNotReady writes
-    wait_for(lambda: ready_status(pods(cluster, ns, "blip")[0]) == "True", 30)
+    wait_for(lambda: condition(pods(cluster, ns, "blip")[0], "Ready").get("status") == "True", 30)
 
     mark([{"type": "Ready", "status": "False"}, {"type": "ContainersReady", "status": "False"}])
     time.sleep(3)
     (pod,) = pods(cluster, ns, "blip")
-    assert (ready_status(pod), ready_status(pod, "ContainersReady")) == ("False", "False")
+    assert condition(pod, "Ready")["status"] == condition(pod, "ContainersReady")["status"] == "False"
     delete_namespace(cluster, ns)

@@ -338,8 +338,7 @@ class Manager:
         self.reconciler.stop()
         await self.recorder.flush(EVENT_FLUSH_SECONDS if self.exit_code == 0 else 0.0)
         if self.elector is not None:
-            await asyncio.to_thread(self.elector.release)
-            await asyncio.to_thread(self.elector.stop)
+            await asyncio.to_thread(self.elector.release)  # stops the election thread, then releases
         if self.watches is not None:
             await asyncio.to_thread(self.watches.stop)
 
