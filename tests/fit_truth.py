@@ -714,7 +714,6 @@ GRAPH_CONSTANTS = {
         "mla_graph_bytes_per_decode_seq",
         "dsa_graph_bytes_per_index_head_token",
         "graph_bytes_per_decode_q_element",
-        "qk_norm_graph_bytes_per_q_element",
         "pre_hopper_graph_bytes_per_piece",
     ),
 }
@@ -732,8 +731,12 @@ def fit_graph_constants(rows: Sequence[Startup]) -> BudgetConstants:
         chosen = [s for s in rows if s.generation == generation]
         zero = replace(DEFAULT_CONSTANTS, **dict.fromkeys(names, 0.0))
         columns = [replace(zero, **{name: GIB}) for name in names]
-        xs = [[s.fit(c).cudagraph_capture_gib for c in columns] for s in chosen]
-        ys = [s.logged_graph_gib or 0.0 for s in chosen]
+        # what no fitted constant moves (the query-normed models' buffers) is taken off both sides
+        base = [s.fit(zero).cudagraph_capture_gib for s in chosen]
+        xs = [
+            [s.fit(c).cudagraph_capture_gib - b for c in columns] for s, b in zip(chosen, base, strict=True)
+        ]
+        ys = [(s.logged_graph_gib or 0.0) - b for s, b in zip(chosen, base, strict=True)]
         solution = least_squares(xs, ys)
         fitted = replace(fitted, **{name: x * GIB for name, x in zip(names, solution, strict=True)})
     return fitted

@@ -94,7 +94,8 @@ class Case:
     family: str = ""  # the CSV's family column
     sweeps: tuple[Sweep, ...] = ()  # load tests run once the server is up (none: stop at the memory lines)
     # "v1": the V1 model runner forced (VLLM_USE_V2_MODEL_RUNNER=0) for a dense model 0.26 would profile with
-    # Model Runner V2, to measure what the releases before 0.26 (and a user setting that variable) run
+    # Model Runner V2, to measure what the releases before 0.26 (and a user setting that variable) run;
+    # "v2": Model Runner V2 forced (=1) for a model 0.26 runs on V1 (GLM-4.x), as 0.33 runs every model
     model_runner: str = ""
     # True: PyTorch's top-k/top-p sampler (VLLM_USE_FLASHINFER_SAMPLER=0), not the release's FlashInfer one
     native_sampler: bool = False
@@ -104,7 +105,8 @@ class Case:
     @property
     def env(self) -> dict[str, str]:
         """Environment variables the case's server starts with (beside run_cases.sh's own)."""
-        env = {"VLLM_USE_V2_MODEL_RUNNER": "0"} if self.model_runner == "v1" else {}
+        runner = {"v1": "0", "v2": "1"}.get(self.model_runner)
+        env = {"VLLM_USE_V2_MODEL_RUNNER": runner} if runner else {}
         if self.native_sampler:
             env["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
         return env
@@ -193,6 +195,9 @@ GLM5_FP8 = ("glm-5-fp8-l10", "zai-org/GLM-5-FP8", "glm-mla-dsa")
 GLM5 = ("glm-5-l6", "zai-org/GLM-5", "glm-mla-dsa")
 GLM45_AIR = ("glm-4.5-air-l20", "zai-org/GLM-4.5-Air", "glm-moe-gqa")
 GLM47 = ("glm-4.7-l12", "zai-org/GLM-4.7", "glm-moe-gqa")
+GLM47_L6 = ("glm-4.7-l6", "zai-org/GLM-4.7", "glm-moe-gqa")
+GLM47_TP2_RANK = ("glm-4.7-l12-tp2", "zai-org/GLM-4.7", "glm-moe-gqa")
+GLM47_H80 = ("glm-4.7-l12-h80", "zai-org/GLM-4.7", "glm-moe-gqa")
 #: FlashAttention 2 where the H200 would take 3: the attention kernels vLLM runs on Ampere and Ada GPUs
 #: (fa_utils.get_flash_attn_version: 3 only on compute capability 9.x); the device needs the FA2 library,
 #: which the pack leaves out (see README "Ninth session")
@@ -572,6 +577,70 @@ CASES: tuple[Case, ...] = (
         gpu_memory_utilization=0.92,
         max_num_batched_tokens=8192,
         native_sampler=True,
+    ),
+    # GLM-4.7's 24 MiB per piecewise graph (Air: 4): with half the layers (a buffer per layer halves it), with
+    # the attention of one rank at TP 2 (half the query width: planned to halve), and on Model Runner V2 (what
+    # 0.33 runs for every model; 0.26 runs glm4_moe on V1 unless told)
+    _case(
+        "glm47-l6-b8k",
+        *GLM47_L6,
+        context_length=65536,
+        max_num_seqs=256,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=8192,
+        native_sampler=True,
+    ),
+    _case(
+        "glm47-l12-tp2-b8k",
+        *GLM47_TP2_RANK,
+        context_length=65536,
+        max_num_seqs=256,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=8192,
+        native_sampler=True,
+    ),
+    _case(
+        "glm47-l12-v2-b8k",
+        *GLM47,
+        context_length=65536,
+        max_num_seqs=256,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=8192,
+        native_sampler=True,
+        model_runner="v2",
+    ),
+    # glm47-l6-b8k sampled ~26 MiB per graph (not per layer), glm47-l12-tp2-b8k ~1 (not half of 24): a query
+    # width of 10240 (9.8 MiB at 504 tokens, under the caching allocator's 10 MiB threshold) tells a step from
+    # a rate
+    _case(
+        "glm47-l12-h80-b8k",
+        *GLM47_H80,
+        context_length=65536,
+        max_num_seqs=256,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=8192,
+        native_sampler=True,
+    ),
+    # The attention piece's second set: planned for > 256 profiling requests of >= 32 tokens (512 x 16384 held
+    # two, 1024 x 16384 and 512 x 8192 one); 768 x 32768 (42 tokens a request) should hold two
+    _case(
+        "air-l20-s768-b32k",
+        *GLM45_AIR,
+        context_length=32768,
+        max_num_seqs=768,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=32768,
+        native_sampler=True,
+    ),
+    _case(
+        "air-l20-v2-b8k",
+        *GLM45_AIR,
+        context_length=32768,
+        max_num_seqs=256,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=8192,
+        native_sampler=True,
+        model_runner="v2",
     ),
     # The V1 graph estimate with FlashAttention 2: the RTX 4090 logs 0.53 GiB for Qwen2.5-7B and 0.28 for
     # Qwen2.5-0.5B where the H200 (FlashAttention 3) logs 0.36 and 0.32 for the same knobs (hzk rows)

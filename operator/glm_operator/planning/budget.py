@@ -167,7 +167,7 @@ so :func:`cudagraph_bytes` models it for every release that profiles with the V1
 The query-width term is FlashAttention's split-KV accumulators in the FULL decode graph, fp32 x up to 32
 splits (128 B per request and query element): the first FULL capture logs 440 / 770 MiB for GLM-4.5-Air (96
 heads of 128) at 256 / 512 requests, 114 MiB for Qwen2.5-7B (28 heads), 28 / 56 MiB for Qwen2.5-0.5B (14 of
-64) at 256 / 512 on the H200 (DEBUG "Estimated FULL CUDA graph memory"); fitted at 124 B on >= 0.20 and 76 B
+64) at 256 / 512 on the H200 (DEBUG "Estimated FULL CUDA graph memory"); fitted at 120 B on >= 0.20 and 76 B
 on 0.19 (whose Llama-3.1-8B estimate falls 0.15 / 0.09 GiB from TP 1 to 2 to 4). Without it GLM-4.5-Air's
 estimate came out 0.36 GiB under (0.30 against 0.66 logged). FlashAttention 2 (Ampere, Ada and the
 Blackwell parts that are not 10.x, ``planning.engine.flash_attn_version``) keeps none: its first FULL capture
@@ -175,15 +175,15 @@ is 0 MiB on the H200 with ``--attention-config.flash_attn_version=2``. Two more 
 Ada GPUs take ``pre_hopper_graph_bytes_per_piece`` (0.26 MiB) for the per-piece one, since the RTX 4090 and
 A5000 log 0.52-0.53 GiB for 7-8B models where the H200 logs 0.36-0.39 with either FlashAttention (the
 driver's per-graph sample, not the kernels [inferred]); and a query-normed glm4_moe model (GLM-4.5/4.6/4.7)
-adds ``qk_norm_graph_bytes_per_q_element`` per query element on the rank and token of the second capture
-size, for every capture but the first (see :func:`cudagraph_bytes`).
+adds two query buffers of the second capture size per capture but the first where they are large
+allocations for PyTorch's caching allocator (:func:`qk_norm_graph_bytes_per_capture`).
 MLA models take ``mla_graph_bytes_per_decode_seq`` per request instead, plus the DSA term below; least squares
 on the logged estimates of each generation apart (``tests/fit_truth.py`` ``fit_graph_constants``). The same
 code captures more in 0.19 than from 0.20 on: with the constants of the 24 bf16 estimates of vLLM 0.21-0.26
 the 28 of 0.19 come out 0.25 GiB under on average (worst 0.80), so 0.18-0.19 keep their own ``mid_graph_*``
 constants (0.34 / 0.39 / 1.37 MiB and 76 B; rms 0.12 GiB, worst Qwen3-30B-A3B at TP 1, 1.41 logged and 1.16
 ours; not subtracted in that generation, so they move no budget) and >= 0.20 has ``graph_bytes_per_piece``
-0.15 MiB, ``graph_bytes_per_decode_seq`` 0.28 MiB and ``mla_graph_bytes_per_decode_seq`` 2.07 MiB (rms 0.10
+0.16 MiB, ``graph_bytes_per_decode_seq`` 0.27 MiB and ``mla_graph_bytes_per_decode_seq`` 2.06 MiB (rms 0.10
 GiB, worst GLM-4.7-Flash at 32k tokens and at 1024 sequences, 0.75 / 1.74 logged and 0.95 / 1.53 ours, and its
 FP8-online starts, 0.20 either way). One set fitted on both generations was rms 0.17 GiB, 0.3-0.4 GiB high on
 Qwen3-30B-A3B-FP8 and GLM-4.7-Flash at 256 sequences on the H200. With one per-request constant for every
@@ -370,7 +370,15 @@ DSA_INDEX_TOPK = 2048  # config index_topk of GLM-5.x and DeepSeek-V3.2 (not in 
 MLA_CHUNKED_CONTEXT_MAX_ROWS = 64 * 1024
 #: query-width bf16 buffers a GQA/MHA attention piece holds per token (attention_piece_bytes_per_token)
 ATTENTION_PIECE_Q_BUFFERS = 5
-#: tokens per profiling request from which more than 256 requests held two attention-piece sets (Air, 0.26)
+#: PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp): an allocation of kMinLargeAlloc or
+#: more gets a segment of its own, rounded up to kRoundLarge; smaller ones share 2 / 20 MiB segments
+ALLOCATOR_MIN_LARGE_ALLOC = 10 * 2**20
+ALLOCATOR_ROUND_LARGE = 2 * 2**20
+#: bf16 query buffers a query-normed glm4_moe piecewise graph keeps per capture once they are large
+#: allocations (qk_norm_graph_bytes_per_capture): GLM-4.7's 24 MiB per graph is two of 12 MiB
+QK_NORM_GRAPH_QUERY_BUFFERS = 2
+#: tokens per profiling request from which more than 256 requests of equal length held two attention-piece
+#: sets (Air, 0.26; attention_piece_bytes_per_token)
 ATTENTION_PIECE_TWO_SETS_TOKENS_PER_REQUEST = 32
 #: The V1 runner's dummy sampler pass per row and vocabulary entry (vLLM 0.22-0.28 read): the bf16 logits,
 #: their fp32 copy (``Sampler.forward``), the probabilities and the exponential noise (``random_sample``),
@@ -433,21 +441,17 @@ class BudgetConstants:
     # the V1 model runner's graph estimate (vLLM >= 0.20; see cudagraph_bytes): least squares on the logged
     # "Estimated CUDA graph memory" figures of vLLM 0.21-0.26 (tests/fit_truth.py fit_graph_constants;
     # benchmarks/fit_errors.py --refit prints them), a component fit on no KV-token figure
-    graph_bytes_per_piece: float = 0.1527 * 2**20  # per layer on the rank and capture size
+    graph_bytes_per_piece: float = 0.1555 * 2**20  # per layer on the rank and capture size
     # the same on Ampere and Ada GPUs (compute capability 8.x), fitted on their three logged estimates
     # (RTX 4090, RTX A5000): vLLM's per-graph sample is larger there for 7-8B models than on the H200
     # with either FlashAttention (see cudagraph_bytes)
-    pre_hopper_graph_bytes_per_piece: float = 0.2581 * 2**20
-    graph_bytes_per_decode_seq: float = 0.2791 * 2**20  # per request of the largest FULL decode graph
+    pre_hopper_graph_bytes_per_piece: float = 0.2593 * 2**20
+    graph_bytes_per_decode_seq: float = 0.2717 * 2**20  # per request of the largest FULL decode graph
     # per request and query element on the rank (heads / TP x head_dim) of a GQA/MHA model's FULL decode
     # graph: FlashAttention's split-KV accumulators, fp32 x up to 32 splits = 128 B
-    graph_bytes_per_decode_q_element: float = 123.55
+    graph_bytes_per_decode_q_element: float = 120.26
     # what an MLA model's FULL decode graphs add per request (fitted with the three above)
-    mla_graph_bytes_per_decode_seq: float = 2.0739 * 2**20
-    # a query-normed glm4_moe model's (GLM-4.5/4.6/4.7: use_qk_norm) piecewise per-graph sample above the
-    # others', per token of the second capture size and query element on the rank (see cudagraph_bytes):
-    # fitted with the constants above on the two GLM-4.7 start-ups (24 MiB per graph where Air logs 4)
-    qk_norm_graph_bytes_per_q_element: float = 3.74
+    mla_graph_bytes_per_decode_seq: float = 2.0648 * 2**20
     # the same four for vLLM 0.18-0.19, fitted on that generation's 28 logged estimates alone (not
     # subtracted there, so they move no budget; the fit result reports them)
     mid_graph_bytes_per_piece: float = 0.3389 * 2**20
@@ -464,7 +468,7 @@ class BudgetConstants:
     # max_model_len (see cudagraph_bytes): fitted with the per-piece and per-request terms (the bf16-KV
     # GLM-5 / GLM-5-FP8 rows, 32 to 512 requests at 32k to 64k tokens, land within 0.15 GiB); the shape is the
     # indexer's fp32 logits, 4 B per index head and token at most
-    dsa_graph_bytes_per_index_head_token: float = 1.3956
+    dsa_graph_bytes_per_index_head_token: float = 1.4076
     newer_moe_workspace_scale: float = 6.706
     # vLLM >= 0.20 profiled by the V1 model runner (see "vLLM >= 0.20, the V1 model runner" in the docstring):
     # fitted on that generation's V1 rows, the H200 start-ups of vLLM 0.26 (benchmarks/gpu_truth) among them
@@ -521,6 +525,8 @@ class BudgetSettings:
     model_runner_v1: bool = False
     # FP8 expert weights (vLLM >= 0.18: the fused-MoE workspace at newer_moe_workspace_scale, else mid_*)
     fp8_experts: bool = False
+    # bf16/fp16 expert weights (unquantized: Model Runner V2 on Hopper runs them through TritonExperts)
+    unquantized_experts: bool = False
     # an MLA model's bf16 checkpoint quantized to FP8 at load (--quantization fp8): its graphs take more
     # (V1 runner; see v1_fp8_online_graph_bytes_per_layer)
     fp8_online_mla: bool = False
@@ -542,7 +548,7 @@ class BudgetSettings:
     # FlashAttention 3's split-KV accumulators; 0 for MLA and FlashAttention 2
     graph_q_width: int = 0
     # the same for a query-normed glm4_moe model (use_qk_norm: GLM-4.5/4.6/4.7), whose piecewise graphs
-    # take more (qk_norm_graph_bytes_per_q_element); 0 for every other model
+    # can take more (qk_norm_graph_bytes_per_capture); 0 for every other model
     qk_norm_q_width: int = 0
 
     @property
@@ -622,7 +628,11 @@ def forward_peak_bytes(
     the V1 runner at 8192 tokens with a warm compile cache (``benchmarks/gpu_truth/logs/repeats/
     qwen3-8b-v1-b8k-s7call11-warm.log.gz``) holds gate/up 384 + SiLU 192 + 3 x 64 + 32 MiB = 800 MiB at the
     peak, V2 at 16384 tokens 1628 MiB of the same blocks. ``v1_forward_scale`` stays for MoE and MLA
-    models; an MLA model's peak on the V1 runner is its attention layer (:func:`mla_attention_live_bytes`)."""
+    models; an MLA model's peak on the V1 runner is its attention layer (:func:`mla_attention_live_bytes`).
+    The other way round, a GQA MoE model under Model Runner V2 takes ``v1_forward_scale``: GLM-4.7's shapes
+    and GLM-4.5-Air forced onto V2 (vLLM 0.26, memtrace) peak at the same blocks as on V1, the workspace
+    manager's buffer and the attention piece's nine (1009 / 977 MiB at 8192 tokens), where
+    ``newer_forward_scale`` x the structural bytes came to 0.5 / 0.3 GiB more."""
     if settings.profiling_run == PROFILING_V1_NEWER and arch.is_mla:
         return mla_attention_live_bytes(arch, tp) * settings.max_num_batched_tokens
     scale = {
@@ -633,6 +643,9 @@ def forward_peak_bytes(
     dense = not (arch.is_moe or arch.is_mla or arch.linear_attention_layers)
     if settings.profiling_run == PROFILING_V1_NEWER and dense:
         scale = c.newer_forward_scale
+    gqa_moe = arch.is_moe and not (arch.is_mla or arch.linear_attention_layers)
+    if settings.profiling_run == GENERATION_NEWER and gqa_moe:
+        scale = c.v1_forward_scale
     per_token = scale * activation_bytes_per_token(arch, tp)
     if settings.generation == GENERATION_NEWER:
         piece = attention_piece_bytes_per_token(
@@ -662,17 +675,21 @@ def attention_piece_bytes_per_token(
     One Air start-up shape holds two such sets (19 blocks of the same compiled kernels, the qkv output
     twice) and two hidden-size outputs beside them: 512 sequences at 16384 tokens, 4073 + 256 MiB, at 32768
     and at 131072 tokens of context alike. The single set held at 256 sequences (4096, 8192 and 16384
-    tokens), at 512 sequences with 8192 tokens and at 1024 with 16384 (there the profiling peak is the
-    sampler pass, which the doubled set would have passed). The profiling run splits the batched tokens
-    evenly over min(max_num_seqs, tokens) requests (``_dummy_run``), so the doubled shape is the only one
-    with more than 256 requests of 32 tokens or more each: planned so [open: why the run keeps two layers'
-    buffers there; measured on vLLM 0.26's V1 runner alone].
+    tokens), at 512 sequences with 8192 tokens, at 1024 with 16384 (there the profiling peak is the
+    sampler pass, which the doubled set would have passed) and at 768 with 32768 (memtrace: the workspace
+    manager's 4096 MiB beside 9 blocks, 3809 MiB). The profiling run gives min(max_num_seqs, tokens)
+    requests tokens // requests each and the remainder to the last (``_dummy_run``, vLLM 0.26
+    ``gpu_model_runner.py`` L5859-5862), so the doubled shape is the only one measured with more than 256
+    requests of equal length, 32 tokens or more each (768 x 32768 gives 42 or 43): planned so, which keeps
+    the doubled set for the unmeasured shapes of that kind (1024 x 32768, 512 x 32768) [open: why the run
+    keeps two layers' buffers there; measured on vLLM 0.26's V1 runner alone].
     """
     if arch.is_mla:
         return 0.0
     piece = ATTENTION_PIECE_Q_BUFFERS * query_width_per_rank(arch, tp) * 2.0
     if (
         max_num_seqs > 256
+        and max_num_batched_tokens % max_num_seqs == 0
         and max_num_batched_tokens >= ATTENTION_PIECE_TWO_SETS_TOKENS_PER_REQUEST * max_num_seqs
     ):
         return 2 * piece + 2 * arch.hidden_size * 2.0
@@ -748,8 +765,9 @@ def moe_workspace_bytes(
     ``vllm/model_executor/layers/fused_moe/modular_kernel.py``: ``current_workspace_manager()
     .get_simultaneous`` of workspace13 (tokens, top-k, max(2 x I/TP, hidden)) and workspace2 (tokens,
     top-k, I/TP)), on every GPU; sized at max_num_batched_tokens, scaled by the fitted
-    ``newer_moe_workspace_scale`` for FP8 experts and under Model Runner V2 (no V2 row with other experts:
-    kept conservative), else ``mid_moe_workspace_scale`` (the
+    ``newer_moe_workspace_scale`` for FP8 experts and under Model Runner V2 (bf16 experts on Hopper aside,
+    which take TritonExperts' buffers under either runner; no V2 row with other experts: kept
+    conservative), else ``mid_moe_workspace_scale`` (the
     block-scaled FP8 grouped GEMMs add quantized copies, scales and per-expert padding: GLM-5.2-FP8 on
     H200 and GLM-5.3-FP8 on vLLM 0.28 need the larger scale, bf16 Qwen3-MoE on 0.24 and MXFP4 gpt-oss on
     0.28 the 0.19 one). Older releases: a fixed fitted workspace on Hopper or newer with TP > 1 (see the
@@ -765,8 +783,16 @@ def moe_workspace_bytes(
         # the workspace manager is the fused-MoE layer's, whichever model runner profiles; its size follows
         # the expert kernels: FP8 block-scaled grouped GEMMs (GLM-5.x FP8 on H200 with vLLM 0.28 and 0.33)
         # hold far more than the bf16 / MXFP4 kernels (0.19 sweep; Qwen3-MoE bf16 on 0.24, gpt-oss on 0.28)
-        # (no Model Runner V2 row has bf16 experts: V2 keeps the larger scale whatever the precision)
-        if settings.profiling_run == PROFILING_V1_NEWER:
+        # (no Model Runner V2 row has MXFP4/NVFP4 experts, nor bf16 ones off Hopper: V2 keeps the larger
+        # scale for them)
+        # bf16 experts on Hopper run through TritonExperts whichever runner profiles: the unquantized MoE
+        # oracle puts Triton first on compute capability 9.x (``_get_priority_backends`` in
+        # ``fused_moe/oracle/unquantized.py``, read in 0.26.0 and 0.33.0, the same workspace shapes in both);
+        # GLM-4.7's shapes and GLM-4.5-Air on Model Runner V2 (0.26, forced) peak at 2.24 / 1.95 GiB as on V1
+        hopper_bf16 = settings.unquantized_experts and 9 <= compute_capability < 10
+        if settings.profiling_run == PROFILING_V1_NEWER or (
+            settings.profiling_run == GENERATION_NEWER and hopper_bf16
+        ):
             # the V1 runner of vLLM >= 0.20 (H200, 0.26: the Triton fused-MoE backend for bf16 and FP8 experts
             # alike, "Using TRITON Fp8 MoE backend" in the GLM-5-FP8 and Qwen3-30B-A3B-FP8 logs): the
             # TritonExperts buffers as vLLM 0.26 requests them (triton_experts_workspace_bytes)
@@ -1142,6 +1168,30 @@ def newer_cudagraph_capture_sizes(
     return tuple(sorted(sizes))
 
 
+def qk_norm_graph_bytes_per_capture(q_width: int, tokens: int) -> float:
+    """What each piecewise capture after the first keeps for a query-normed glm4_moe model (GLM-4.5/4.6/4.7,
+    ``use_qk_norm``), above what the same attention without the norm keeps (GLM-4.5-Air), on one rank of
+    the V1 runner's estimate: ``QK_NORM_GRAPH_QUERY_BUFFERS`` bf16 query buffers of ``tokens`` (the sampled
+    capture size) x ``q_width`` (heads / TP x head_dim), each rounded up as PyTorch's caching allocator
+    rounds a large allocation, and nothing while such a buffer stays under its 10 MiB large-allocation
+    threshold (then it shares a segment).
+
+    Measured (DEBUG "Estimated PIECEWISE CUDA graph memory", vLLM 0.26 on the H200, 504-token sample):
+    GLM-4.7's shapes at query width 12288 (11.8 MiB a buffer) sample 24 MiB per graph at 12 layers, 256
+    and 1024 sequences alike, and ~26 at 6 layers (from the total), so not per layer; at 10240 (80 heads,
+    9.8 MiB) and at 6144 (the attention of a TP-2 rank, 5.9 MiB) 1 MiB, as Air (4). A rate per query
+    element fitted on the two 12288 rows (3.74 B) planned 0.55 / 0.90 GiB of graphs those two shapes do
+    not take. So GLM-4.5/4.6/4.7 take it at TP 1 only with vLLM's 512-token ceiling, and at TP 2 where the
+    capture sizes reach 1024 (data-center Blackwell) [inferred: why large blocks stay per graph and small
+    ones are reused is not read in the allocator].
+    """
+    buffer = q_width * tokens * 2
+    if buffer < ALLOCATOR_MIN_LARGE_ALLOC:
+        return 0.0
+    rounded = math.ceil(buffer / ALLOCATOR_ROUND_LARGE) * ALLOCATOR_ROUND_LARGE
+    return float(QK_NORM_GRAPH_QUERY_BUFFERS * rounded)
+
+
 def cudagraph_bytes(
     layers_on_rank: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS, tp: int = 1
 ) -> float:
@@ -1164,18 +1214,14 @@ def cudagraph_bytes(
     (``fp8_fp4_paged_mqa_logits``, ``model_executor/layers/sparse_attn_indexer.py`` 0.26 L582-590, output
     [B, max_model_len] fp32 per index head before the weighted sum, as the logged estimates scale:
     GLM-5-FP8 0.28 / 1.01 / 1.91 GiB at 64 / 256 / 512 requests, GLM-5 0.13 GiB at 32, all at 32k
-    tokens; fitted at 1.40 B, under the 4 B of fp32 logits). With an fp8 KV cache the one H200 log
+    tokens; fitted at 1.41 B, under the 4 B of fp32 logits). With an fp8 KV cache the one H200 log
     (GLM-5, 128 requests at 128k tokens, 0.22 GiB) shows no such term: FlashMLA-sparse's fp8 path
     reserves its buffers when the model is built.
     FULL decode graphs under FlashAttention 2 (Ampere, Ada; ``graph_q_width`` 0) keep no split-KV
     accumulators: on the H200 with ``--attention-config.flash_attn_version=2`` the FULL first capture is
     0 MiB for Qwen2.5-7B and -0.5B (114 and 28 with FlashAttention 3) and each further graph 2 MiB (1).
-    A query-normed glm4_moe model (GLM-4.5/4.6/4.7) samples 24 MiB per piecewise graph where every other
-    model measured samples 1-6 (GLM-4.7's shapes at 12 layers, 256 and 1024 sequences alike; Air, the same
-    attention without the norm, 4): ``qk_norm_graph_bytes_per_q_element`` x query width on the rank x
-    the second capture size x (sizes - 1), about two bf16 query buffers per graph [inferred: the normed
-    query is a fresh buffer where Air's is a view of the qkv output; the scaling with layers and TP is
-    not measured].
+    A query-normed glm4_moe model (GLM-4.5/4.6/4.7) can sample far more per piecewise graph than any other
+    model measured: :func:`qk_norm_graph_bytes_per_capture` for every capture but the first.
     Model Runner V2 (0.33 for every model): ``newer_cudagraph_bytes_per_piece`` per layer and capture
     size, divided by TP.
     """
@@ -1215,9 +1261,7 @@ def cudagraph_bytes(
     piecewise = per_piece * layers_on_rank * len(sizes)
     if settings.generation == GENERATION_NEWER and len(sizes) > 1:
         second = sizes[-2]  # the capture vLLM samples "per-graph" from (after the largest)
-        piecewise += (
-            c.qk_norm_graph_bytes_per_q_element * settings.qk_norm_q_width * second * (len(sizes) - 1)
-        )
+        piecewise += qk_norm_graph_bytes_per_capture(settings.qk_norm_q_width, second) * (len(sizes) - 1)
     dsa = c.dsa_graph_bytes_per_index_head_token * settings.dsa_graph_index_heads * settings.max_model_len
     per_request = per_seq + (mla_per_seq if settings.mla else 0.0) + per_q * settings.graph_q_width
     return piecewise + (per_request + dsa) * decode + fp8_online

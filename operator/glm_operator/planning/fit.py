@@ -820,6 +820,7 @@ def _budget_settings(inp: FitInput, precision: str) -> BudgetSettings:
         generation=budget_generation(inp.vllm_version),  # the release's profiling run
         fusion_workspace_rounded=fusion_workspace_rounded(inp.vllm_version),
         fp8_experts=precision == "fp8",
+        unquantized_experts=precision in ("bf16", "fp16"),
         fp8_online_mla=precision == "fp8" and inp.model.checkpoint_quantization is None and arch.is_mla,
         model_runner_v1=cudagraph_in_budget(inp.vllm_version) and not runner_v2,
         v2_graph_estimate=v2_graph_estimate(inp.vllm_version),
