@@ -372,21 +372,9 @@ def test_prefix_affinity_raises_the_prefix_cache_hit_rate(
     for emulator in started:
         emulator.forget_prefixes()
     gateway.with_settings(balance="prefix")
+    # Measured at once: the old worker still answers what reaches it during the reload (once in CI,
+    # before that was fixed, a request here was not a 200; tests/integration/test_gateway_reload.py).
     assert gateway.driver.apply(air_table(port, pods)) == "reload"
-    # What is measured is affinity, not the reload: start once the new worker serves. (Once in CI a
-    # request right after the reload was not a 200, status unknown; the next one prints it.)
-    statuses: list[int] = []
-
-    def serves() -> bool:
-        statuses.append(request(gateway.url, CHAT, bodies[0], api_key=KEY).status)
-        return statuses[-1] == 200
-
-    deadline = time.monotonic() + 10
-    while not serves():
-        assert time.monotonic() < deadline, statuses
-        time.sleep(0.1)
-    if len(statuses) > 1:
-        print(f"requests right after the reload: {statuses}")
     for emulator in started:
         emulator.forget_prefixes()
     affinity = hit_rate()

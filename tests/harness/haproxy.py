@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from glm_operator.clients.haproxy import HAProxyRuntime
+from glm_operator.clients.haproxy import HAProxyRuntime, send
 from glm_operator.gateway.haproxy_config import CONFIG_FILE, GatewaySettings
 from glm_operator.gateway.proxy import ProxyDriver
 from glm_operator.gateway.routes import RoutingTable
@@ -98,9 +98,13 @@ class LocalGateway:
         return (self.workdir / "haproxy.log").read_text(errors="replace")[-3000:]
 
     def ready(self) -> bool:
+        """The worker serves and answers its admin socket, and the master CLI takes a reload (it
+        may listen some milliseconds after the worker is up)."""
         try:
             with urllib.request.urlopen(self.url + "/healthz", timeout=1) as response:
-                return bool(response.status == 200) and self.runtime.process_id() is not None
+                serving = bool(response.status == 200) and self.runtime.process_id() is not None
+            # 2.6's master CLI keeps the connection open after a command: "quit" closes it.
+            return serving and "worker" in send(self.master_socket, "show proc; quit", timeout=1)
         except OSError:
             return False
 
