@@ -126,3 +126,22 @@ def test_requests_sent_across_reloads_are_all_answered(tmp_path: Path, port: int
     statuses = Counter(r.status for r in results)
     failed = {r.status: r.body[:200] for r in results if r.status != 200}
     assert set(statuses) == {200}, (statuses, failed)
+
+
+def test_a_failed_reload_is_retried_by_the_next_apply(tmp_path: Path, port: int) -> None:
+    """The master CLI away when a served name is added: the files are written, the reload fails. The
+    sync loop applies the same table again; that must reload although the files on disk are current."""
+    with LocalGateway(tmp_path) as gateway:
+        gateway.start(table(port, 1))
+        master = gateway.runtime.master_socket
+        gateway.runtime.master_socket = str(tmp_path / "away.sock")
+        with pytest.raises(OSError):
+            gateway.driver.apply(table(port, 2))
+        gateway.runtime.master_socket = master
+        second = {**chat(), "model": MODELS[1]}
+        assert request(gateway.url, CHAT, second).status != 200  # HAProxy still runs the old config
+
+        assert gateway.driver.apply(table(port, 2)) == "reload"
+        answer = request(gateway.url, CHAT, second)
+        assert answer.status == 200, answer.body
+        assert gateway.driver.apply(table(port, 2)) == "none"  # owed no more

@@ -44,6 +44,9 @@ class ProxyDriver:
         self.runtime = runtime
         self.current: RoutingTable | None = None
         self._applied_settings: GatewaySettings | None = None
+        # files written for a reload that has not succeeded yet: the next apply reloads even when they
+        # are already on disk (a failed reload would otherwise leave HAProxy on the old config)
+        self._reload_owed = False
 
     def resume(self) -> None:
         """Take over from the process that wrote the config directory (the init container)."""
@@ -63,7 +66,7 @@ class ProxyDriver:
         """Bring the proxy to ``table``; returns what was done ("reload", "runtime", "none")."""
         old = self.current
         same_settings = self._applied_settings == self.settings
-        if old is not None and same_settings and not needs_reload(old, table):
+        if old is not None and same_settings and not self._reload_owed and not needs_reload(old, table):
             commands = runtime_commands(old, table) + retry_after_commands(old, table, self.settings)
             if commands and self.runtime is not None:
                 self.runtime.execute(commands)
@@ -72,10 +75,18 @@ class ProxyDriver:
             self.current = table
             return "runtime" if commands else "none"
         changed = [name for name in self.write(table) if name != STATE_FILE]
-        if changed and self.runtime is not None and self.runtime.master_socket is not None:
-            log.info(
-                "reloading HAProxy (%s changed); models: %s", ", ".join(changed), ", ".join(table.models)
-            )
-            self.runtime.reload()
+        reloading = bool(changed) or self._reload_owed
+        if reloading:
+            why = ", ".join(changed) + " changed" if changed else "an earlier reload failed"
+            log.info("reloading HAProxy (%s); models: %s", why, ", ".join(table.models))
+            self.reload()
         self.current = table
-        return "reload" if changed else "none"
+        return "reload" if reloading else "none"
+
+    def reload(self) -> None:
+        """Reload HAProxy onto the files on disk; owed until it succeeds, so a failed reload (the master
+        CLI not answering yet, a new worker that did not start) is retried by the next apply."""
+        self._reload_owed = True
+        if self.runtime is not None and self.runtime.master_socket is not None:
+            self.runtime.reload()
+        self._reload_owed = False

@@ -254,8 +254,7 @@ class GatewaySync:
             log.info("API keys changed: reloading")
             self.driver.current = None  # forces new files and a reload
             self.driver.write(table)
-            if self.runtime is not None and self.runtime.master_socket is not None:
-                self.runtime.reload()
+            self.driver.reload()  # if it fails, the next step's apply reloads
             self.driver.current = table
             return "reload"
         for detail in table.details:
