@@ -742,6 +742,36 @@ def fit_graph_constants(rows: Sequence[Startup]) -> BudgetConstants:
     return fitted
 
 
+#: Model Runner V2's Hopper graph constants (fit_hopper_v2_graph_constants)
+HOPPER_V2_GRAPH_CONSTANTS = ("hopper_v2_graph_bytes_per_piece", "hopper_v2_graph_bytes_per_decode_q_element")
+
+
+def hopper_v2_graph_rows(rows: Sequence[Startup]) -> list[Startup]:
+    """H200 start-ups on vLLM 0.26's Model Runner V2 that log what their graph capture took (bf16 or a
+    stored quantization: FP8-online rows are left out, as in :func:`fit_graph_constants`)."""
+    return [
+        s
+        for s in rows
+        if s.gpu == "H200" and s.runner_v2 and s.logged_graph_actual_gib is not None and not is_fp8_online(s)
+    ]
+
+
+def fit_hopper_v2_graph_constants(rows: Sequence[Startup]) -> BudgetConstants:
+    """Least squares (GiB) of Model Runner V2's Hopper graph estimate (as vLLM 0.33 plans it, so the rows are
+    evaluated as a release that estimates) on the graph memory vLLM 0.26's V2 runner took: what 0.33's
+    ``profile_cudagraph_memory`` measures by capturing the same graphs (see budget.py)."""
+    chosen = hopper_v2_graph_rows(rows)
+    zero = replace(DEFAULT_CONSTANTS, **dict.fromkeys(HOPPER_V2_GRAPH_CONSTANTS, 0.0))
+    columns = [replace(zero, **{name: GIB}) for name in HOPPER_V2_GRAPH_CONSTANTS]
+    as_033 = [replace(s, vllm_version=(0, 33, 0)) for s in chosen]
+    xs = [[s.fit(c).cudagraph_capture_gib for c in columns] for s in as_033]
+    ys = [s.logged_graph_actual_gib or 0.0 for s in chosen]
+    solution = least_squares(xs, ys)
+    return replace(
+        DEFAULT_CONSTANTS, **{n: x * GIB for n, x in zip(HOPPER_V2_GRAPH_CONSTANTS, solution, strict=True)}
+    )
+
+
 def fit_fp8_online_graph_bytes(rows: Sequence[Startup], c: BudgetConstants = DEFAULT_CONSTANTS) -> float:
     """``v1_fp8_online_graph_bytes_per_layer``: the FP8-online rows' logged estimate above the bf16 model
     (``c``'s other graph constants), per layer, averaged (least squares through 0)."""

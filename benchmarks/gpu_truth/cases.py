@@ -210,6 +210,14 @@ QWEN25_7B = ("qwen2.5-7b-instruct", "Qwen/Qwen2.5-7B-Instruct", "dense-gqa")
 QWEN25_05B = ("qwen2.5-0.5b-instruct", "Qwen/Qwen2.5-0.5B-Instruct", "dense-gqa")
 #: the hzk rows' server (vLLM 0.24 on an RTX 4090): --max-model-len 2048, utilization 0.85, and the
 #: defaults below 70 GiB of GPU memory, 2048 batched tokens and 256 sequences
+#: GLM-4.7's shapes at 256 sequences and 8192 tokens (glm47-l12-b8k's knobs, which its variants repeat)
+GLM47_KNOBS: dict[str, Any] = {
+    "context_length": 65536,
+    "max_num_seqs": 256,
+    "gpu_memory_utilization": 0.92,
+    "max_num_batched_tokens": 8192,
+    "native_sampler": True,
+}
 HZK_KNOBS: dict[str, Any] = {
     "context_length": 2048,
     "max_num_seqs": 256,
@@ -572,11 +580,7 @@ CASES: tuple[Case, ...] = (
     _case(
         "glm47-l12-b8k",
         *GLM47,
-        context_length=65536,
-        max_num_seqs=256,
-        gpu_memory_utilization=0.92,
-        max_num_batched_tokens=8192,
-        native_sampler=True,
+        **GLM47_KNOBS,
     ),
     # GLM-4.7's 24 MiB per piecewise graph (Air: 4): with half the layers (a buffer per layer halves it), with
     # the attention of one rank at TP 2 (half the query width: planned to halve), and on Model Runner V2 (what
@@ -584,29 +588,17 @@ CASES: tuple[Case, ...] = (
     _case(
         "glm47-l6-b8k",
         *GLM47_L6,
-        context_length=65536,
-        max_num_seqs=256,
-        gpu_memory_utilization=0.92,
-        max_num_batched_tokens=8192,
-        native_sampler=True,
+        **GLM47_KNOBS,
     ),
     _case(
         "glm47-l12-tp2-b8k",
         *GLM47_TP2_RANK,
-        context_length=65536,
-        max_num_seqs=256,
-        gpu_memory_utilization=0.92,
-        max_num_batched_tokens=8192,
-        native_sampler=True,
+        **GLM47_KNOBS,
     ),
     _case(
         "glm47-l12-v2-b8k",
         *GLM47,
-        context_length=65536,
-        max_num_seqs=256,
-        gpu_memory_utilization=0.92,
-        max_num_batched_tokens=8192,
-        native_sampler=True,
+        **GLM47_KNOBS,
         model_runner="v2",
     ),
     # glm47-l6-b8k sampled ~26 MiB per graph (not per layer), glm47-l12-tp2-b8k ~1 (not half of 24): a query
@@ -615,11 +607,7 @@ CASES: tuple[Case, ...] = (
     _case(
         "glm47-l12-h80-b8k",
         *GLM47_H80,
-        context_length=65536,
-        max_num_seqs=256,
-        gpu_memory_utilization=0.92,
-        max_num_batched_tokens=8192,
-        native_sampler=True,
+        **GLM47_KNOBS,
     ),
     # The attention piece's second set: planned for > 256 profiling requests of >= 32 tokens (512 x 16384 held
     # two, 1024 x 16384 and 512 x 8192 one); 768 x 32768 (42 tokens a request) should hold two
@@ -641,6 +629,36 @@ CASES: tuple[Case, ...] = (
         max_num_batched_tokens=8192,
         native_sampler=True,
         model_runner="v2",
+    ),
+    # Model Runner V2 captures 0.5 GiB more graph memory for GLM-4.x (96 query heads) than V1 does, Qwen
+    # 0.08: with the query width of a TP-2 rank, and at 1024 sequences (FULL graphs up to 512), does it follow
+    # the query width and the decode batch (the FULL graphs' split-KV accumulators)?
+    _case(
+        "glm47-l12-tp2-v2-b8k",
+        *GLM47_TP2_RANK,
+        **GLM47_KNOBS,
+        model_runner="v2",
+    ),
+    _case(
+        "glm47-l12-v2-s1024-b8k",
+        *GLM47,
+        context_length=65536,
+        max_num_seqs=1024,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=8192,
+        native_sampler=True,
+        model_runner="v2",
+    ),
+    # the attention piece's second set at 1024 x 32768: 32 tokens a request, an even split (planned two sets;
+    # one would say the 512 x 16384 shape's second set is not about equal requests of >= 32 tokens)
+    _case(
+        "air-l20-s1024-b32k",
+        *GLM45_AIR,
+        context_length=32768,
+        max_num_seqs=1024,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=32768,
+        native_sampler=True,
     ),
     # The V1 graph estimate with FlashAttention 2: the RTX 4090 logs 0.53 GiB for Qwen2.5-7B and 0.28 for
     # Qwen2.5-0.5B where the H200 (FlashAttention 3) logs 0.36 and 0.32 for the same knobs (hzk rows)

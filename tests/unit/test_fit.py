@@ -266,12 +266,13 @@ def test_more_tp_never_raises_weights_per_gpu(model: str, quant: str, pp: int) -
 
 
 def test_concurrency_within_model_error_is_flagged_or_refused_when_guaranteed() -> None:
-    # 21.18 GiB requested - 17.58 weights (with what "Model loading took" adds: RoPE cache and the allocator's
+    # An RTX 4090 (compute capability 8.9): 21.18 GiB requested - 17.58 weights (with what "Model loading
+    # took" adds: RoPE cache and the allocator's
     # rounding, planning/load_memory.py) - activation (the cold compile's 1.19 GiB: the 1.16 GiB embedding
     # table, budget.compile_transient_bytes), non-torch and CUDA graphs of vLLM 0.33.0's profiling run
     # (planning/budget.py, the graph estimate 40 layers x 51 sizes x 0.6 MiB = 1.19 GiB) = 1.22 GiB, about
     # 32k tokens: 1.04 sequences of 30k (at 32k: 0.98, no fit)
-    base = fit("glm-4-9b-chat", gpu_memory_gib=23.53, max_model_len=30720)
+    base = fit("glm-4-9b-chat", gpu_memory_gib=23.53, compute_capability=8.9, max_model_len=30720)
     assert base.fits and base.max_concurrency == pytest.approx(1.04, abs=0.01)
     compiled = "activation 1.19 GiB (a cold torch.compile, about the embedding table"
     assert any(compiled in r for r in base.reasons)
@@ -279,13 +280,20 @@ def test_concurrency_within_model_error_is_flagged_or_refused_when_guaranteed() 
     # the forward's peak
     assert any("GiB (max_num_batched_tokens 8192) - non-torch" in r for r in air.reasons)
     tight = base.max_concurrency * 0.95  # 5 % below what we predict: inside the stated 10 % error
-    flagged = fit("glm-4-9b-chat", gpu_memory_gib=23.53, max_model_len=30720, min_concurrency=tight)
+    flagged = fit(
+        "glm-4-9b-chat",
+        gpu_memory_gib=23.53,
+        compute_capability=8.9,
+        max_model_len=30720,
+        min_concurrency=tight,
+    )
     assert flagged.fits and any(
         "within the budget model's 10% KV-token error" in u for u in flagged.uncertain
     )
     strict = fit(
         "glm-4-9b-chat",
         gpu_memory_gib=23.53,
+        compute_capability=8.9,
         max_model_len=30720,
         min_concurrency=tight,
         guarantee_min_concurrency=True,
@@ -294,6 +302,7 @@ def test_concurrency_within_model_error_is_flagged_or_refused_when_guaranteed() 
     roomy = fit(
         "glm-4-9b-chat",
         gpu_memory_gib=23.53,
+        compute_capability=8.9,
         max_model_len=30720,
         min_concurrency=base.max_concurrency * 0.8,
         guarantee_min_concurrency=True,

@@ -206,6 +206,21 @@ measured [inferred: the estimate captures the same graphs]. Divided by TP becaus
 the TP 1 figure (TP-free, it would keep 1 GiB more than it logs) [open: a start-up at TP > 1 that logs
 "Estimated CUDA graph memory" would settle it]. For GLM-4-9B on one 24 GB GPU this is 1.19 GiB of graphs;
 at TP 8 on 0.33 GLM-5.x keeps about 0.3 GiB.
+
+On Hopper that per-layer figure fell short where the attention is wide. 0.33's estimate
+(``profile_cudagraph_memory``, ``v1/worker/gpu/cudagraph_utils.py`` L922-1040) captures every PIECEWISE
+graph and the two largest FULL ones into one throwaway pool and extrapolates the rest from the second FULL
+sample, so it is about what the runner's capture then takes, which vLLM 0.26's V2 runner logs ("Graph
+capturing finished ... took"). Eleven H200 start-ups on V2 took 0.15-1.0 GiB for Qwen3-8B / Qwen2.5-7B
+(where 0.60 MiB per layer and size planned 0.83-1.07) and 1.22 / 2.01 GiB for GLM-4.7's shapes at 256 /
+1024 sequences, 0.80 with a TP-2 rank's attention, 1.32 for GLM-4.5-Air at 20 layers (planned 0.36-0.60:
+up to 1.6 GiB short, an over-promise). What grows is the query width x the decode batch, like the FULL
+graphs' FlashAttention 3 split-KV accumulators: Hopper takes ``hopper_v2_graph_bytes_per_piece`` (0.17
+MiB) per layer and size plus ``hopper_v2_graph_bytes_per_decode_q_element`` (349 B) per query element on
+the rank and request of the largest FULL graph (rms 0.09 GiB on those eleven, worst 0.19 under). The
+per-layer term is not divided by TP, as the V1 runner's is not [open: no Hopper start-up at TP > 1 on V2
+measured; the one public Hopper V2 row at TP 8, GLM-5.2-FP8 on 8 H200s, is planned 0.32 GiB under (-1.4 %
+KV, -0.02 % with the per-layer form divided by TP, which was fitted on it): conservative until one is].
 Not modelled: speculative decoding
 (``decode_query_len`` > 1 multiplies the FULL sizes), LoRA capture cases, encoder graphs.
 
@@ -377,9 +392,10 @@ ALLOCATOR_ROUND_LARGE = 2 * 2**20
 #: bf16 query buffers a query-normed glm4_moe piecewise graph keeps per capture once they are large
 #: allocations (qk_norm_graph_bytes_per_capture): GLM-4.7's 24 MiB per graph is two of 12 MiB
 QK_NORM_GRAPH_QUERY_BUFFERS = 2
-#: tokens per profiling request from which more than 256 requests of equal length held two attention-piece
-#: sets (Air, 0.26; attention_piece_bytes_per_token)
+#: tokens per profiling request from which 257-512 requests held two attention-piece sets (Air, 0.26; one
+#: set at 768 and 1024 requests: attention_piece_bytes_per_token)
 ATTENTION_PIECE_TWO_SETS_TOKENS_PER_REQUEST = 32
+ATTENTION_PIECE_TWO_SETS_MAX_REQUESTS = 512
 #: The V1 runner's dummy sampler pass per row and vocabulary entry (vLLM 0.22-0.28 read): the bf16 logits,
 #: their fp32 copy (``Sampler.forward``), the probabilities and the exponential noise (``random_sample``),
 #: 2 + 4 + 4 + 4
@@ -438,6 +454,13 @@ class BudgetConstants:
     # Model Runner V2's graph estimate per layer and capture size, divided by TP (see cudagraph_bytes and
     # "Model Runner V2 (vLLM 0.33 ...)" in the docstring): fitted with the constants above
     newer_cudagraph_bytes_per_piece: float = 0.5982 * 2**20
+    # the same on Hopper (FlashAttention 3): per layer and capture size, not divided by TP, plus per
+    # request of the largest FULL graph and query element on the rank (split-KV accumulators, about 2.7 x
+    # one set's 128 B): least squares on the graph memory eleven H200 start-ups on Model Runner V2 took
+    # (vLLM 0.26, which estimates nothing but captures what 0.33's profile_cudagraph_memory measures;
+    # tests/fit_truth.py fit_hopper_v2_graph_constants)
+    hopper_v2_graph_bytes_per_piece: float = 0.1699 * 2**20
+    hopper_v2_graph_bytes_per_decode_q_element: float = 348.7
     # the V1 model runner's graph estimate (vLLM >= 0.20; see cudagraph_bytes): least squares on the logged
     # "Estimated CUDA graph memory" figures of vLLM 0.21-0.26 (tests/fit_truth.py fit_graph_constants;
     # benchmarks/fit_errors.py --refit prints them), a component fit on no KV-token figure
@@ -676,20 +699,20 @@ def attention_piece_bytes_per_token(
     twice) and two hidden-size outputs beside them: 512 sequences at 16384 tokens, 4073 + 256 MiB, at 32768
     and at 131072 tokens of context alike. The single set held at 256 sequences (4096, 8192 and 16384
     tokens), at 512 sequences with 8192 tokens, at 1024 with 16384 (there the profiling peak is the
-    sampler pass, which the doubled set would have passed) and at 768 with 32768 (memtrace: the workspace
-    manager's 4096 MiB beside 9 blocks, 3809 MiB). The profiling run gives min(max_num_seqs, tokens)
-    requests tokens // requests each and the remainder to the last (``_dummy_run``, vLLM 0.26
-    ``gpu_model_runner.py`` L5859-5862), so the doubled shape is the only one measured with more than 256
-    requests of equal length, 32 tokens or more each (768 x 32768 gives 42 or 43): planned so, which keeps
-    the doubled set for the unmeasured shapes of that kind (1024 x 32768, 512 x 32768) [open: why the run
-    keeps two layers' buffers there; measured on vLLM 0.26's V1 runner alone].
+    sampler pass, which the doubled set would have passed), at 768 and at 1024 with 32768 (memtrace: the
+    workspace manager's 4096 MiB beside 9 blocks, 3809 MiB; 42-43 and 32 tokens a request). The profiling
+    run gives min(max_num_seqs, tokens) requests tokens // requests each and the remainder to the last
+    (``_dummy_run``, vLLM 0.26 ``gpu_model_runner.py`` L5859-5862), so the doubled shape is the only one
+    measured with 257-512 requests of 32 tokens or more each: planned so, which keeps the doubled set for
+    the unmeasured shapes of that kind (384 x 16384, 512 x 32768) [open: why the run keeps two layers'
+    buffers there; neither "more than 256 requests of >= 32 tokens" nor "of equal length" held at 768 and
+    1024 x 32768; measured on vLLM 0.26's V1 runner alone].
     """
     if arch.is_mla:
         return 0.0
     piece = ATTENTION_PIECE_Q_BUFFERS * query_width_per_rank(arch, tp) * 2.0
     if (
-        max_num_seqs > 256
-        and max_num_batched_tokens % max_num_seqs == 0
+        256 < max_num_seqs <= ATTENTION_PIECE_TWO_SETS_MAX_REQUESTS
         and max_num_batched_tokens >= ATTENTION_PIECE_TWO_SETS_TOKENS_PER_REQUEST * max_num_seqs
     ):
         return 2 * piece + 2 * arch.hidden_size * 2.0
@@ -1222,7 +1245,10 @@ def cudagraph_bytes(
     0 MiB for Qwen2.5-7B and -0.5B (114 and 28 with FlashAttention 3) and each further graph 2 MiB (1).
     A query-normed glm4_moe model (GLM-4.5/4.6/4.7) can sample far more per piecewise graph than any other
     model measured: :func:`qk_norm_graph_bytes_per_capture` for every capture but the first.
-    Model Runner V2 (0.33 for every model): ``newer_cudagraph_bytes_per_piece`` per layer and capture
+    Model Runner V2 on Hopper: ``hopper_v2_graph_bytes_per_piece`` per layer and capture size plus
+    ``hopper_v2_graph_bytes_per_decode_q_element`` per query element on the rank and decode request (see
+    "Model Runner V2 (vLLM 0.33 ...)" in the module docstring); elsewhere (0.33 for every model):
+    ``newer_cudagraph_bytes_per_piece`` per layer and capture
     size, divided by TP.
     """
     if settings.enforce_eager:
@@ -1236,11 +1262,14 @@ def cudagraph_bytes(
         settings.compute_capability,
         settings.max_cudagraph_capture_size,
     )
+    decode = min(settings.max_num_seqs, sizes[-1]) if sizes else 0
     if settings.profiling_run == GENERATION_NEWER:
         if not settings.v2_graph_estimate:
             return 0.0  # vLLM 0.26's Model Runner V2: profile_cudagraph_memory returns 0
+        if 9 <= settings.compute_capability < 10:
+            v2_pieces = c.hopper_v2_graph_bytes_per_piece * layers_on_rank * len(sizes)
+            return v2_pieces + c.hopper_v2_graph_bytes_per_decode_q_element * settings.graph_q_width * decode
         return c.newer_cudagraph_bytes_per_piece * layers_on_rank * len(sizes) / max(1, tp)
-    decode = min(settings.max_num_seqs, sizes[-1]) if sizes else 0
     fp8_online = c.v1_fp8_online_graph_bytes_per_layer * layers_on_rank if settings.fp8_online_mla else 0.0
     if settings.generation == GENERATION_MID:
         per_piece, per_seq, mla_per_seq, per_q = (
