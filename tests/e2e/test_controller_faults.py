@@ -95,8 +95,10 @@ def test_the_apiserver_going_away_mid_reconcile_converges_without_duplicates(
     text = operator_log_since(operator, offset)
     assert "Traceback" not in text, text[-3000:]
     # Pods are not checked for Ready: during the long outage KWOK cannot renew the node Leases, the
-    # node lifecycle controller marks the pods NotReady, and KWOK does not flip them back. The
-    # nodes come back: wait for them, so the next test finds a healthy cluster.
+    # node lifecycle controller may mark the nodes Unknown and their pods NotReady (seen in CI up to
+    # ~70 s after the outage), and only once a node is Ready again does our KWOK stage
+    # (tests/fixtures/kwok-stages/pod-ready-after-node-ready.yaml) make its pods Ready, as a kubelet
+    # would. The nodes come back: wait for them, so the next test finds a healthy cluster.
     cluster.kubectl("wait", "--for=condition=Ready", "node", "--all", "--timeout=120s", timeout=130)
     delete_namespace(cluster, ns)
 
