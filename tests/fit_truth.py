@@ -729,17 +729,23 @@ def fit_graph_constants(rows: Sequence[Startup]) -> BudgetConstants:
     fitted = DEFAULT_CONSTANTS
     for generation, names in GRAPH_CONSTANTS.items():
         chosen = [s for s in rows if s.generation == generation]
-        zero = replace(DEFAULT_CONSTANTS, **dict.fromkeys(names, 0.0))
-        columns = [replace(zero, **{name: GIB}) for name in names]
-        # what no fitted constant moves (the query-normed models' buffers) is taken off both sides
-        base = [s.fit(zero).cudagraph_capture_gib for s in chosen]
-        xs = [
-            [s.fit(c).cudagraph_capture_gib - b for c in columns] for s, b in zip(chosen, base, strict=True)
-        ]
-        ys = [(s.logged_graph_gib or 0.0) - b for s, b in zip(chosen, base, strict=True)]
-        solution = least_squares(xs, ys)
-        fitted = replace(fitted, **{name: x * GIB for name, x in zip(names, solution, strict=True)})
+        targets = [s.logged_graph_gib or 0.0 for s in chosen]
+        fitted = replace(fitted, **_graph_least_squares(chosen, targets, names))
     return fitted
+
+
+def _graph_least_squares(
+    rows: Sequence[Startup], targets: Sequence[float], names: Sequence[str]
+) -> dict[str, float]:
+    """The graph constants ``names`` (bytes) whose planned CUDA-graph estimate best matches ``targets``
+    (GiB) on ``rows``, the other constants kept; what no fitted constant moves (the query-normed models'
+    buffers) is taken off both sides."""
+    zero = replace(DEFAULT_CONSTANTS, **dict.fromkeys(names, 0.0))
+    columns = [replace(zero, **{name: GIB}) for name in names]
+    base = [s.fit(zero).cudagraph_capture_gib for s in rows]
+    xs = [[s.fit(c).cudagraph_capture_gib - b for c in columns] for s, b in zip(rows, base, strict=True)]
+    ys = [t - b for t, b in zip(targets, base, strict=True)]
+    return {name: x * GIB for name, x in zip(names, least_squares(xs, ys), strict=True)}
 
 
 #: Model Runner V2's Hopper graph constants (fit_hopper_v2_graph_constants)
@@ -747,8 +753,8 @@ HOPPER_V2_GRAPH_CONSTANTS = ("hopper_v2_graph_bytes_per_piece", "hopper_v2_graph
 
 
 def hopper_v2_graph_rows(rows: Sequence[Startup]) -> list[Startup]:
-    """H200 start-ups on vLLM 0.26's Model Runner V2 that log what their graph capture took (bf16 or a
-    stored quantization: FP8-online rows are left out, as in :func:`fit_graph_constants`)."""
+    """H200 start-ups on vLLM 0.26's Model Runner V2 that log what their graph capture took (an MLA model
+    quantized at load is left out, as in :func:`fit_graph_constants`; none is on V2 today)."""
     return [
         s
         for s in rows
@@ -761,15 +767,9 @@ def fit_hopper_v2_graph_constants(rows: Sequence[Startup]) -> BudgetConstants:
     evaluated as a release that estimates) on the graph memory vLLM 0.26's V2 runner took: what 0.33's
     ``profile_cudagraph_memory`` measures by capturing the same graphs (see budget.py)."""
     chosen = hopper_v2_graph_rows(rows)
-    zero = replace(DEFAULT_CONSTANTS, **dict.fromkeys(HOPPER_V2_GRAPH_CONSTANTS, 0.0))
-    columns = [replace(zero, **{name: GIB}) for name in HOPPER_V2_GRAPH_CONSTANTS]
     as_033 = [replace(s, vllm_version=(0, 33, 0)) for s in chosen]
-    xs = [[s.fit(c).cudagraph_capture_gib for c in columns] for s in as_033]
-    ys = [s.logged_graph_actual_gib or 0.0 for s in chosen]
-    solution = least_squares(xs, ys)
-    return replace(
-        DEFAULT_CONSTANTS, **{n: x * GIB for n, x in zip(HOPPER_V2_GRAPH_CONSTANTS, solution, strict=True)}
-    )
+    targets = [s.logged_graph_actual_gib or 0.0 for s in chosen]
+    return replace(DEFAULT_CONSTANTS, **_graph_least_squares(as_033, targets, HOPPER_V2_GRAPH_CONSTANTS))
 
 
 def fit_fp8_online_graph_bytes(rows: Sequence[Startup], c: BudgetConstants = DEFAULT_CONSTANTS) -> float:

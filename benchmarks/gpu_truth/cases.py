@@ -639,16 +639,7 @@ CASES: tuple[Case, ...] = (
         **GLM47_KNOBS,
         model_runner="v2",
     ),
-    _case(
-        "glm47-l12-v2-s1024-b8k",
-        *GLM47,
-        context_length=65536,
-        max_num_seqs=1024,
-        gpu_memory_utilization=0.92,
-        max_num_batched_tokens=8192,
-        native_sampler=True,
-        model_runner="v2",
-    ),
+    _case("glm47-l12-v2-s1024-b8k", *GLM47, **{**GLM47_KNOBS, "max_num_seqs": 1024}, model_runner="v2"),
     # the attention piece's second set at 1024 x 32768: 32 tokens a request, an even split (planned two sets;
     # one would say the 512 x 16384 shape's second set is not about equal requests of >= 32 tokens)
     _case(

@@ -637,6 +637,11 @@ def mla_attention_live_bytes(arch: ModelArchitecture, tp: int) -> float:
     return (heads * per_head + arch.kv_lora_rank + arch.qk_rope_head_dim + arch.hidden_size) * 2.0
 
 
+def is_hopper(compute_capability: float) -> bool:
+    """Compute capability 9.x (H100, H200, GH200): FlashAttention 3, Triton first for bf16 experts."""
+    return 9 <= compute_capability < 10
+
+
 def padded_vocab(arch: ModelArchitecture) -> int:
     return math.ceil(arch.vocab_size / VOCAB_PADDING) * VOCAB_PADDING
 
@@ -812,7 +817,7 @@ def moe_workspace_bytes(
         # oracle puts Triton first on compute capability 9.x (``_get_priority_backends`` in
         # ``fused_moe/oracle/unquantized.py``, read in 0.26.0 and 0.33.0, the same workspace shapes in both);
         # GLM-4.7's shapes and GLM-4.5-Air on Model Runner V2 (0.26, forced) peak at 2.24 / 1.95 GiB as on V1
-        hopper_bf16 = settings.unquantized_experts and 9 <= compute_capability < 10
+        hopper_bf16 = settings.unquantized_experts and is_hopper(compute_capability)
         if settings.profiling_run == PROFILING_V1_NEWER or (
             settings.profiling_run == GENERATION_NEWER and hopper_bf16
         ):
@@ -1266,7 +1271,7 @@ def cudagraph_bytes(
     if settings.profiling_run == GENERATION_NEWER:
         if not settings.v2_graph_estimate:
             return 0.0  # vLLM 0.26's Model Runner V2: profile_cudagraph_memory returns 0
-        if 9 <= settings.compute_capability < 10:
+        if is_hopper(settings.compute_capability):
             v2_pieces = c.hopper_v2_graph_bytes_per_piece * layers_on_rank * len(sizes)
             return v2_pieces + c.hopper_v2_graph_bytes_per_decode_q_element * settings.graph_q_width * decode
         return c.newer_cudagraph_bytes_per_piece * layers_on_rank * len(sizes) / max(1, tp)
