@@ -21,7 +21,7 @@ per replica), bounds, tolerance and 300 s scale-down stabilisation:
         with starting pods counted as 0: desired = ceil(current * avg / target) if the ratio is
         outside the 10 % tolerance; scale-down stabilisation 300 s (max of the window); default
         rates: up max(4 pods, 100 %) per 15 s, down 100 % per 15 s.
-  ours  glm_operator.planning.autoscale.decide with its defaults, fed the cold start it measures
+  ours  glm_operator.planning.scaling.autoscale.decide with its defaults, fed the cold start it measures
         (scale-up -> ready, median of the last 9) as the operator measures pod created -> Ready.
 
 Figures: GPU-hours (replicas alive incl. starting, times GPUs per replica); minutes with the queue
@@ -39,7 +39,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from glm_operator.planning.autoscale import (
+from glm_operator.planning.scaling.autoscale import (
     AutoscalePolicy,
     ObservedReplicas,
     QueueSample,

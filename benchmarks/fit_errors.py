@@ -161,7 +161,7 @@ def graphs(truth: ModuleType, refit: bool) -> None:
 
 def moe_scratch(truth: ModuleType) -> None:
     """vLLM < 0.18 MoE rows: the source's fused-MoE scratch against the fitted residual."""
-    from glm_operator.planning.budget import (
+    from glm_operator.planning.memory.budget import (
         GIB,
         BudgetSettings,
         forward_peak_bytes,

@@ -33,9 +33,9 @@ from tests.harness.load import percentile, run_load
 from tests.harness.vllm_emulator import LatencyModel, VLLMMetricsEmulator
 
 from glm_operator.gateway.routes import RoutingTable, compute_routing_table
-from glm_operator.planning.nodes import parse_gpu_pools
-from glm_operator.planning.placement import plan_placement
-from glm_operator.planning.request import placement_request_from_spec
+from glm_operator.planning.placement.plan import plan_placement
+from glm_operator.planning.placement.request import placement_request_from_spec
+from glm_operator.planning.supply.nodes import parse_gpu_pools
 
 MODEL = "glm-4-9b"
 KEY = "sk-bench"

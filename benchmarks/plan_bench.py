@@ -25,9 +25,9 @@ from typing import Any
 
 from glm_operator.catalog.gpus import load_gpus
 from glm_operator.catalog.models import load_models
-from glm_operator.planning.nodes import parse_gpu_pools
-from glm_operator.planning.placement import plan_placement
-from glm_operator.planning.request import placement_request_from_spec
+from glm_operator.planning.placement.plan import plan_placement
+from glm_operator.planning.placement.request import placement_request_from_spec
+from glm_operator.planning.supply.nodes import parse_gpu_pools
 
 SPECS: dict[str, dict[str, Any]] = {
     "GLM-4.5-Air auto 32k x20": {

@@ -27,8 +27,9 @@ from benchmarks.fitting import least_squares
 
 from glm_operator.catalog.models import ResolvedModel, resolve_model
 from glm_operator.catalog.vllm import Version
-from glm_operator.planning.budget import DEFAULT_CONSTANTS, BudgetConstants
-from glm_operator.planning.engine import (
+from glm_operator.planning.memory.budget import DEFAULT_CONSTANTS, BudgetConstants
+from glm_operator.planning.memory.fit import FitResult, GpuFigures, estimate_fit, fit_input
+from glm_operator.planning.releases import (
     DEFAULT_VERSION,
     GENERATION_MID,
     GENERATION_NEWER,
@@ -37,7 +38,6 @@ from glm_operator.planning.engine import (
     budget_generation,
     model_runner_v2,
 )
-from glm_operator.planning.fit import FitResult, GpuFigures, estimate_fit, fit_input
 
 CSV_PATH = Path(__file__).resolve().parent / "fixtures" / "vllm-startups.csv"
 REPO = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ from glm_operator.clients.kube import KubeClient
 from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.manager import Manager
 from glm_operator.desired import Desired, compute_desired
-from glm_operator.planning.conditions import MetricsStatus
+from glm_operator.planning.diagnosis.conditions import MetricsStatus
 from tests.harness.faults import ApiserverOutage
 
 from .conftest import E2ECluster, RunningOperator, delete_namespace

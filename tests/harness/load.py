@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from glm_operator.planning.knee import percentile as percentile  # one definition, the load tool's
+from glm_operator.planning.speed.knee import percentile as percentile
 
 
 @dataclass(frozen=True)

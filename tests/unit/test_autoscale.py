@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from glm_operator.planning.autoscale import (
+from glm_operator.planning.scaling.autoscale import (
     AutoscalePolicy,
     Decision,
     ObservedReplicas,
@@ -252,7 +252,7 @@ def test_planning_module_is_pure() -> None:
     import ast
     import inspect
 
-    import glm_operator.planning.autoscale as module
+    import glm_operator.planning.scaling.autoscale as module
 
     tree = ast.parse(inspect.getsource(module))
     imported = {
@@ -290,7 +290,7 @@ def test_measured_cold_start_lengthens_the_scale_down_window() -> None:
 
 
 def test_cold_start_is_the_median_from_pod_creation_to_ready() -> None:
-    from glm_operator.planning.coldstart import measured_cold_start
+    from glm_operator.planning.scaling.coldstart import measured_cold_start
 
     def pod(created: str, ready: str | None) -> dict[str, Any]:
         conditions = [{"type": "Ready", "status": "True", "lastTransitionTime": ready}] if ready else []

@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from glm_operator.planning.autoscale import (
+from glm_operator.planning.scaling.autoscale import (
     AutoscalePolicy,
     ObservedReplicas,
     QueueSample,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from glm_operator.planning.autoscale import (
+from glm_operator.planning.scaling.autoscale import (
     AutoscalePolicy,
     Decision,
     ObservedReplicas,
@@ -94,7 +94,7 @@ def test_a_cold_start_under_a_second_is_measured_and_kept_at_zero() -> None:
     """Timestamps have whole seconds: a replica Ready in its first second measures 0 s, which is a
     measure (wakeUpSeconds = 0 + the reaction), not a missing one; at zero the kept one is used."""
     from glm_operator.controller.autoscaler import WAKE_REACTION_SECONDS, cold_start_fields
-    from glm_operator.planning.coldstart import median_cold_start
+    from glm_operator.planning.scaling.coldstart import median_cold_start
 
     ready_at_once = {
         "metadata": {"creationTimestamp": "2026-12-03T10:00:00Z"},

@@ -10,7 +10,9 @@ import pytest
 import yaml
 
 from glm_operator.desired import Observed, compute_desired
-from glm_operator.planning.capacity import (
+from glm_operator.planning.placement.plan import Plan, plan_placement
+from glm_operator.planning.placement.request import placement_request_from_spec
+from glm_operator.planning.supply.capacity import (
     ElasticCapacityInput,
     capacity_pools,
     largest_machines_note,
@@ -18,16 +20,14 @@ from glm_operator.planning.capacity import (
     pool_limits_note,
     waiting_pods,
 )
-from glm_operator.planning.nodes import GpuPool, parse_gpu_pools
-from glm_operator.planning.placement import Plan, plan_placement
-from glm_operator.planning.pools import (
+from glm_operator.planning.supply.nodes import GpuPool, parse_gpu_pools
+from glm_operator.planning.supply.pools import (
     ElasticPool,
     NodeGroupsError,
     new_machines,
     parse_karpenter_nodepools,
     parse_node_groups,
 )
-from glm_operator.planning.request import placement_request_from_spec
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 NODEPOOLS = [

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from glm_operator.planning.conditions import (
+from glm_operator.planning.diagnosis.conditions import (
     AVAILABLE,
     DEGRADED,
     METRICS_AVAILABLE,
@@ -21,7 +21,7 @@ from glm_operator.planning.conditions import (
     set_condition,
     summarize,
 )
-from glm_operator.planning.diagnosis import Diagnosis
+from glm_operator.planning.diagnosis.pods import Diagnosis
 
 T0, T1, T2, T3 = (
     "2026-11-30T10:00:00Z",

@@ -14,7 +14,7 @@ from glm_operator.desired import Observed, compute_desired
 from glm_operator.desired.children import variant_slug
 from glm_operator.desired.plan import total_replicas
 from glm_operator.desired.status import own_fields as own_status_fields
-from glm_operator.planning.conditions import MetricsStatus
+from glm_operator.planning.diagnosis.conditions import MetricsStatus
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = yaml.safe_load((ROOT / "tests" / "fixtures" / "gpu-cluster.yaml").read_text())["items"]

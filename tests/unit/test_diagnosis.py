@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from glm_operator.planning.diagnosis import (
+from glm_operator.planning.diagnosis.pods import (
     CAPACITY_REASONS,
     Diagnosis,
     Reason,
@@ -514,8 +514,8 @@ def test_classify_unknown_and_excerpt() -> None:
 
 
 def test_pods_blocked_only_by_taints_on_the_gpu_nodes_are_a_capacity_problem() -> None:
-    from glm_operator.planning.conditions import summarize
-    from glm_operator.planning.diagnosis import CAPACITY_REASONS, diagnose_pods
+    from glm_operator.planning.diagnosis.conditions import summarize
+    from glm_operator.planning.diagnosis.pods import CAPACITY_REASONS, diagnose_pods
 
     message = (
         "0/1000 nodes are available: 342 node(s) didn't match Pod's node affinity/selector, 658 node(s) had "

@@ -8,9 +8,9 @@ import pytest
 
 from glm_operator.catalog.estimated_gpus import NOT_IN_CATALOG, estimate_gpu
 from glm_operator.catalog.gpus import find_gpu
-from glm_operator.planning.nodes import parse_gpu_pools
-from glm_operator.planning.placement import plan_placement
-from glm_operator.planning.request import PlanningInputError, placement_request_from_spec
+from glm_operator.planning.placement.plan import plan_placement
+from glm_operator.planning.placement.request import PlanningInputError, placement_request_from_spec
+from glm_operator.planning.supply.nodes import parse_gpu_pools
 
 
 def node(name: str, labels: dict[str, str], gpus: int = 8) -> dict[str, Any]:

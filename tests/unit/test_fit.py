@@ -11,9 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from glm_operator.catalog.models import resolve_model
-from glm_operator.planning.budget import DEFAULT_CONSTANTS
-from glm_operator.planning.engine import flashinfer_sampler_default
-from glm_operator.planning.fit import (
+from glm_operator.planning.memory.budget import DEFAULT_CONSTANTS
+from glm_operator.planning.memory.fit import (
     FitInput,
     FitInputError,
     FitResult,
@@ -24,6 +23,7 @@ from glm_operator.planning.fit import (
     pp_layer_ranges,
     weights_bytes_per_stage,
 )
+from glm_operator.planning.releases import flashinfer_sampler_default
 
 GIB = 1024**3
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from glm_operator.catalog.models import ResolvedModel, resolve_model
-from glm_operator.planning.fit import (
+from glm_operator.planning.memory.fit import (
     FitInput,
     FitResult,
     default_block_size,

@@ -17,7 +17,7 @@ import pytest
 
 from glm_operator.catalog.models import ResolvedModel, resolve_model
 from glm_operator.catalog.vllm import Version
-from glm_operator.planning.budget import (
+from glm_operator.planning.memory.budget import (
     DEFAULT_CONSTANTS,
     GIB,
     MODEL_MAX_CAPTURE_SIZE,
@@ -39,8 +39,8 @@ from glm_operator.planning.budget import (
     v1_dsa_indexer_workspace_bytes,
     v1_sampler_pass_bytes,
 )
-from glm_operator.planning.engine import GENERATION_MID, GENERATION_NEWER, model_runner_v2
-from glm_operator.planning.fit import FitInput, estimate_fit, max_context_for
+from glm_operator.planning.memory.fit import FitInput, estimate_fit, max_context_for
+from glm_operator.planning.releases import GENERATION_MID, GENERATION_NEWER, model_runner_v2
 from tests.fit_truth import (
     CSV_PATH,
     FREE,
@@ -859,7 +859,7 @@ def test_v1_sampler_pass_and_mla_layer_are_the_allocations_memtrace_saw() -> Non
     from benchmarks.gpu_truth.cases import LOGS
     from benchmarks.gpu_truth.logparse import memtrace_sites, read_log
 
-    from glm_operator.planning.budget import mla_attention_live_bytes
+    from glm_operator.planning.memory.budget import mla_attention_live_bytes
 
     mib = 2**20
     rows = {s.id: s for s in NEWER}
@@ -911,7 +911,7 @@ def test_gqa_attention_piece_and_full_graphs_follow_the_query_width() -> None:
     from benchmarks.gpu_truth.cases import LOGS
     from benchmarks.gpu_truth.logparse import memtrace_sites, read_log
 
-    from glm_operator.planning.budget import attention_piece_bytes_per_token
+    from glm_operator.planning.memory.budget import attention_piece_bytes_per_token
 
     mib = 2**20
     rows = {s.id: s for s in NEWER}
@@ -984,7 +984,7 @@ def test_flash_attention_2_and_query_normed_graphs_as_the_debug_lines_split_them
     from benchmarks.gpu_truth.cases import LOGS
     from benchmarks.gpu_truth.logparse import read_log
 
-    from glm_operator.planning.engine import flash_attn_version
+    from glm_operator.planning.releases import flash_attn_version
 
     assert [flash_attn_version(cc) for cc in (8.0, 8.9, 9.0, 10.0, 12.0)] == [2, 2, 3, 4, 2]
     rows = {s.id: s for s in NEWER}
@@ -1032,7 +1032,7 @@ def _query_normed_graphs_step_at_the_allocators_large_allocation(rows: dict[str,
     from benchmarks.gpu_truth.cases import LOGS
     from benchmarks.gpu_truth.logparse import read_log
 
-    import glm_operator.planning.budget as budget
+    import glm_operator.planning.memory.budget as budget
 
     mib = 2**20
     assert budget.qk_norm_graph_bytes_per_capture(12288, 504) == 24 * mib

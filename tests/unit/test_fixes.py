@@ -20,11 +20,11 @@ import yaml
 from glm_operator.catalog.models import resolve_model
 from glm_operator.cli import main
 from glm_operator.desired import Observed, compute_desired
-from glm_operator.planning.fit import parallelism_error
-from glm_operator.planning.fixes import Fix
-from glm_operator.planning.nodes import GpuPool, parse_gpu_pools
-from glm_operator.planning.placement import Plan, plan_placement
-from glm_operator.planning.request import placement_request_from_spec
+from glm_operator.planning.memory.fit import parallelism_error
+from glm_operator.planning.placement.fixes import Fix
+from glm_operator.planning.placement.plan import Plan, plan_placement
+from glm_operator.planning.placement.request import placement_request_from_spec
+from glm_operator.planning.supply.nodes import GpuPool, parse_gpu_pools
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "gpu-cluster.yaml"

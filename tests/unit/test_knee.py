@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 import yaml
 
-from glm_operator.planning.knee import LevelResult, RequestSample, find_knee, percentile, summarize_level
+from glm_operator.planning.speed.knee import (
+    LevelResult,
+    RequestSample,
+    find_knee,
+    percentile,
+    summarize_level,
+)
 
 SWEEPS: list[dict[str, Any]] = yaml.safe_load(
     (Path(__file__).resolve().parents[1] / "fixtures" / "loadtest-sweeps.yaml").read_text()

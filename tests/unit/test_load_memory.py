@@ -14,15 +14,14 @@ from benchmarks.gpu_truth.cases import BY_NAME, LOGS
 from benchmarks.gpu_truth.logparse import read_log
 
 from glm_operator.catalog.models import resolve_model
-from glm_operator.planning.engine import VllmEngine
-from glm_operator.planning.fit import (
+from glm_operator.planning.memory.fit import (
     GpuFigures,
     _layer_kinds,
     estimate_fit,
     fit_input,
     weights_bytes_per_stage,
 )
-from glm_operator.planning.load_memory import (
+from glm_operator.planning.memory.load import (
     DEEP_GEMM_WORKSPACE_BYTES,
     MIB,
     allocator_waste_bytes,
@@ -30,6 +29,7 @@ from glm_operator.planning.load_memory import (
     router_fp32_extra_bytes,
     weight_tensor_sizes,
 )
+from glm_operator.planning.releases import VllmEngine
 from tests.fit_truth import newer_engine_startups
 
 QWEN25_7B = BY_NAME["qwen25-7b-v1-b2k"]

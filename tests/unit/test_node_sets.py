@@ -26,14 +26,14 @@ from hypothesis import strategies as st
 
 from glm_operator.desired import compute_desired
 from glm_operator.desired import plan as desired_module
-from glm_operator.planning import nodes as nodes_module
-from glm_operator.planning import placement as placement_module
-from glm_operator.planning.capacity import ElasticCapacityInput, capacity_pools
-from glm_operator.planning.nodes import GpuPool, group_pools, parse_gpu_pools, walk_gpu_pools
-from glm_operator.planning.outages import node_outage, node_outages
-from glm_operator.planning.placement import plan_placement
-from glm_operator.planning.pools import ElasticPool, parse_karpenter_nodepools
-from glm_operator.planning.request import PlanningInputError, placement_request_from_spec
+from glm_operator.planning.placement import plan as placement_module
+from glm_operator.planning.placement.plan import plan_placement
+from glm_operator.planning.placement.request import PlanningInputError, placement_request_from_spec
+from glm_operator.planning.supply import nodes as nodes_module
+from glm_operator.planning.supply.capacity import ElasticCapacityInput, capacity_pools
+from glm_operator.planning.supply.nodes import GpuPool, group_pools, parse_gpu_pools, walk_gpu_pools
+from glm_operator.planning.supply.outages import node_outage, node_outages
+from glm_operator.planning.supply.pools import ElasticPool, parse_karpenter_nodepools
 from tests.harness.scenarios import observed
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu-cluster.yaml"

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from glm_operator.planning.nodes import GpuPool, parse_gpu_pools
+from glm_operator.planning.supply.nodes import GpuPool, parse_gpu_pools
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu-cluster.yaml"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from glm_operator.planning.nodes import parse_gpu_pools
-from glm_operator.planning.outages import (
+from glm_operator.planning.supply.nodes import parse_gpu_pools
+from glm_operator.planning.supply.outages import (
     CORDONED,
     NOT_READY,
     UNKNOWN,

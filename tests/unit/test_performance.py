@@ -12,10 +12,11 @@ from pydantic import ValidationError
 
 from glm_operator.catalog.gpus import find_gpu
 from glm_operator.catalog.models import resolve_model
-from glm_operator.planning.budget import GIB
-from glm_operator.planning.fit import FitInput, estimate_fit
-from glm_operator.planning.nodes import parse_gpu_pools
-from glm_operator.planning.performance import (
+from glm_operator.planning.memory.budget import GIB
+from glm_operator.planning.memory.fit import FitInput, estimate_fit
+from glm_operator.planning.placement.plan import Plan, plan_placement
+from glm_operator.planning.placement.request import placement_request_from_spec
+from glm_operator.planning.speed.performance import (
     Speed,
     Workload,
     allreduce_s,
@@ -26,8 +27,7 @@ from glm_operator.planning.performance import (
     predict_speed,
     speed_of_fit,
 )
-from glm_operator.planning.placement import Plan, plan_placement
-from glm_operator.planning.request import placement_request_from_spec
+from glm_operator.planning.supply.nodes import parse_gpu_pools
 
 POINTS = load_points()
 H200 = find_gpu("NVIDIA-H200")
@@ -159,7 +159,7 @@ def test_spec_slo_values_are_checked_by_the_schema() -> None:
 def test_the_precisions_are_ranked_by_predicted_tokens_per_gpu() -> None:
     """GLM-4.5-Air on the fixture's H100s: auto plans bf16 TP4; the ranking also lists fp8 TP2 and the
     int4 checkpoint, best predicted tokens/s per GPU first, each planned like the pinned precision."""
-    from glm_operator.planning.alternatives import rank_precisions
+    from glm_operator.planning.placement.alternatives import rank_precisions
 
     request = placement_request_from_spec({**AIR, "quantization": "auto"}, POOLS)
     ranked = rank_precisions(request)

@@ -14,12 +14,16 @@ from pydantic import ValidationError
 
 from glm_operator.catalog.gpus import find_gpu, load_gpus
 from glm_operator.catalog.models import resolve_model
-from glm_operator.planning import placement
-from glm_operator.planning.engine import DEFAULT_ENGINE
-from glm_operator.planning.fit import estimate_fit, fit_input, parallelism_error
-from glm_operator.planning.nodes import GpuPool, parse_gpu_pools
-from glm_operator.planning.placement import GOODPUT_MARGIN, Plan, plan_placement
-from glm_operator.planning.request import PlacementRequest, PlanningInputError, placement_request_from_spec
+from glm_operator.planning.memory.fit import estimate_fit, fit_input, parallelism_error
+from glm_operator.planning.placement import plan as placement
+from glm_operator.planning.placement.plan import GOODPUT_MARGIN, Plan, plan_placement
+from glm_operator.planning.placement.request import (
+    PlacementRequest,
+    PlanningInputError,
+    placement_request_from_spec,
+)
+from glm_operator.planning.releases import DEFAULT_ENGINE
+from glm_operator.planning.supply.nodes import GpuPool, parse_gpu_pools
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "gpu-cluster.yaml"
 POOLS = parse_gpu_pools(yaml.safe_load(FIXTURE.read_text()))
@@ -433,7 +437,7 @@ def test_group_capacity_counts_like_walking_every_pool(
     shapes: list[tuple[int, int, int | None, bool]], tp: int, pp: int, when_available: bool
 ) -> None:
     """_Group counts replicas from (free GPUs, pools) pairs; the same as summing over pools."""
-    from glm_operator.planning.placement import _Group
+    from glm_operator.planning.placement.plan import _Group
 
     pools = tuple(
         GpuPool(

@@ -20,7 +20,7 @@ from glm_operator.catalog.vllm import (
 )
 from glm_operator.controller.config import OperatorConfig
 from glm_operator.desired import Observed, compute_desired
-from glm_operator.planning.compatibility import check_image
+from glm_operator.planning.placement.compatibility import check_image
 from glm_operator.render.context import resolve_model_location
 from tests.harness.scenarios import observed
 

@@ -19,18 +19,18 @@ from glm_operator.catalog.models import resolve_model
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE, VLLM_VERSION
 from glm_operator.cli import main
 from glm_operator.desired import Observed, compute_desired
-from glm_operator.planning.budget import DEFAULT_CONSTANTS, GIB
-from glm_operator.planning.engine import (
+from glm_operator.planning.memory.budget import DEFAULT_CONSTANTS, GIB
+from glm_operator.planning.memory.fit import estimate_fit, fit_input
+from glm_operator.planning.placement.plan import plan_placement
+from glm_operator.planning.placement.request import placement_request_from_spec
+from glm_operator.planning.releases import (
     DEFAULT_ENGINE,
     DEFAULT_VERSION,
     cudagraph_in_budget,
     engine_for_image,
     engine_for_version,
 )
-from glm_operator.planning.fit import estimate_fit, fit_input
-from glm_operator.planning.nodes import parse_gpu_pools
-from glm_operator.planning.placement import plan_placement
-from glm_operator.planning.request import placement_request_from_spec
+from glm_operator.planning.supply.nodes import parse_gpu_pools
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "gpu-cluster.yaml"

@@ -60,7 +60,7 @@ KV_CACHE_DTYPES: tuple[str, ...] = ("auto", "fp8")
 
 
 class Phase(StrEnum):
-    """``status.phase``, the summary of the conditions (``glm_operator.planning.conditions`` derives it)."""
+    """``status.phase``, the summary of the conditions (``planning.diagnosis.conditions`` derives it)."""
 
     PENDING = "Pending"
     PLANNING = "Planning"

@@ -2,7 +2,7 @@
 
 The catalog is data (``catalog/data/models.yaml``); this module turns it, or any Hugging Face
 ``config.json`` given as a dict or a path, into a typed :class:`ModelArchitecture` that the memory
-model in :mod:`glm_operator.planning.fit` understands, plus the checkpoint's quantization
+model in :mod:`glm_operator.planning.memory.fit` understands, plus the checkpoint's quantization
 (``quantization_config``: fp8, awq, gptq, compressed-tensors), which decides the weights' precision.
 
 Lookups are case-insensitive over the HF repo id, the display name and the aliases; the official

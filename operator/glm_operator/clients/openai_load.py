@@ -2,7 +2,7 @@
 
 ``run_sweep(config)`` runs, for each concurrency *c*, a closed loop of *c* workers that send
 ``c * requests_per_worker`` streamed requests in all, and hands each level's samples to the pure
-:func:`glm_operator.planning.knee.summarize_level`. Requests:
+:func:`glm_operator.planning.speed.knee.summarize_level`. Requests:
 
 - ``/v1/completions`` (default): ``prompt`` is a list of ``input_tokens`` random token ids (below
   10,000, so within any model's vocabulary; random so that no prefix cache shortens the prefill),
@@ -32,7 +32,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from glm_operator.planning.knee import LevelResult, RequestSample, summarize_level
+from glm_operator.planning.speed.knee import LevelResult, RequestSample, summarize_level
 
 COMPLETIONS = "/v1/completions"
 CHAT = "/v1/chat/completions"

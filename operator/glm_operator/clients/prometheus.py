@@ -43,7 +43,7 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from prometheus_api_client.prometheus_connect import PrometheusConnect
 from urllib3.util.retry import Retry
 
-from glm_operator.planning.autoscale import QueueSample
+from glm_operator.planning.scaling.autoscale import QueueSample
 
 __all__ = [
     "DEFAULT_KV_CACHE_QUERY",

@@ -6,7 +6,7 @@ import argparse
 
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE
 from glm_operator.cli import UserError
-from glm_operator.planning.engine import VllmEngine, engine_for_image, engine_for_version
+from glm_operator.planning.releases import VllmEngine, engine_for_image, engine_for_version
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser, image_help: str = "") -> None:

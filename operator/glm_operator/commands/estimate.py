@@ -14,8 +14,7 @@ from glm_operator.catalog.models import CatalogError, resolve_model_or_file
 from glm_operator.catalog.vllm import Version, parse_version
 from glm_operator.cli import UserError
 from glm_operator.commands.engine_args import add_engine_arguments, engine_from_args
-from glm_operator.planning.engine import DEFAULT_VERSION, cudagraph_in_budget
-from glm_operator.planning.fit import (
+from glm_operator.planning.memory.fit import (
     FitInputError,
     FitResult,
     GpuFigures,
@@ -24,6 +23,7 @@ from glm_operator.planning.fit import (
     fit_input,
     max_context_for,
 )
+from glm_operator.planning.releases import DEFAULT_VERSION, cudagraph_in_budget
 
 
 def register(subparsers: Any) -> None:

@@ -2,7 +2,7 @@
 
 For a deployment behind the gateway, a Service port-forward or a vLLM pod: TTFT and ITL p50/p95
 and output tokens/s per concurrency, and the concurrency beyond which throughput stops rising
-while the inter-token latency climbs (the rule: :mod:`glm_operator.planning.knee`).
+while the inter-token latency climbs (the rule: :mod:`glm_operator.planning.speed.knee`).
 
 Exit codes: 0 done, 1 some requests failed, 2 bad input.
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 from glm_operator.cli import UserError
 from glm_operator.clients.openai_load import LoadTestConfig, endpoint, run_sweep
-from glm_operator.planning.knee import (
+from glm_operator.planning.speed.knee import (
     DEFAULT_MIN_ITL_RISE,
     DEFAULT_MIN_THROUGHPUT_GAIN,
     Knee,

@@ -18,11 +18,15 @@ from glm_operator.api.v1alpha1 import KIND, spec_from_dict
 from glm_operator.catalog.models import CatalogError
 from glm_operator.cli import UserError
 from glm_operator.commands.engine_args import add_engine_arguments, engine_from_args
-from glm_operator.planning.alternatives import rank_precisions
-from glm_operator.planning.fit import FitInputError
-from glm_operator.planning.nodes import parse_gpu_pools
-from glm_operator.planning.placement import Plan, plan_placement
-from glm_operator.planning.request import PlacementRequest, PlanningInputError, placement_request_from_spec
+from glm_operator.planning.memory.fit import FitInputError
+from glm_operator.planning.placement.alternatives import rank_precisions
+from glm_operator.planning.placement.plan import Plan, plan_placement
+from glm_operator.planning.placement.request import (
+    PlacementRequest,
+    PlanningInputError,
+    placement_request_from_spec,
+)
+from glm_operator.planning.supply.nodes import parse_gpu_pools
 
 
 def register(subparsers: Any) -> None:

@@ -14,7 +14,7 @@ from glm_operator.clients.prometheus import (
 )
 from glm_operator.controller.config import DEFAULT_VLLM_IMAGE, OperatorConfig
 from glm_operator.controller.pod_monitors import PodMonitorMode
-from glm_operator.planning.outages import DEFAULT_NODE_GRACE_SECONDS
+from glm_operator.planning.supply.outages import DEFAULT_NODE_GRACE_SECONDS
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -166,7 +166,7 @@ def load_node_groups(path: str | None) -> dict[str, Any] | None:
         return None
     import yaml
 
-    from glm_operator.planning.pools import NodeGroupsError, parse_node_groups
+    from glm_operator.planning.supply.pools import NodeGroupsError, parse_node_groups
 
     try:
         with open(path, encoding="utf-8") as f:

@@ -43,20 +43,20 @@ from glm_operator.controller.workqueue import Key, WorkQueue
 from glm_operator.desired.children import served_model_name
 from glm_operator.desired.model import Event
 from glm_operator.desired.status import autoscaler_fields
-from glm_operator.planning.autoscale import (
+from glm_operator.planning.diagnosis.conditions import MetricsStatus
+from glm_operator.planning.placement.plan import plan_placement
+from glm_operator.planning.placement.request import placement_request
+from glm_operator.planning.scaling.autoscale import (
     AutoscalePolicy,
     ObservedReplicas,
     QueueSample,
     ScalerState,
     decide,
 )
-from glm_operator.planning.capacity import ElasticCapacityInput, observed_capacity
-from glm_operator.planning.coldstart import median_cold_start
-from glm_operator.planning.conditions import MetricsStatus
-from glm_operator.planning.nodes import parse_gpu_pools
-from glm_operator.planning.outages import parse_time
-from glm_operator.planning.placement import plan_placement
-from glm_operator.planning.request import placement_request
+from glm_operator.planning.scaling.coldstart import median_cold_start
+from glm_operator.planning.supply.capacity import ElasticCapacityInput, observed_capacity
+from glm_operator.planning.supply.nodes import parse_gpu_pools
+from glm_operator.planning.supply.outages import parse_time
 
 log = logging.getLogger(__name__)
 CONCURRENCY = 8  # Prometheus queries in flight at once

@@ -19,8 +19,8 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from glm_operator.controller.predicates import ChildView, child_view, counts_nothing
-from glm_operator.planning.nodes import placement_labels
-from glm_operator.planning.outages import pod_gpu_requests
+from glm_operator.planning.supply.nodes import placement_labels
+from glm_operator.planning.supply.outages import pod_gpu_requests
 
 Key = tuple[str, str]  # (namespace, name) of a GLMDeployment
 ChildKey = tuple[str, str, str]  # (apiVersion, kind, name)

@@ -16,7 +16,7 @@ from glm_operator.clients.prometheus import (
     DEFAULT_WAITING_QUERY,
 )
 from glm_operator.controller.pod_monitors import PodMonitorMode
-from glm_operator.planning.outages import DEFAULT_NODE_GRACE_SECONDS
+from glm_operator.planning.supply.outages import DEFAULT_NODE_GRACE_SECONDS
 
 
 def default_identity() -> str:
@@ -34,7 +34,7 @@ class OperatorConfig:
     pod_monitor: PodMonitorMode = PodMonitorMode.AUTO  # PodMonitor per GLMDeployment (--pod-monitor)
     resync_seconds: float = 600.0
     workers: int = 32
-    # Replicas on NotReady/Unknown GPU nodes keep their place this long (glm_operator.planning.outages).
+    # Replicas on NotReady/Unknown GPU nodes keep their place this long (planning.supply.outages).
     node_grace_seconds: float = DEFAULT_NODE_GRACE_SECONDS
     planning_timeout_seconds: float = 30.0  # one GLMDeployment's plan; past it: retried with backoff
     leader_election: bool = True

@@ -30,7 +30,7 @@ from glm_operator.gateway.network_policy import NetworkPolicySettings, network_p
 from glm_operator.gateway.objects import gateway_name, render_gateway
 from glm_operator.gateway.routes import model_source
 from glm_operator.gateway.status import GatewayObserved, gateway_status
-from glm_operator.planning.outages import parse_time
+from glm_operator.planning.supply.outages import parse_time
 
 log = logging.getLogger(__name__)
 

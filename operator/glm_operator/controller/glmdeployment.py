@@ -40,7 +40,7 @@ from glm_operator.controller.retry import retry_failed
 from glm_operator.controller.workqueue import Key, WorkQueue
 from glm_operator.desired import WORKLOAD_KIND_NAMES, Desired, Event, Observed, compute_desired
 from glm_operator.desired import status as status_step
-from glm_operator.planning.conditions import MetricsStatus
+from glm_operator.planning.diagnosis.conditions import MetricsStatus
 from glm_operator.render.monitoring import POD_MONITOR_KIND
 
 log = logging.getLogger(__name__)

@@ -52,7 +52,7 @@ from glm_operator.controller.replan import Replanner
 from glm_operator.controller.retry import retry_failed
 from glm_operator.controller.watches import MANAGED_SELECTOR, WatchThread, registry, settings
 from glm_operator.controller.workqueue import Key, WorkQueue
-from glm_operator.planning.pools import node_group_label_keys
+from glm_operator.planning.supply.pools import node_group_label_keys
 from glm_operator.render.monitoring import POD_MONITOR_API_VERSION, POD_MONITOR_KIND
 from glm_operator.render.objects import LWS_API_VERSION
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from glm_operator.clients.kube import KubeClient
 from glm_operator.controller.config import OperatorConfig
-from glm_operator.planning.capacity import ElasticCapacityInput
+from glm_operator.planning.supply.capacity import ElasticCapacityInput
 
 NODEPOOL_API = "karpenter.sh/v1"
 

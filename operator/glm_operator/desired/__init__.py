@@ -40,10 +40,10 @@ from glm_operator.desired.findings import (
 from glm_operator.desired.model import WORKLOAD_KIND_NAMES, WORKLOAD_KINDS, Desired, Event, Observed
 from glm_operator.desired.plan import PlanStep, placed_variants, plan_step, plan_summary
 from glm_operator.desired.prune import children_to_prune, kept_children
-from glm_operator.planning.capacity import pool_limits_note
-from glm_operator.planning.compatibility import request_model
-from glm_operator.planning.diagnosis import diagnose_pods
-from glm_operator.planning.outages import next_expiry
+from glm_operator.planning.diagnosis.pods import diagnose_pods
+from glm_operator.planning.placement.compatibility import request_model
+from glm_operator.planning.supply.capacity import pool_limits_note
+from glm_operator.planning.supply.outages import next_expiry
 
 __all__ = ["WORKLOAD_KINDS", "WORKLOAD_KIND_NAMES", "Desired", "Event", "Observed", "compute_desired"]
 

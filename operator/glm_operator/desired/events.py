@@ -8,9 +8,9 @@ from typing import Any
 
 from glm_operator.desired.model import Event
 from glm_operator.desired.plan import PlanStep, plan_summary
-from glm_operator.planning.conditions import DEGRADED, PLANNED, get_condition
-from glm_operator.planning.diagnosis import Diagnosis
-from glm_operator.planning.placement import Variant
+from glm_operator.planning.diagnosis.conditions import DEGRADED, PLANNED, get_condition
+from glm_operator.planning.diagnosis.pods import Diagnosis
+from glm_operator.planning.placement.plan import Variant
 
 
 def failure_events(previous_status: Mapping[str, Any], reason: str, message: str) -> tuple[Event, ...]:

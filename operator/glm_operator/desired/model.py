@@ -10,10 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from glm_operator.planning.capacity import ElasticCapacityInput
-from glm_operator.planning.conditions import MetricsStatus
-from glm_operator.planning.outages import DEFAULT_NODE_GRACE_SECONDS
-from glm_operator.planning.placement import Plan
+from glm_operator.planning.diagnosis.conditions import MetricsStatus
+from glm_operator.planning.placement.plan import Plan
+from glm_operator.planning.supply.capacity import ElasticCapacityInput
+from glm_operator.planning.supply.outages import DEFAULT_NODE_GRACE_SECONDS
 from glm_operator.render.objects import LWS_API_VERSION
 
 WORKLOAD_KINDS = (("apps/v1", "Deployment"), (LWS_API_VERSION, "LeaderWorkerSet"))

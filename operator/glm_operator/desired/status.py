@@ -27,9 +27,9 @@ from glm_operator.api.v1alpha1 import (
 from glm_operator.desired.children import replica_sum
 from glm_operator.desired.model import Observed
 from glm_operator.desired.plan import plan_summary
-from glm_operator.planning.conditions import set_condition, summarize
-from glm_operator.planning.diagnosis import Diagnosis, diagnose_pods
-from glm_operator.planning.placement import Plan, Variant
+from glm_operator.planning.diagnosis.conditions import set_condition, summarize
+from glm_operator.planning.diagnosis.pods import Diagnosis, diagnose_pods
+from glm_operator.planning.placement.plan import Plan, Variant
 from glm_operator.render import names
 
 AUTOSCALER_FIELDS = frozenset({"desiredReplicas", "autoscaler"})

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from glm_operator.planning.conditions import FALSE, TRUE, UNKNOWN, get_condition, set_condition
+from glm_operator.planning.diagnosis.conditions import FALSE, TRUE, UNKNOWN, get_condition, set_condition
 
 READY = "Ready"
 KEYS_LOADED = "KeysLoaded"

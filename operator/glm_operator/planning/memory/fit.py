@@ -22,13 +22,13 @@ Budget per GPU rank (``vllm/v1/worker/gpu_worker.py``
   FP8 loads 94.46 GiB per rank at TP8 where the config counts 88.18, vllm-project/recipes#893), the
   count is scaled up to it at every TP/PP.
 * ``activation_peak``, ``non_torch`` and ``cudagraph_estimate``: modelled and fitted on public
-  start-up logs in :mod:`glm_operator.planning.budget` (formulas, constants and sources there).
+  start-up logs in :mod:`glm_operator.planning.memory.budget` (formulas, constants and sources there).
   ``max_num_batched_tokens`` defaults to vLLM's OpenAI-server default (8192 on >= 70 GiB GPUs other
   than the A100, else 2048: ``vllm/engine/arg_utils.py``); ``max_num_seqs`` to 256, the most the
   operator renders. The CUDA-graph estimate is subtracted only for vLLM >= 0.21 (the default image,
   0.33.0, does); older engines capture the graphs after the KV cache, in the
   ``1 - gpu_memory_utilization`` headroom, which is checked instead. ``FitInput.vllm_version`` picks
-  the rule (:mod:`glm_operator.planning.engine` lists the release-dependent rules);
+  the rule (:mod:`glm_operator.planning.releases` lists the release-dependent rules);
   ``cudagraph_estimate`` overrides it (``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``).
 * ``available_kv_cache_gib`` overrides the whole budget (what ``Available KV cache memory: X GiB``
   logs), to compare the token math against real logs.
@@ -77,7 +77,7 @@ from glm_operator.catalog.models import (
     ResolvedModel,
 )
 from glm_operator.catalog.vllm import Version, format_version
-from glm_operator.planning.budget import (
+from glm_operator.planning.memory.budget import (
     DEFAULT_CONSTANTS,
     DSA_WORKSPACE_FACTOR_LONG,
     DSA_WORKSPACE_FACTOR_SHORT,
@@ -95,7 +95,14 @@ from glm_operator.planning.budget import (
     non_torch_bytes,
     query_width_per_rank,
 )
-from glm_operator.planning.engine import (
+from glm_operator.planning.memory.load import (
+    DEEP_GEMM_WORKSPACE_BYTES,
+    allocator_waste_bytes,
+    rope_cache_bytes,
+    router_fp32_extra_bytes,
+    weight_tensor_sizes,
+)
+from glm_operator.planning.releases import (
     DEFAULT_VERSION,
     LARGEST_BATCH_GPU_GIB,
     VllmEngine,
@@ -112,13 +119,6 @@ from glm_operator.planning.engine import (
     load_max_split,
     model_runner_v2,
     v2_graph_estimate,
-)
-from glm_operator.planning.load_memory import (
-    DEEP_GEMM_WORKSPACE_BYTES,
-    allocator_waste_bytes,
-    rope_cache_bytes,
-    router_fp32_extra_bytes,
-    weight_tensor_sizes,
 )
 
 GIB = 1024**3
@@ -534,7 +534,7 @@ def load_extra_bytes_per_stage(
 ) -> tuple[float, ...]:
     """What "Model loading took" counts beyond the weights on one rank of each pipeline stage: the RoPE
     cache, glm4_moe's fp32 router and the caching allocator's rounding of the weight tensors
-    (:mod:`glm_operator.planning.load_memory`; DeepGEMM's workspace is added by the caller)."""
+    (:mod:`glm_operator.planning.memory.load`; DeepGEMM's workspace is added by the caller)."""
     other_bytes, _ = _element_bytes(arch, precision, layout)
     # the weight tensors alone (their scales are tensors apart, too small to round)
     stored = _stored_layout(precision, layout)

@@ -1,7 +1,7 @@
 """Placement: which GPU types, TP/PP, quantization and how many replicas (pure).
 
 ``plan_placement(request) -> Plan`` is a purely computational function with no side effects: it
-takes a :class:`~glm_operator.planning.request.PlacementRequest` (spec values + GPU pools parsed from
+takes a :class:`~.request.PlacementRequest` (spec values + GPU pools parsed from
 the Node list) and returns a frozen :class:`Plan` whose ``details`` say, in words, why each
 decision was taken. The rules (docs/DESIGN.md and README "What you write, what you get"):
 
@@ -26,7 +26,7 @@ decision was taken. The rules (docs/DESIGN.md and README "What you write, what y
    - a pinned TP/PP/quantization is still checked, never silently changed;
    - **goodput**: a 16-bit pick under ``auto`` on a GPU with FP8 tensor cores is compared with native
      fp8 at its smallest TP that fits (single node), each at its own max-num-seqs (rule 6, spec.slo
-     included), by predicted output tokens/s per GPU (:mod:`glm_operator.planning.performance`). fp8
+     included), by predicted output tokens/s per GPU (:mod:`glm_operator.planning.speed.performance`). fp8
      replaces the pick when it meets spec.slo where the pick does not, or gives ``GOODPUT_MARGIN``
      (5 %) more; the variant's ``considered`` lists both and the reason says why. Not compared: larger
      TPs (replicas before TP; the model's all-reduce term is not calibrated on more than one GPU),
@@ -46,7 +46,7 @@ decision was taken. The rules (docs/DESIGN.md and README "What you write, what y
 7. When no variant is left, the request is planned again with what the spec rules out relaxed (a
    GPU type the cluster has outside ``gpu.products``, ``allowMultiNode`` and how many nodes, a
    lower pinned quantization): ``Plan.fixes`` are those that fit, cheapest first
-   (:mod:`glm_operator.planning.fixes`).
+   (:mod:`glm_operator.planning.placement.fixes`).
 
 The fit of a (type, quantization, TP, PP) does not depend on the node, so per-node work is
 O(nodes) grouping and capacity counting; the fits are computed once per group.
@@ -66,7 +66,7 @@ from typing import Any
 from glm_operator.catalog.estimated_gpus import NOT_IN_CATALOG
 from glm_operator.catalog.gpus import GFD_PRODUCT_LABEL, GPU_RESOURCE, GpuType, find_gpu, load_gpus
 from glm_operator.catalog.models import CatalogError, ResolvedModel, parse_quantization_config, resolve_model
-from glm_operator.planning.fit import (
+from glm_operator.planning.memory.fit import (
     FitInput,
     FitInputError,
     FitResult,
@@ -75,17 +75,21 @@ from glm_operator.planning.fit import (
     max_context_for,
     parallelism_error,
 )
-from glm_operator.planning.fixes import Fix, all_fixes, cheapest_on, shown_fixes
-from glm_operator.planning.nodes import GpuPool, PoolGroups, group_pools
-from glm_operator.planning.performance import (
+from glm_operator.planning.placement.fixes import Fix, all_fixes, cheapest_on, shown_fixes
+from glm_operator.planning.placement.product_filter import allowed_products
+from glm_operator.planning.placement.request import (
+    DEFAULT_CONTEXT_LENGTH,
+    PlacementRequest,
+    PlanningInputError,
+)
+from glm_operator.planning.speed.performance import (
     Speed,
     concurrency_within,
     modelled_knee,
     plan_workload,
     speed_of_fit,
 )
-from glm_operator.planning.product_filter import allowed_products
-from glm_operator.planning.request import DEFAULT_CONTEXT_LENGTH, PlacementRequest, PlanningInputError
+from glm_operator.planning.supply.nodes import GpuPool, PoolGroups, group_pools
 
 PRECISION_RANK = {"bf16": 0, "fp16": 0, "fp8": 1, "int8": 2, "int4": 3, "nvfp4": 3}
 AUTO_PRECISIONS = ("bf16", "fp8", "int8", "int4")

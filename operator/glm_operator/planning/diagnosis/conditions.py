@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from glm_operator.api.v1alpha1 import Phase
-from glm_operator.planning.diagnosis import CAPACITY_REASONS, Diagnosis
+from glm_operator.planning.diagnosis.pods import CAPACITY_REASONS, Diagnosis
 
 PLANNED = "Planned"
 AVAILABLE = "Available"

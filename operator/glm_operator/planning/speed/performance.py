@@ -50,7 +50,7 @@ messages).
 Not modelled: pipeline bubbles (PP stages are summed), speculative decoding, prefix caching, DSA's
 sparse KV reads (the whole context is read).
 
-The knee (:func:`modelled_knee`): the load-test rule of :mod:`glm_operator.planning.knee` applied to
+The knee (:func:`modelled_knee`): the load-test rule of :mod:`glm_operator.planning.speed.knee` applied to
 predicted levels 1, 2, 4, ... up to max-num-seqs; the autoscaler aims each replica at it.
 """
 
@@ -62,9 +62,9 @@ from dataclasses import dataclass
 
 from glm_operator.catalog.gpus import GpuType
 from glm_operator.catalog.models import ModelArchitecture
-from glm_operator.planning.budget import GIB
-from glm_operator.planning.fit import FitResult
-from glm_operator.planning.knee import Knee, LevelResult, find_knee
+from glm_operator.planning.memory.budget import GIB
+from glm_operator.planning.memory.fit import FitResult
+from glm_operator.planning.speed.knee import Knee, LevelResult, find_knee
 
 
 @dataclass(frozen=True)
@@ -333,7 +333,7 @@ def speed_of_fit(
 
 
 def modelled_knee(speed_at: Callable[[int], Speed | None], max_num_seqs: int) -> Knee:
-    """The knee rule (:func:`glm_operator.planning.knee.find_knee`) on predicted levels 1, 2, 4, ... and
+    """The knee rule (:func:`glm_operator.planning.speed.knee.find_knee`) on predicted levels 1, 2, 4, ... and
     ``max_num_seqs``; ``Knee(None, ...)`` when throughput still rises up to max-num-seqs or speed is
     unknown."""
     top = max(1, max_num_seqs)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from glm_operator.catalog.models import CatalogError
-from glm_operator.planning.fit import FitInputError
-from glm_operator.planning.placement import Variant, plan_placement
-from glm_operator.planning.request import PlacementRequest, PlanningInputError
+from glm_operator.planning.memory.fit import FitInputError
+from glm_operator.planning.placement.plan import Variant, plan_placement
+from glm_operator.planning.placement.request import PlacementRequest, PlanningInputError
 
 PRECISIONS = ("bf16", "fp8", "int8", "int4")
 

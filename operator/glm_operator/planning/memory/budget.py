@@ -10,7 +10,7 @@ vLLM V1 sizes the KV cache in ``Worker.determine_available_memory``
                    - cudagraph_estimate      # only >= 0.20 (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1)
 
 This module models the three middle terms, for three engine generations with their own constants
-(``BudgetSettings.generation`` picks one; :func:`glm_operator.planning.engine.budget_generation` says
+(``BudgetSettings.generation`` picks one; :func:`glm_operator.planning.releases.budget_generation` says
 which release is which). The vLLM < 0.18 constants were fitted on public start-up logs from 0.9-0.15
 (the rows of ``tests/fixtures/vllm-startups.csv``: llm-d/llm-d-benchmark ``config_explorer/empirical-vllm-
 memory-results.md`` on H100, dennislee22/vLLM-benchmarking ``log/*.log`` on A100, hawkoli1987/mech-util
@@ -353,7 +353,7 @@ import math
 from dataclasses import dataclass
 
 from glm_operator.catalog.models import ModelArchitecture
-from glm_operator.planning.engine import GENERATION_MID, GENERATION_NEWER, GENERATION_OLDER
+from glm_operator.planning.releases import GENERATION_MID, GENERATION_NEWER, GENERATION_OLDER
 
 #: the profiling run of vLLM >= 0.20 under the V1 model runner (BudgetSettings.profiling_run): not a budget
 #: generation, its own constants (v1_*)
@@ -740,7 +740,7 @@ def sampler_peak_bytes(
     151,936 x 2 B, and 160 MiB of hidden states, 2548 MiB in all.
 
     The V1 runner, which vLLM 0.20-0.32 still use for some models
-    (:func:`glm_operator.planning.engine.model_runner_v2`): :func:`v1_sampler_pass_bytes`, the same with
+    (:func:`glm_operator.planning.releases.model_runner_v2`): :func:`v1_sampler_pass_bytes`, the same with
     FlashInfer's sampler or PyTorch's, beside the same hidden states (GLM-4.7-Flash at 16384 tokens and 1024
     rows, memtrace: the 2195.5 MiB pass, the 640 MiB fused-MoE workspace and the forward's 64 MiB output).
     """

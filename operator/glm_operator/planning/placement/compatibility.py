@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from glm_operator.catalog.models import CatalogError, ResolvedModel, resolve_model
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE, format_version, image_version
-from glm_operator.planning.request import PlacementRequest
+from glm_operator.planning.placement.request import PlacementRequest
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
 """Capacity: GPUs free on existing nodes plus GPUs node autoscalers can still add (pure).
 
-``capacity_pools(...)`` returns the :class:`~glm_operator.planning.nodes.GpuPool` tuple the planner
+``capacity_pools(...)`` returns the :class:`~glm_operator.planning.supply.nodes.GpuPool` tuple the planner
 works on. Besides one pool per GPU type per existing node, it adds *virtual nodes* (pools whose
 ``elastic_pool`` names the autoscaler pool) for:
 
-1. **Headroom** of each elastic pool (:mod:`glm_operator.planning.pools`): the machines it may still
+1. **Headroom** of each elastic pool (:mod:`glm_operator.planning.supply.pools`): the machines it may still
    launch within its limits (``new_machines``; an unbounded pool gets one largest machine per
    requested replica, times the pipeline depth when multi-node is allowed). The planner fills a
    GPU type's existing free GPUs before these (``Variant.new_node_replicas`` counts the replicas
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from glm_operator.catalog.gpus import GPU_RESOURCE
-from glm_operator.planning.nodes import GpuPool
-from glm_operator.planning.pools import (
+from glm_operator.planning.supply.nodes import GpuPool
+from glm_operator.planning.supply.pools import (
     ElasticPool,
     new_machines,
     parse_karpenter_nodepools,

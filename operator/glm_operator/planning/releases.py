@@ -8,7 +8,7 @@ with a digest). A tag that is not a version (``latest``, a digest only) cannot t
 assumes the default image's release (or this operator's default release, ``VLLM_VERSION``, when the
 default image is not versioned either) and says so in its notes.
 
-Version-dependent budget rules (applied by :func:`glm_operator.planning.fit.estimate_fit`):
+Version-dependent budget rules (applied by :func:`glm_operator.planning.memory.fit.estimate_fit`):
 
 - vLLM >= 0.20.0 estimates CUDA-graph memory in its profiling run and subtracts it from the KV-cache
   budget (``gpu_worker.py`` ``determine_available_memory``: ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``
@@ -17,7 +17,7 @@ Version-dependent budget rules (applied by :func:`glm_operator.planning.fit.esti
   in 0.20.0).
 - Older releases capture the graphs after the KV cache is allocated, in the
   ``1 - gpu_memory_utilization`` headroom: not subtracted, the headroom is checked instead.
-- Three sets of budget constants (:mod:`glm_operator.planning.budget`), by :func:`budget_generation`:
+- Three sets of budget constants (:mod:`glm_operator.planning.memory.budget`), by :func:`budget_generation`:
   before 0.18 (fitted on 0.9-0.15 start-ups); 0.18-0.19, where the profiling run also profiles the
   CUDA graphs (``profile_cudagraph_memory`` inside ``memory_profiling``) without subtracting them and
   FlashInfer's all-reduce fusion workspace lands in "non-torch" memory; >= 0.20, the graph estimate in
@@ -35,7 +35,7 @@ Version-dependent budget rules (applied by :func:`glm_operator.planning.fit.esti
   samples with FlashInfer by default (:func:`flashinfer_sampler_default`); from 0.26 its default
   ``gpu_memory_utilization`` is 0.92 (:func:`default_gpu_memory_utilization`), which plans use when the
   spec sets none.
-- FlashInfer's all-reduce fusion workspace (:func:`glm_operator.planning.budget.fusion_workspace_bytes`)
+- FlashInfer's all-reduce fusion workspace (:func:`~.memory.non_torch.fusion_workspace_bytes`)
   is rounded up to the 512 MiB multicast granularity per buffer by FlashInfer <= 0.6.14, which vLLM
   0.18-0.26 pin (0.18/0.19: 0.6.6, 0.20/0.21: 0.6.8.post1, 0.25: 0.6.13, 0.26: 0.6.14); vLLM 0.27 pins
   0.6.16.post3 and 0.33 pins 0.7.2.post1, which allocate the buffers' own size (FlashInfer 0.6.15 moved
@@ -73,7 +73,7 @@ CUDAGRAPH_IN_BUDGET_SINCE: Version = (0, 20, 0)
 GRAPH_PROFILING_RUN_SINCE: Version = (0, 18, 0)
 #: First release pinning a FlashInfer (>= 0.6.15) that does not round the fusion workspace up to 512 MiB.
 EXACT_FUSION_WORKSPACE_SINCE: Version = (0, 27, 0)
-#: The budget constant sets (``glm_operator.planning.budget``).
+#: The budget constant sets (``glm_operator.planning.memory.budget``).
 GENERATION_OLDER, GENERATION_MID, GENERATION_NEWER = 0, 1, 2
 DEFAULT_VERSION: Version = parse_version(VLLM_VERSION)
 #: GPUs at least this large (torch total, GiB) get vLLM 0.33's largest default token budget.
@@ -155,7 +155,7 @@ def model_runner_v2(version: Version, architecture: str, is_moe: bool, hybrid: b
     0.20-0.23: never; 0.24-0.25: the listed architectures; 0.26-0.32: those and every dense model that is
     not hybrid; 0.33: every model. The V1 runner's profiling run samples like 0.10-0.12
     (``_dummy_sampler_run``: one top-k/top-p pass over min(max_num_seqs, max_num_batched_tokens) rows),
-    so its sampler peak is the older one (:func:`glm_operator.planning.budget.sampler_peak_bytes`).
+    so its sampler peak is the older one (:func:`glm_operator.planning.memory.budget.sampler_peak_bytes`).
     """
     if version >= V2_RUNNER_EVERYWHERE_SINCE:
         return True

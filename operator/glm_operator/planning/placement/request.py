@@ -3,7 +3,7 @@
 ``placement_request(spec, pools)`` maps the API model (``glm_operator.api.v1alpha1``, which has
 checked every value) to a frozen request: the spec is validated once, by the API models, and the
 planner reads the result. ``serving.image`` picks the vLLM release whose memory-budget rules apply
-(:mod:`glm_operator.planning.engine`). What only the planner can find wrong (a context above the
+(:mod:`glm_operator.planning.releases`). What only the planner can find wrong (a context above the
 model's limit, a GPU type nobody has) raises :class:`PlanningInputError` with one line naming the
 field and the fix. Pure: no Kubernetes imports.
 """
@@ -17,13 +17,13 @@ from typing import Any
 from glm_operator.api.v1alpha1 import GLMDeploymentSpec, spec_from_dict
 from glm_operator.api.vllm_args import flag_value
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE
-from glm_operator.planning.engine import (
+from glm_operator.planning.releases import (
     DEFAULT_ENGINE,
     VllmEngine,
     default_gpu_memory_utilization,
     engine_for_image,
 )
-from glm_operator.planning.nodes import GpuPool
+from glm_operator.planning.supply.nodes import GpuPool
 
 DEFAULT_CONTEXT_LENGTH = 32768
 

@@ -37,9 +37,9 @@ from typing import Any, Protocol
 
 from glm_operator.catalog.gpus import find_gpu
 from glm_operator.catalog.models import CatalogError
-from glm_operator.planning.fit import FitInputError
-from glm_operator.planning.nodes import GpuPool
-from glm_operator.planning.request import PlacementRequest, PlanningInputError
+from glm_operator.planning.memory.fit import FitInputError
+from glm_operator.planning.placement.request import PlacementRequest, PlanningInputError
+from glm_operator.planning.supply.nodes import GpuPool
 
 MAX_FIXES = 5
 LOWER_PRECISIONS = {

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from glm_operator.catalog.gpus import NVIDIA_RESOURCE_PREFIX
-from glm_operator.planning.nodes import unavailable_nodes
+from glm_operator.planning.supply.nodes import unavailable_nodes
 
 DEFAULT_NODE_GRACE_SECONDS = 300.0
 

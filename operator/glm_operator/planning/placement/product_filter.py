@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from glm_operator.catalog.gpus import GFD_PRODUCT_LABEL, find_gpu, gpu_names
 from glm_operator.catalog.models import CatalogError
-from glm_operator.planning.request import PlanningInputError
+from glm_operator.planning.placement.request import PlanningInputError
 
 
 def allowed_products(

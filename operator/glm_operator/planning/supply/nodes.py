@@ -13,7 +13,7 @@ and how a pod is pinned to that type (a nodeSelector label). Two cases:
 
 Cordoned nodes (``spec.unschedulable``) and nodes whose Ready condition is not True are skipped,
 except those passed in ``held`` (node -> resource -> GPUs the deployment's own pods hold there, see
-``glm_operator.planning.outages``): a node in its outage grace period stays a pool, but only the GPUs
+``glm_operator.planning.supply.outages``): a node in its outage grace period stays a pool, but only the GPUs
 already held count as free, so running replicas keep their place and new ones go elsewhere. GPUs
 already requested by running pods can be passed as ``gpus_used`` (node -> resource -> count). Work is
 O(nodes) once per list of Node dicts (a node cache hands the same dicts until a node changes), then
