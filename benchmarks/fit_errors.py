@@ -161,14 +161,10 @@ def graphs(truth: ModuleType, refit: bool) -> None:
 
 def moe_scratch(truth: ModuleType) -> None:
     """vLLM < 0.18 MoE rows: the source's fused-MoE scratch against the fitted residual."""
-    from glm_operator.planning.memory.budget import (
-        GIB,
-        BudgetSettings,
-        forward_peak_bytes,
-        moe_workspace_bytes,
-        sampler_peak_bytes,
-        triton_fused_moe_bytes,
-    )
+    from glm_operator.planning.memory.activation import forward_peak_bytes, sampler_peak_bytes
+    from glm_operator.planning.memory.constants import GIB
+    from glm_operator.planning.memory.settings import BudgetSettings
+    from glm_operator.planning.memory.workspaces import moe_workspace_bytes, triton_fused_moe_bytes
 
     with truth.CSV_PATH.open(encoding="utf-8") as fh:
         notes = {r["id"]: r["notes"] + " " + r["quantization"] for r in csv.DictReader(fh)}

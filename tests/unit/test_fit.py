@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from glm_operator.catalog.models import resolve_model
-from glm_operator.planning.memory.budget import DEFAULT_CONSTANTS
+from glm_operator.planning.memory.constants import DEFAULT_CONSTANTS
 from glm_operator.planning.memory.fit import (
     FitInput,
     FitInputError,

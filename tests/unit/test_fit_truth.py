@@ -17,29 +17,31 @@ import pytest
 
 from glm_operator.catalog.models import ResolvedModel, resolve_model
 from glm_operator.catalog.vllm import Version
-from glm_operator.planning.memory.budget import (
-    DEFAULT_CONSTANTS,
-    GIB,
-    MODEL_MAX_CAPTURE_SIZE,
-    BudgetSettings,
+from glm_operator.planning.memory.activation import (
     activation_peak_bytes,
     compile_transient_bytes,
+    forward_peak_bytes,
+    mla_profile_upprojection_bytes,
+    sampler_peak_bytes,
+    v1_sampler_pass_bytes,
+)
+from glm_operator.planning.memory.constants import DEFAULT_CONSTANTS, GIB
+from glm_operator.planning.memory.cuda_graphs import (
+    MODEL_MAX_CAPTURE_SIZE,
     cudagraph_bytes,
     cudagraph_capture_sizes,
-    dsa_workspace_bytes,
-    forward_peak_bytes,
-    fusion_workspace_bytes,
-    mla_profile_upprojection_bytes,
-    moe_workspace_bytes,
     newer_cudagraph_capture_sizes,
-    non_torch_bytes,
-    sampler_peak_bytes,
+)
+from glm_operator.planning.memory.fit import FitInput, estimate_fit, max_context_for
+from glm_operator.planning.memory.non_torch import fusion_workspace_bytes, non_torch_bytes
+from glm_operator.planning.memory.settings import BudgetSettings
+from glm_operator.planning.memory.workspaces import (
+    dsa_workspace_bytes,
+    moe_workspace_bytes,
     triton_experts_workspace_bytes,
     triton_fused_moe_bytes,
     v1_dsa_indexer_workspace_bytes,
-    v1_sampler_pass_bytes,
 )
-from glm_operator.planning.memory.fit import FitInput, estimate_fit, max_context_for
 from glm_operator.planning.releases import GENERATION_MID, GENERATION_NEWER, model_runner_v2
 from tests.fit_truth import (
     CSV_PATH,
@@ -859,7 +861,7 @@ def test_v1_sampler_pass_and_mla_layer_are_the_allocations_memtrace_saw() -> Non
     from benchmarks.gpu_truth.cases import LOGS
     from benchmarks.gpu_truth.logparse import memtrace_sites, read_log
 
-    from glm_operator.planning.memory.budget import mla_attention_live_bytes
+    from glm_operator.planning.memory.activation import mla_attention_live_bytes
 
     mib = 2**20
     rows = {s.id: s for s in NEWER}
@@ -911,7 +913,7 @@ def test_gqa_attention_piece_and_full_graphs_follow_the_query_width() -> None:
     from benchmarks.gpu_truth.cases import LOGS
     from benchmarks.gpu_truth.logparse import memtrace_sites, read_log
 
-    from glm_operator.planning.memory.budget import attention_piece_bytes_per_token
+    from glm_operator.planning.memory.activation import attention_piece_bytes_per_token
 
     mib = 2**20
     rows = {s.id: s for s in NEWER}
@@ -1032,7 +1034,7 @@ def _query_normed_graphs_step_at_the_allocators_large_allocation(rows: dict[str,
     from benchmarks.gpu_truth.cases import LOGS
     from benchmarks.gpu_truth.logparse import read_log
 
-    import glm_operator.planning.memory.budget as budget
+    import glm_operator.planning.memory.cuda_graphs as budget
 
     mib = 2**20
     assert budget.qk_norm_graph_bytes_per_capture(12288, 504) == 24 * mib

@@ -19,7 +19,7 @@ from glm_operator.catalog.models import resolve_model
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE, VLLM_VERSION
 from glm_operator.cli import main
 from glm_operator.desired import Observed, compute_desired
-from glm_operator.planning.memory.budget import DEFAULT_CONSTANTS, GIB
+from glm_operator.planning.memory.constants import DEFAULT_CONSTANTS, GIB
 from glm_operator.planning.memory.fit import estimate_fit, fit_input
 from glm_operator.planning.placement.plan import plan_placement
 from glm_operator.planning.placement.request import placement_request_from_spec

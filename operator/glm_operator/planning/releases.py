@@ -155,7 +155,7 @@ def model_runner_v2(version: Version, architecture: str, is_moe: bool, hybrid: b
     0.20-0.23: never; 0.24-0.25: the listed architectures; 0.26-0.32: those and every dense model that is
     not hybrid; 0.33: every model. The V1 runner's profiling run samples like 0.10-0.12
     (``_dummy_sampler_run``: one top-k/top-p pass over min(max_num_seqs, max_num_batched_tokens) rows),
-    so its sampler peak is the older one (:func:`glm_operator.planning.memory.budget.sampler_peak_bytes`).
+    so its sampler peak is the older one (:func:`glm_operator.planning.memory.activation.sampler_peak_bytes`).
     """
     if version >= V2_RUNNER_EVERYWHERE_SINCE:
         return True

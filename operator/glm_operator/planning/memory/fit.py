@@ -77,30 +77,25 @@ from glm_operator.catalog.models import (
     ResolvedModel,
 )
 from glm_operator.catalog.vllm import Version, format_version
-from glm_operator.planning.memory.budget import (
-    DEFAULT_CONSTANTS,
-    DSA_WORKSPACE_FACTOR_LONG,
-    DSA_WORKSPACE_FACTOR_SHORT,
-    DSA_WORKSPACE_FACTOR_SWITCH,
-    MODEL_MAX_CAPTURE_SIZE,
-    BudgetConstants,
-    BudgetSettings,
-    activation_peak_bytes,
-    compile_transient_bytes,
-    cudagraph_bytes,
-    dsa_workspace_bytes_per_context_token,
-    dsa_workspace_factor,
-    flashmla_sparse_load_workspace_bytes,
-    fusion_workspace_bytes,
-    non_torch_bytes,
-    query_width_per_rank,
-)
+from glm_operator.planning.memory.activation import activation_peak_bytes, compile_transient_bytes
+from glm_operator.planning.memory.constants import DEFAULT_CONSTANTS, BudgetConstants
+from glm_operator.planning.memory.cuda_graphs import MODEL_MAX_CAPTURE_SIZE, cudagraph_bytes
 from glm_operator.planning.memory.load import (
     DEEP_GEMM_WORKSPACE_BYTES,
     allocator_waste_bytes,
     rope_cache_bytes,
     router_fp32_extra_bytes,
     weight_tensor_sizes,
+)
+from glm_operator.planning.memory.non_torch import fusion_workspace_bytes, non_torch_bytes
+from glm_operator.planning.memory.settings import BudgetSettings, query_width_per_rank
+from glm_operator.planning.memory.workspaces import (
+    DSA_WORKSPACE_FACTOR_LONG,
+    DSA_WORKSPACE_FACTOR_SHORT,
+    DSA_WORKSPACE_FACTOR_SWITCH,
+    dsa_workspace_bytes_per_context_token,
+    dsa_workspace_factor,
+    flashmla_sparse_load_workspace_bytes,
 )
 from glm_operator.planning.releases import (
     DEFAULT_VERSION,

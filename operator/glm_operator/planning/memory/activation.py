@@ -1,0 +1,323 @@
+"""The torch peak of vLLM's profiling run on one rank: forward, sampler pass, cold compile (pure).
+
+``activation_peak_bytes`` is the larger of the profiling run's peak (the dummy forward of
+``max_num_batched_tokens`` tokens with the MLA and DSA stand-ins, or the dummy sampler pass on the last
+pipeline stage, plus the fused-MoE and DSA workspaces of ``memory.workspaces``) and what a cold
+``torch.compile`` holds. docs/memory-model.md ("Activation peak") has the formulas and the start-ups
+that pin them.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from glm_operator.catalog.models import ModelArchitecture
+from glm_operator.planning.memory.constants import DEFAULT_CONSTANTS, BudgetConstants
+from glm_operator.planning.memory.settings import (
+    PROFILING_V1_NEWER,
+    BudgetSettings,
+    padded_vocab,
+    query_width_per_rank,
+)
+from glm_operator.planning.memory.workspaces import (
+    DSA_MAX_LOGITS_BYTES,
+    dsa_workspace_bytes,
+    flashmla_sparse_load_workspace_bytes,
+    moe_workspace_bytes,
+    v1_dsa_indexer_workspace_bytes,
+    v1_dsa_shared_workspace,
+)
+from glm_operator.planning.releases import GENERATION_MID, GENERATION_NEWER
+
+# MLA's profile-run stand-in for the chunked-context up-projection (mla_profile_upprojection_bytes)
+MLA_CHUNKED_CONTEXT_MAX_ROWS = 64 * 1024
+
+#: query-width bf16 buffers a GQA/MHA attention piece holds per token (attention_piece_bytes_per_token)
+ATTENTION_PIECE_Q_BUFFERS = 5
+
+#: tokens per profiling request from which 257-512 requests held two attention-piece sets (Air, 0.26; one
+#: set at 768 and 1024 requests: attention_piece_bytes_per_token)
+ATTENTION_PIECE_TWO_SETS_TOKENS_PER_REQUEST = 32
+
+ATTENTION_PIECE_TWO_SETS_MAX_REQUESTS = 512
+
+#: The V1 runner's dummy sampler pass per row and vocabulary entry (vLLM 0.22-0.28 read): the bf16 logits,
+#: their fp32 copy (``Sampler.forward``), the probabilities and the exponential noise (``random_sample``),
+#: 2 + 4 + 4 + 4
+V1_SAMPLER_BYTES_PER_ENTRY = 14
+
+#: ``apply_top_k_top_p_triton`` (``vllm/v1/sample/ops/topk_topp_triton.py``) runs from 8 rows on; below that
+#: PyTorch's sort path (``sampler_bytes_native``)
+TOPK_TOPP_TRITON_MIN_ROWS = 8
+
+#: its cached fp32 scratch has one vocabulary row per program, min(next power of 2 >= rows, SMs): the SMs of
+#: an H100/H200 (132); a GPU with fewer keeps up to 0.04 GiB less at a 152K vocabulary
+TOPK_TOPP_TRITON_PROGRAMS = 132
+
+MLA_BLOCK_SIZE = 16  # vLLM's default KV block size: the rows' lower bounds (4 and 1 pages per request)
+
+
+@functools.lru_cache(maxsize=4096)
+def activation_bytes_per_token(arch: ModelArchitecture, tp: int) -> float:
+    """Live bytes per scheduled token in one layer on one rank (structural estimate, see docstring)."""
+    h = arch.hidden_size
+    heads = arch.num_attention_heads / tp
+    residual = 4.0 * h * 2
+    if arch.is_mla:
+        qk = arch.qk_nope_head_dim + arch.qk_rope_head_dim
+        attn = (
+            heads * qk
+            + arch.kv_lora_rank
+            + arch.qk_rope_head_dim
+            + heads * (arch.qk_nope_head_dim + arch.v_head_dim)
+            + heads * arch.v_head_dim
+            + arch.q_lora_rank
+        ) * 2.0
+    else:
+        q = heads * arch.head_dim
+        kv = max(1.0, arch.num_kv_heads / tp) * arch.head_dim
+        attn = (2 * q + 2 * kv) * 2.0
+    if arch.linear_attention_layers:
+        attn = max(attn, 5.0 * arch.linear_num_heads * arch.linear_head_dim / tp * 2)
+    mlp = 3.0 * arch.intermediate_size / tp * 2
+    if arch.is_moe:
+        k = arch.num_experts_per_tok or 1
+        moe = k * (3.0 * arch.moe_intermediate_size / tp + h) * 2 + arch.n_routed_experts * 4.0
+        mlp = max(mlp if arch.first_k_dense_replace else 0.0, moe)
+    return residual + max(attn, mlp)
+
+
+def mla_attention_live_bytes(arch: ModelArchitecture, tp: int) -> float:
+    """Bytes per scheduled token an MLA layer holds at the V1 runner's profiling peak, on one rank.
+
+    The peak of an MLA model's dummy forward is inside its attention op, where ``MLAAttention.forward_impl``
+    allocates the chunked-context stand-in (:func:`mla_profile_upprojection_bytes`) beside the op's inputs and
+    output (``vllm/model_executor/layers/attention/mla_attention.py`` 0.26.0 L661 and L706-716): the
+    queries, heads/TP x (qk_nope + qk_rope), the output, heads/TP x v_head, the compressed KV and its rope
+    part, kv_lora + qk_rope, and the layer's hidden states, all bf16. The fused-MoE intermediates live in the
+    workspace manager's buffer, counted apart (:func:`moe_workspace_bytes`). GLM-5 (64 heads of 192 + 64
+    and 256, kv_lora 512, hidden 6144): 78,976 B per token; memtrace on the H200 (vLLM 0.26.0) holds six
+    blocks of 649 MiB at 8192 tokens and 1266 MiB at 16384 (83,072 and 81,024 B per token, block rounding
+    included), where ``v1_forward_scale`` x the structural estimate gave 114 KB per token (0.5 GiB over at
+    16384).
+    """
+    heads = arch.num_attention_heads / max(1, tp)
+    per_head = arch.qk_nope_head_dim + arch.qk_rope_head_dim + arch.v_head_dim
+    return (heads * per_head + arch.kv_lora_rank + arch.qk_rope_head_dim + arch.hidden_size) * 2.0
+
+
+def forward_peak_bytes(
+    arch: ModelArchitecture, tp: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS
+) -> float:
+    """The dummy forward's live activations: a scale per profiling run x the structural bytes per token.
+
+    A dense GQA model's forward is the same compiled layer piece under either model runner of vLLM >= 0.20,
+    so the V1 runner takes Model Runner V2's measured ``newer_forward_scale`` for it: memtrace of Qwen3-8B on
+    the V1 runner at 8192 tokens with a warm compile cache (``benchmarks/gpu_truth/logs/repeats/
+    qwen3-8b-v1-b8k-s7call11-warm.log.gz``) holds gate/up 384 + SiLU 192 + 3 x 64 + 32 MiB = 800 MiB at the
+    peak, V2 at 16384 tokens 1628 MiB of the same blocks. ``v1_forward_scale`` stays for MoE and MLA
+    models; an MLA model's peak on the V1 runner is its attention layer (:func:`mla_attention_live_bytes`).
+    The other way round, a GQA MoE model under Model Runner V2 takes ``v1_forward_scale``: GLM-4.7's shapes
+    and GLM-4.5-Air forced onto V2 (vLLM 0.26, memtrace) peak at the same blocks as on V1, the workspace
+    manager's buffer and the attention piece's nine (1009 / 977 MiB at 8192 tokens), where
+    ``newer_forward_scale`` x the structural bytes came to 0.5 / 0.3 GiB more."""
+    if settings.profiling_run == PROFILING_V1_NEWER and arch.is_mla:
+        return mla_attention_live_bytes(arch, tp) * settings.max_num_batched_tokens
+    scale = {
+        GENERATION_NEWER: c.newer_forward_scale,
+        GENERATION_MID: c.mid_forward_scale,
+        PROFILING_V1_NEWER: c.v1_forward_scale,
+    }.get(settings.profiling_run, c.forward_scale)
+    dense = not (arch.is_moe or arch.is_mla or arch.linear_attention_layers)
+    if settings.profiling_run == PROFILING_V1_NEWER and dense:
+        scale = c.newer_forward_scale
+    gqa_moe = arch.is_moe and not (arch.is_mla or arch.linear_attention_layers)
+    if settings.profiling_run == GENERATION_NEWER and gqa_moe:
+        scale = c.v1_forward_scale
+    per_token = scale * activation_bytes_per_token(arch, tp)
+    if settings.generation == GENERATION_NEWER:
+        piece = attention_piece_bytes_per_token(
+            arch, tp, settings.max_num_seqs, settings.max_num_batched_tokens
+        )
+        per_token = max(per_token, piece)
+    return per_token * settings.max_num_batched_tokens
+
+
+def attention_piece_bytes_per_token(
+    arch: ModelArchitecture, tp: int, max_num_seqs: int = 256, max_num_batched_tokens: int = 0
+) -> float:
+    """What the compiled layer piece around a GQA/MHA attention holds per token at the profiling run's peak,
+    on one rank (vLLM >= 0.20; 0 for MLA, :func:`mla_attention_live_bytes`): ``ATTENTION_PIECE_Q_BUFFERS``
+    bf16 buffers of the query width (heads / TP x head_dim): the fused qkv output, the normed and rotated
+    queries, the attention output. Where the query is wider than the MLP's share of a token it is the
+    forward's peak: GLM-4.5-Air (96 heads of 128 over a 4096 hidden, the GLM-4.5/4.6/4.7 attention) holds
+    977 / 1921 MiB in it at 8192 / 16384 tokens and 256 sequences on the H200 (memtrace, vLLM 0.26.0: the
+    224 MiB qkv output and 192 MiB query blocks among nine), 4.97 / 4.89 query widths per token, where the
+    fitted MoE forward rate gave 3.1; GLM-4.7's shapes (12 of its layers) 1009 MiB at 8192 tokens.
+
+    One Air start-up shape holds two such sets (19 blocks of the same compiled kernels, the qkv output
+    twice) and two hidden-size outputs beside them: 512 sequences at 16384 tokens, 4073 + 256 MiB, at 32768
+    and at 131072 tokens of context alike. The single set held at 256 sequences (4096, 8192 and 16384
+    tokens), at 512 sequences with 8192 tokens, at 1024 with 16384 (there the profiling peak is the
+    sampler pass, which the doubled set would have passed), at 768 and at 1024 with 32768 (memtrace: the
+    workspace manager's 4096 MiB beside 9 blocks, 3809 MiB; 42-43 and 32 tokens a request). The profiling
+    run gives min(max_num_seqs, tokens) requests tokens // requests each and the remainder to the last
+    (``_dummy_run``, vLLM 0.26 ``gpu_model_runner.py`` L5859-5862), so the doubled shape is the only one
+    measured with 257-512 requests of 32 tokens or more each: planned so, which keeps the doubled set for
+    the unmeasured shapes of that kind (384 x 16384, 512 x 32768) [open: why the run keeps two layers'
+    buffers there; neither "more than 256 requests of >= 32 tokens" nor "of equal length" held at 768 and
+    1024 x 32768; measured on vLLM 0.26's V1 runner alone].
+    """
+    if arch.is_mla:
+        return 0.0
+    piece = ATTENTION_PIECE_Q_BUFFERS * query_width_per_rank(arch, tp) * 2.0
+    if (
+        256 < max_num_seqs <= ATTENTION_PIECE_TWO_SETS_MAX_REQUESTS
+        and max_num_batched_tokens >= ATTENTION_PIECE_TWO_SETS_TOKENS_PER_REQUEST * max_num_seqs
+    ):
+        return 2 * piece + 2 * arch.hidden_size * 2.0
+    return piece
+
+
+def sampler_peak_bytes(
+    arch: ModelArchitecture, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS, tp: int = 1
+) -> float:
+    """The profiling run's dummy sampler pass over min(max_num_seqs, max_num_batched_tokens) rows.
+
+    Model Runner V2 (vLLM >= 0.20 where it is the default; ``_dummy_sampler_run`` in ``vllm/v1/worker/gpu/
+    model_runner.py``, read in 0.26.0): the logits of the rows in bf16 and nothing of the vocabulary's
+    size beside them (temperature, min-p and top-k/top-p work in place, the Gumbel sample keeps a few
+    values per row), ``newer_sampler_bytes`` = 2 per row and vocabulary entry, plus the model's last
+    hidden states and the rows picked from them. At TP > 1 ``LogitsProcessor._gather_logits`` all-gathers
+    the rank's slice into a [TP x rows, vocabulary / TP] buffer and reshapes it into a copy
+    (``all_gather`` in ``base_device_communicator.py``): 2 + 2 / TP bytes more per entry at its peak.
+    Measured (``gpu_truth memtrace``, Qwen3-8B on the H200, 8192 rows): 2374 MiB of bf16 logits, 8192 x
+    151,936 x 2 B, and 160 MiB of hidden states, 2548 MiB in all.
+
+    The V1 runner, which vLLM 0.20-0.32 still use for some models
+    (:func:`glm_operator.planning.releases.model_runner_v2`): :func:`v1_sampler_pass_bytes`, the same with
+    FlashInfer's sampler or PyTorch's, beside the same hidden states (GLM-4.7-Flash at 16384 tokens and 1024
+    rows, memtrace: the 2195.5 MiB pass, the 640 MiB fused-MoE workspace and the forward's 64 MiB output).
+    """
+    rows = min(settings.max_num_seqs, settings.max_num_batched_tokens)
+    native_on_v1 = settings.model_runner_v1 and not settings.flashinfer_sampler
+    # the forward's hidden states stay alive through the pass, beside the rows picked from them
+    hidden = (rows + settings.max_num_batched_tokens) * arch.hidden_size * 2.0
+    if settings.profiling_run == GENERATION_NEWER:
+        gather = 2.0 + 2.0 / tp if tp > 1 else 0.0
+        return (c.newer_sampler_bytes + gather) * rows * padded_vocab(arch) + hidden
+    if settings.profiling_run == PROFILING_V1_NEWER:
+        return v1_sampler_pass_bytes(rows, padded_vocab(arch), c) + hidden
+    if settings.profiling_run == GENERATION_MID and not native_on_v1:
+        per = c.mid_sampler_bytes
+    else:
+        per = c.sampler_bytes_flashinfer if settings.flashinfer_sampler else c.sampler_bytes_native
+    return per * rows * padded_vocab(arch)
+
+
+def v1_sampler_pass_bytes(rows: int, vocab: int, c: BudgetConstants = DEFAULT_CONSTANTS) -> float:
+    """The V1 runner's ``_dummy_sampler_run`` over ``rows`` rows (read in vLLM 0.22.0, 0.24.0, 0.26.0, 0.28.0,
+    ``vllm/v1/worker/gpu_model_runner.py``): one sampler pass with the release's top-k/top-p sampler, then
+    ("Also warm forward_native") one with PyTorch's, whatever ``VLLM_USE_FLASHINFER_SAMPLER`` says. The
+    peak is the PyTorch pass: the bf16 logits, their fp32 copy (``Sampler.forward``), the probabilities and
+    the exponential noise of ``random_sample``, ``V1_SAMPLER_BYTES_PER_ENTRY`` = 14 B per row and vocabulary
+    entry (FlashInfer's pass holds the same: its masked logits in place of the noise), plus from 8 rows on
+    the fp32 scratch of the Triton top-k/top-p kernel, min(next power of 2 >= rows, SMs) vocabulary rows,
+    which it caches. Measured (``gpu_truth memtrace``, vLLM 0.26.0 on the H200, 1024 rows of 151,936
+    entries): 296.8 + 3 x 593.5 + 76.5 = 2153.8 MiB for Qwen2.5-0.5B with either sampler and for
+    Qwen3-30B-A3B-FP8. Below 8 rows PyTorch sorts the logits (``sampler_bytes_native``). It replaces a rate of
+    16.04 B per entry (0.18-0.19's, fitted), which is this at 256 rows and 14 % over it at 1024, and the sort
+    path's 38.8 B for ``VLLM_USE_FLASHINFER_SAMPLER=0``, which the Triton kernel ended in 0.22."""
+    if rows < TOPK_TOPP_TRITON_MIN_ROWS:
+        return c.sampler_bytes_native * rows * vocab
+    programs = min(1 << (rows - 1).bit_length(), TOPK_TOPP_TRITON_PROGRAMS)
+    return float((V1_SAMPLER_BYTES_PER_ENTRY * rows + 4 * programs) * vocab)
+
+
+def mla_profile_upprojection_bytes(arch: ModelArchitecture, tp: int, settings: BudgetSettings) -> float:
+    """The tensor MLA allocates in the profiling run in place of the chunked-context up-projection.
+
+    With no attention metadata (the profiling run skips attention), ``MLAAttention.forward_impl``
+    (``vllm/model_executor/layers/attention/mla_attention.py``: 0.26.0 L706-716, 0.33.0 L936-948; since
+    vllm-project/vllm#12639) allocates what ``kv_b_proj(kv_c)`` of ``_compute_prefill_context`` would
+    produce at its largest, ``(chunked_prefill_workspace_size, heads / TP, qk_nope + v_head)`` in the model
+    dtype, so the peak holds it beside the layer's other activations. The rows
+    (``MLACommonMetadataBuilder.determine_chunked_prefill_workspace_size``) are
+    ``min(max(8 x max_model_len, 4 x max_num_seqs x block), 64K)``, at least one block per request: 64K
+    from max_model_len 8192 on, whatever max_num_batched_tokens. GLM-4.7-Flash: 65536 x 20 x 448 x 2 B =
+    1.09 GiB (its H200 start-ups peak at 1.63 GiB at max-num-seqs 64 and 256 alike); GLM-5.x at TP 1:
+    3.50 GiB, at TP 8 0.44 GiB.
+    """
+    if not arch.is_mla:
+        return 0.0
+    context = settings.max_model_len or MLA_CHUNKED_CONTEXT_MAX_ROWS
+    rows = min(max(8 * context, 4 * settings.max_num_seqs * MLA_BLOCK_SIZE), MLA_CHUNKED_CONTEXT_MAX_ROWS)
+    rows = max(rows, settings.max_num_seqs * MLA_BLOCK_SIZE)
+    heads = arch.num_attention_heads / max(1, tp)
+    return rows * heads * (arch.qk_nope_head_dim + arch.v_head_dim) * 2.0
+
+
+def compile_transient_bytes(arch: ModelArchitecture, tp: int, settings: BudgetSettings) -> float:
+    """What a cold ``torch.compile`` allocates inside vLLM's profiling run, on one rank (vLLM >= 0.20).
+
+    The first forward of the profiling run compiles the model (``compilation/compiler_interface.py`` L376
+    in 0.26.0, ``standalone_compile`` with the real example inputs), and what Inductor allocates there counts
+    in the torch peak. The H200 start-ups of ``benchmarks/gpu_truth`` (every one a cold compile, as in a
+    pod: the operator keeps no compile cache) show it, allocation by allocation in the ``gpu_truth
+    memtrace`` lines, as the peak of every run whose forward and sampler are small: Qwen3-30B-A3B-FP8 at
+    2048 tokens and 32 sequences peaks at 609.5 MiB, all of it inside that call, where its embedding is
+    151,936 x 2048 x 2 B = 594.5 MiB; Qwen3-8B peaks at 1.19 / 1.29 GiB at 2048 / 8192 tokens (embedding
+    1.16 GiB) and gpt-oss-20b at 1.12 / 1.17 GiB at 4096 / 8192 (embedding 1.08 GiB)::
+
+        compile_transient = padded vocab / TP x hidden x 2 B + 2 x max_num_batched_tokens x hidden x 2 B
+
+    [inferred: the block sizes inside the compile were not printed; the figure is the embedding table's and
+    two hidden-state buffers of the batch, within 0.02 GiB on those five start-ups]. A warm compile cache
+    skips it: the two Qwen2.5 logs on an RTX 4090 (vLLM 0.24, "torch.compile took 3-4 s", a partial cache
+    hit) keep less than their embedding. With ``--enforce-eager`` nothing is compiled.
+    """
+    if settings.enforce_eager or settings.compile_cache_warm or settings.generation != GENERATION_NEWER:
+        return 0.0
+    hidden = arch.hidden_size
+    return (
+        padded_vocab(arch) / max(1, tp) * hidden * 2.0 + 2.0 * settings.max_num_batched_tokens * hidden * 2.0
+    )
+
+
+def activation_peak_bytes(
+    arch: ModelArchitecture,
+    tp: int,
+    settings: BudgetSettings,
+    c: BudgetConstants = DEFAULT_CONSTANTS,
+    last_stage: bool = True,
+) -> float:
+    """torch peak increase of vLLM's profiling run on one rank: the forward's peak (and the sampler's on the
+    last stage) or, when larger, the cold compile's (:func:`compile_transient_bytes`).
+
+    Only the last pipeline stage runs the dummy sampler (``profile_run``: ``if get_pp_group().is_last_rank``
+    in ``vllm/v1/worker/gpu_model_runner.py``, ``if self.is_last_pp_rank`` in the 0.33 runner
+    ``vllm/v1/worker/gpu/model_runner.py``); earlier stages peak at the forward pass.
+    """
+    return max(
+        _run_peak_bytes(arch, tp, settings, c, last_stage), compile_transient_bytes(arch, tp, settings)
+    )
+
+
+def _run_peak_bytes(
+    arch: ModelArchitecture, tp: int, settings: BudgetSettings, c: BudgetConstants, last_stage: bool
+) -> float:
+    mla = mla_profile_upprojection_bytes(arch, tp, settings)
+    moe = moe_workspace_bytes(arch, tp, c, settings.compute_capability, settings)
+    if arch.index_head_dim and v1_dsa_shared_workspace(settings):
+        # vLLM 0.26's V1 runner on a DSA model (read in the 0.26.0 wheel): the indexer's 512 MiB logits
+        # stand-in is a transient inside the indexer op, freed before the MLA stand-in of the same layer, and
+        # its K-gather rows share the workspace manager's one buffer with the fused-MoE workspace
+        forward = forward_peak_bytes(arch, tp, settings, c) + max(mla, float(DSA_MAX_LOGITS_BYTES))
+        peak = max(forward, sampler_peak_bytes(arch, settings, c, tp)) if last_stage else forward
+        # the workspace grows only past what FlashMLA-sparse reserved at load (counted as weights)
+        workspace = max(moe, v1_dsa_indexer_workspace_bytes(arch, settings))
+        grows = workspace > flashmla_sparse_load_workspace_bytes(arch, tp, settings)
+        return peak + (workspace if grows else 0.0)
+    forward = forward_peak_bytes(arch, tp, settings, c) + mla
+    peak = max(forward, sampler_peak_bytes(arch, settings, c, tp)) if last_stage else forward
+    return peak + moe + dsa_workspace_bytes(arch, settings)

@@ -1,0 +1,175 @@
+"""vLLM's CUDA-graph memory on one rank: capture sizes and the estimate it takes off the budget (pure).
+
+From vLLM 0.20 the profiling run estimates the graphs' memory and subtracts it; before, the graphs are
+captured after the KV cache, in the ``1 - gpu_memory_utilization`` headroom. ``cudagraph_bytes`` models
+the estimate of each model runner (PIECEWISE graphs per layer and capture size, FULL decode graphs per
+request and query element). docs/memory-model.md ("CUDA graphs").
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from glm_operator.planning.memory.constants import DEFAULT_CONSTANTS, BudgetConstants
+from glm_operator.planning.memory.settings import BudgetSettings, is_hopper
+from glm_operator.planning.releases import GENERATION_MID, GENERATION_NEWER, GENERATION_OLDER
+
+MAX_CAPTURE_SIZE = 512
+
+#: models whose vLLM config raises the largest CUDA-graph capture size whatever max_num_seqs (vLLM 0.26
+#: ``GptOssForCausalLMConfig.verify_and_update_config``, ``vllm/model_executor/models/config.py``
+#: L366-379, 0.33 L549-559: "Increase the max capture size from 512 to 1024 for performance"; the H200
+#: logs of gpt-oss-20b at 64 and 128 sequences both say "PIECEWISE=83 (largest=1024)")
+MODEL_MAX_CAPTURE_SIZE = {"GptOssForCausalLM": 1024}
+
+#: PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp): an allocation of kMinLargeAlloc or
+#: more gets a segment of its own, rounded up to kRoundLarge; smaller ones share 2 / 20 MiB segments
+ALLOCATOR_MIN_LARGE_ALLOC = 10 * 2**20
+
+ALLOCATOR_ROUND_LARGE = 2 * 2**20
+
+#: bf16 query buffers a query-normed glm4_moe piecewise graph keeps per capture once they are large
+#: allocations (qk_norm_graph_bytes_per_capture): GLM-4.7's 24 MiB per graph is two of 12 MiB
+QK_NORM_GRAPH_QUERY_BUFFERS = 2
+
+
+@functools.lru_cache(maxsize=256)
+def cudagraph_capture_sizes(max_num_seqs: int) -> tuple[int, ...]:
+    """vLLM's default capture sizes (0.10-0.12): 1, 2, 4, then every 8 up to min(2 x seqs, 512)."""
+    largest = min(MAX_CAPTURE_SIZE, 2 * max_num_seqs)
+    sizes = [s for s in (1, 2, 4) if s <= largest]
+    sizes += list(range(8, largest + 1, 8))
+    return tuple(sizes)
+
+
+@functools.lru_cache(maxsize=256)  # pure; asked for every candidate of every plan
+def newer_cudagraph_capture_sizes(
+    max_num_seqs: int,
+    max_num_batched_tokens: int = 0,
+    compute_capability: float = 9.0,
+    max_capture_size: int = 0,
+) -> tuple[int, ...]:
+    """vLLM 0.33's default capture sizes (``VllmConfig._set_cudagraph_sizes``, ``vllm/config/vllm.py``;
+    0.26.0 L1783-1843 the same but for the Blackwell ceiling).
+
+    1, 2, 4, every 8 below 256, then every 16 up to min(2 x max_num_seqs, 512) (1024 on data-center
+    Blackwell, compute capability 10.x) or the model's own ``max_capture_size``
+    (:data:`MODEL_MAX_CAPTURE_SIZE`), at most max_num_batched_tokens, plus max_num_batched_tokens when
+    it is below that ceiling.
+    """
+    ceiling = 1024 if int(compute_capability) == 10 else MAX_CAPTURE_SIZE
+    largest = max_capture_size or min(2 * max_num_seqs, ceiling)
+    if max_num_batched_tokens > 0:
+        largest = min(largest, max_num_batched_tokens)
+    sizes = {s for s in (1, 2, 4) if s <= largest}
+    sizes |= set(range(8, min(largest + 1, 256), 8))
+    sizes |= set(range(256, largest + 1, 16))
+    if 0 < max_num_batched_tokens <= largest:
+        sizes.add(max_num_batched_tokens)
+    return tuple(sorted(sizes))
+
+
+def qk_norm_graph_bytes_per_capture(q_width: int, tokens: int) -> float:
+    """What each piecewise capture after the first keeps for a query-normed glm4_moe model (GLM-4.5/4.6/4.7,
+    ``use_qk_norm``), above what the same attention without the norm keeps (GLM-4.5-Air), on one rank of
+    the V1 runner's estimate: ``QK_NORM_GRAPH_QUERY_BUFFERS`` bf16 query buffers of ``tokens`` (the sampled
+    capture size) x ``q_width`` (heads / TP x head_dim), each rounded up as PyTorch's caching allocator
+    rounds a large allocation, and nothing while such a buffer stays under its 10 MiB large-allocation
+    threshold (then it shares a segment).
+
+    Measured (DEBUG "Estimated PIECEWISE CUDA graph memory", vLLM 0.26 on the H200, 504-token sample):
+    GLM-4.7's shapes at query width 12288 (11.8 MiB a buffer) sample 24 MiB per graph at 12 layers, 256
+    and 1024 sequences alike, and ~26 at 6 layers (from the total), so not per layer; at 10240 (80 heads,
+    9.8 MiB) and at 6144 (the attention of a TP-2 rank, 5.9 MiB) 1 MiB, as Air (4). A rate per query
+    element fitted on the two 12288 rows (3.74 B) planned 0.55 / 0.90 GiB of graphs those two shapes do
+    not take. So GLM-4.5/4.6/4.7 take it at TP 1 only with vLLM's 512-token ceiling, and at TP 2 where the
+    capture sizes reach 1024 (data-center Blackwell) [inferred: why large blocks stay per graph and small
+    ones are reused is not read in the allocator].
+    """
+    buffer = q_width * tokens * 2
+    if buffer < ALLOCATOR_MIN_LARGE_ALLOC:
+        return 0.0
+    rounded = math.ceil(buffer / ALLOCATOR_ROUND_LARGE) * ALLOCATOR_ROUND_LARGE
+    return float(QK_NORM_GRAPH_QUERY_BUFFERS * rounded)
+
+
+def cudagraph_bytes(
+    layers_on_rank: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS, tp: int = 1
+) -> float:
+    """Memory of CUDA graphs on one rank (0 with --enforce-eager); see "CUDA graphs, vLLM >= 0.18" in the
+    module docstring.
+
+    vLLM < 0.18 (graphs captured after the KV cache): ``cudagraph_bytes_per_piece`` per layer and
+    capture size. vLLM >= 0.18, the V1 model runner's estimate (0.18-0.19, and 0.20-0.32 for models off
+    Model Runner V2's list), not divided by TP::
+
+        graph_bytes_per_piece x layers on the rank x capture sizes
+        + (graph_bytes_per_decode_seq [+ mla_graph_bytes_per_decode_seq for MLA])
+          x min(max_num_seqs, largest capture size)
+
+    (capture sizes: :func:`newer_cudagraph_capture_sizes`, with the model's own ceiling where its vLLM config
+    sets one, :data:`MODEL_MAX_CAPTURE_SIZE`) plus ``v1_fp8_online_graph_bytes_per_layer`` per layer when
+    an MLA model's bf16 checkpoint is quantized at load, and, for DSA models with a bf16 KV cache,
+    ``dsa_graph_bytes_per_index_head_token`` x index heads x max_model_len per decode request: the FULL
+    decode graph keeps the indexer's paged-MQA logits
+    (``fp8_fp4_paged_mqa_logits``, ``model_executor/layers/sparse_attn_indexer.py`` 0.26 L582-590, output
+    [B, max_model_len] fp32 per index head before the weighted sum, as the logged estimates scale:
+    GLM-5-FP8 0.28 / 1.01 / 1.91 GiB at 64 / 256 / 512 requests, GLM-5 0.13 GiB at 32, all at 32k
+    tokens; fitted at 1.41 B, under the 4 B of fp32 logits). With an fp8 KV cache the one H200 log
+    (GLM-5, 128 requests at 128k tokens, 0.22 GiB) shows no such term: FlashMLA-sparse's fp8 path
+    reserves its buffers when the model is built.
+    FULL decode graphs under FlashAttention 2 (Ampere, Ada; ``graph_q_width`` 0) keep no split-KV
+    accumulators: on the H200 with ``--attention-config.flash_attn_version=2`` the FULL first capture is
+    0 MiB for Qwen2.5-7B and -0.5B (114 and 28 with FlashAttention 3) and each further graph 2 MiB (1).
+    A query-normed glm4_moe model (GLM-4.5/4.6/4.7) can sample far more per piecewise graph than any other
+    model measured: :func:`qk_norm_graph_bytes_per_capture` for every capture but the first.
+    Model Runner V2 on Hopper: ``hopper_v2_graph_bytes_per_piece`` per layer and capture size plus
+    ``hopper_v2_graph_bytes_per_decode_q_element`` per query element on the rank and decode request (see
+    "Model Runner V2 (vLLM 0.33 ...)" in the module docstring); elsewhere (0.33 for every model):
+    ``newer_cudagraph_bytes_per_piece`` per layer and capture
+    size, divided by TP.
+    """
+    if settings.enforce_eager:
+        return 0.0
+    if settings.generation == GENERATION_OLDER:
+        pieces = layers_on_rank * len(cudagraph_capture_sizes(settings.max_num_seqs))
+        return c.cudagraph_bytes_per_piece * pieces
+    sizes = newer_cudagraph_capture_sizes(
+        settings.max_num_seqs,
+        settings.max_num_batched_tokens,
+        settings.compute_capability,
+        settings.max_cudagraph_capture_size,
+    )
+    decode = min(settings.max_num_seqs, sizes[-1]) if sizes else 0
+    if settings.profiling_run == GENERATION_NEWER:
+        if not settings.v2_graph_estimate:
+            return 0.0  # vLLM 0.26's Model Runner V2: profile_cudagraph_memory returns 0
+        if is_hopper(settings.compute_capability):
+            v2_pieces = c.hopper_v2_graph_bytes_per_piece * layers_on_rank * len(sizes)
+            return v2_pieces + c.hopper_v2_graph_bytes_per_decode_q_element * settings.graph_q_width * decode
+        return c.newer_cudagraph_bytes_per_piece * layers_on_rank * len(sizes) / max(1, tp)
+    fp8_online = c.v1_fp8_online_graph_bytes_per_layer * layers_on_rank if settings.fp8_online_mla else 0.0
+    if settings.generation == GENERATION_MID:
+        per_piece, per_seq, mla_per_seq, per_q = (
+            c.mid_graph_bytes_per_piece,
+            c.mid_graph_bytes_per_decode_seq,
+            c.mid_mla_graph_bytes_per_decode_seq,
+            c.mid_graph_bytes_per_decode_q_element,
+        )
+    else:
+        per_piece, per_seq, mla_per_seq, per_q = (
+            c.pre_hopper_graph_bytes_per_piece
+            if settings.compute_capability < 9
+            else c.graph_bytes_per_piece,
+            c.graph_bytes_per_decode_seq,
+            c.mla_graph_bytes_per_decode_seq,
+            c.graph_bytes_per_decode_q_element,
+        )
+    piecewise = per_piece * layers_on_rank * len(sizes)
+    if settings.generation == GENERATION_NEWER and len(sizes) > 1:
+        second = sizes[-2]  # the capture vLLM samples "per-graph" from (after the largest)
+        piecewise += qk_norm_graph_bytes_per_capture(settings.qk_norm_q_width, second) * (len(sizes) - 1)
+    dsa = c.dsa_graph_bytes_per_index_head_token * settings.dsa_graph_index_heads * settings.max_model_len
+    per_request = per_seq + (mla_per_seq if settings.mla else 0.0) + per_q * settings.graph_q_width
+    return piecewise + (per_request + dsa) * decode + fp8_online

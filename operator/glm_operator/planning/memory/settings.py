@@ -1,0 +1,110 @@
+"""The engine settings vLLM's non-KV memory depends on, beyond the model and TP/PP (pure).
+
+:class:`BudgetSettings` is filled once per fit (``memory.fit``) from the release's rules
+(``planning.releases``) and the instance's flags; every term of the budget reads it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from glm_operator.catalog.models import ModelArchitecture
+from glm_operator.planning.releases import GENERATION_NEWER, GENERATION_OLDER
+
+#: the profiling run of vLLM >= 0.20 under the V1 model runner (BudgetSettings.profiling_run): not a budget
+#: generation, its own constants (v1_*)
+PROFILING_V1_NEWER = 3
+
+VOCAB_PADDING = 64
+
+
+@dataclass(frozen=True)
+class BudgetSettings:
+    """The engine settings the non-KV memory depends on (beyond the model and TP/PP).
+
+    Data parallelism is not among them: every budget here is for one engine with DP = 1, the only layout
+    the operator renders (``--data-parallel-*`` are managed flags that ``serving.extraArgs`` may not set,
+    ``glm_operator.api.vllm_args``). What DP > 1 would add per rank in vLLM 0.33, not modelled: with expert
+    parallel the fused-MoE layers switch to all-to-all kernels (``use_all2all_kernels`` is ``use_ep and
+    dp_size > 1``, ``vllm/model_executor/layers/fused_moe/config.py`` L1035-1038) and their dispatch/combine
+    buffers, and the DP ranks pad each step, the captured graphs included, to a common batch
+    (``vllm/v1/worker/gpu/dp_utils.py``).
+    """
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    flashinfer_sampler: bool = False
+    custom_all_reduce: bool = True
+    enforce_eager: bool = False
+    # torch.compile loads its artifacts instead of compiling in the profiling run (compile_transient_bytes)
+    compile_cache_warm: bool = False
+    # the cuBLAS handles exist before vLLM's first memory snapshot (planning.engine.cublas_before_snapshot:
+    # 0.33, assumed from 0.27); before that they are non-torch memory (mid_non_torch_gib)
+    cublas_before_snapshot: bool = True
+    max_model_len: int = 0
+    compute_capability: float = 9.0
+    decode_context_parallel_size: int = 1
+    # which constant set (planning.engine.budget_generation): GENERATION_NEWER (vLLM >= 0.20) has the
+    # CUDA-graph estimate in the budget and the newer profiling run (constants newer_*), GENERATION_MID
+    # (0.18-0.19) the mid_* constants
+    generation: int = GENERATION_OLDER
+    # FlashInfer <= 0.6.14 (vLLM 0.18-0.26): fusion buffers rounded up to 512 MiB, no fusion with PP
+    fusion_workspace_rounded: bool = False
+    # vLLM >= 0.20 profiling with the V1 model runner (planning.engine.model_runner_v2 is False): its
+    # profiling run is 0.18-0.19's (the mid_* constants; see profiling_run), the graph estimate aside
+    model_runner_v1: bool = False
+    # FP8 expert weights (vLLM >= 0.18: the fused-MoE workspace at newer_moe_workspace_scale, else mid_*)
+    fp8_experts: bool = False
+    # bf16/fp16 expert weights (unquantized: Model Runner V2 on Hopper runs them through TritonExperts)
+    unquantized_experts: bool = False
+    # an MLA model's bf16 checkpoint quantized to FP8 at load (--quantization fp8): its graphs take more
+    # (V1 runner; see v1_fp8_online_graph_bytes_per_layer)
+    fp8_online_mla: bool = False
+    # Model Runner V2 estimates its CUDA graphs (planning.engine.v2_graph_estimate: not in vLLM 0.26)
+    v2_graph_estimate: bool = True
+    # --kv-cache-dtype fp8 (a DSA model then takes FlashMLA-sparse with fp8_ds_mla on Hopper, see
+    # flashmla_sparse_load_workspace_bytes)
+    kv_cache_fp8: bool = False
+    # vLLM 0.26's DSA profiling run (planning.engine.dsa_shared_workspace; see v1_dsa_indexer_workspace_bytes)
+    dsa_shared_workspace: bool = False
+    # multi-head latent attention (FULL decode graphs take more per request: mla_graph_bytes_per_decode_seq)
+    mla: bool = False
+    # a model's own largest capture size (MODEL_MAX_CAPTURE_SIZE; 0: vLLM's default from max_num_seqs)
+    max_cudagraph_capture_size: int = 0
+    # DSA index heads whose decode logits the V1 runner's FULL graphs hold per request (0: not DSA, or an
+    # fp8 KV cache, whose FlashMLA-sparse path the H200 log shows without them)
+    dsa_graph_index_heads: int = 0
+    # query elements per token on one rank (heads / TP x head_dim) of a GQA/MHA model whose FULL graphs keep
+    # FlashAttention 3's split-KV accumulators; 0 for MLA and FlashAttention 2
+    graph_q_width: int = 0
+    # the same for a query-normed glm4_moe model (use_qk_norm: GLM-4.5/4.6/4.7), whose piecewise graphs
+    # can take more (qk_norm_graph_bytes_per_capture); 0 for every other model
+    qk_norm_q_width: int = 0
+
+    @property
+    def graph_profiling(self) -> bool:
+        """vLLM >= 0.20: the CUDA-graph estimate is in the budget."""
+        return self.generation == GENERATION_NEWER
+
+    @property
+    def profiling_run(self) -> int:
+        """Whose constants model the profiling run: vLLM >= 0.20 with the V1 model runner has its own
+        (``PROFILING_V1_NEWER``, the v1_* constants; the graph estimate and non-torch memory as 0.18-0.19)."""
+        if self.generation == GENERATION_NEWER and self.model_runner_v1:
+            return PROFILING_V1_NEWER
+        return self.generation
+
+
+def is_hopper(compute_capability: float) -> bool:
+    """Compute capability 9.x (H100, H200, GH200): FlashAttention 3, Triton first for bf16 experts."""
+    return 9 <= compute_capability < 10
+
+
+def padded_vocab(arch: ModelArchitecture) -> int:
+    return math.ceil(arch.vocab_size / VOCAB_PADDING) * VOCAB_PADDING
+
+
+def query_width_per_rank(arch: ModelArchitecture, tp: int) -> int:
+    """Query elements per token on one rank of a GQA/MHA model: heads / TP x head_dim."""
+    return max(1, arch.num_attention_heads // max(1, tp)) * arch.head_dim
