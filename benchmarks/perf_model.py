@@ -26,7 +26,8 @@ sys.path.insert(0, str(REPO / "operator"))
 from benchmarks.fitting import least_squares  # noqa: E402
 from benchmarks.gpu_truth.cases import BY_NAME, Case  # noqa: E402
 from glm_operator.catalog.gpus import find_gpu  # noqa: E402
-from glm_operator.planning.memory.fit import FitInput, FitResult, estimate_fit  # noqa: E402
+from glm_operator.planning.memory.fit import estimate_fit  # noqa: E402
+from glm_operator.planning.memory.instance import FitInput, FitResult  # noqa: E402
 from glm_operator.planning.speed.performance import (  # noqa: E402
     DEFAULT_PERF,
     PerfConstants,

@@ -28,7 +28,8 @@ from benchmarks.fitting import least_squares
 from glm_operator.catalog.models import ResolvedModel, resolve_model
 from glm_operator.catalog.vllm import Version
 from glm_operator.planning.memory.constants import DEFAULT_CONSTANTS, BudgetConstants
-from glm_operator.planning.memory.fit import FitResult, GpuFigures, estimate_fit, fit_input
+from glm_operator.planning.memory.fit import estimate_fit
+from glm_operator.planning.memory.instance import FitResult, GpuFigures, fit_input
 from glm_operator.planning.releases import (
     DEFAULT_VERSION,
     GENERATION_MID,

@@ -16,7 +16,7 @@ from glm_operator.catalog.models import (
     resolve_model,
     resolve_model_or_file,
 )
-from glm_operator.planning.memory.fit import count_parameters
+from glm_operator.planning.memory.weights import count_parameters
 
 from .test_cli_planning import LLAMA_LIKE_CONFIG
 

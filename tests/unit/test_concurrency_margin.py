@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from glm_operator.api.v1alpha1 import GLMDeploymentSpec
-from glm_operator.planning.memory.fit import KV_TOKEN_ERROR
+from glm_operator.planning.memory.instance import KV_TOKEN_ERROR
 from glm_operator.planning.placement.plan import plan_placement
 from glm_operator.planning.placement.request import placement_request_from_spec
 from tests.unit.test_placement import H100, POOLS, variant

@@ -12,17 +12,12 @@ from hypothesis import strategies as st
 
 from glm_operator.catalog.models import resolve_model
 from glm_operator.planning.memory.constants import DEFAULT_CONSTANTS
-from glm_operator.planning.memory.fit import (
-    FitInput,
-    FitInputError,
-    FitResult,
-    estimate_fit,
-    kv_bytes_per_token_per_stage,
-    max_context_for,
-    parallelism_error,
-    pp_layer_ranges,
-    weights_bytes_per_stage,
-)
+from glm_operator.planning.memory.explain import max_context_for
+from glm_operator.planning.memory.fit import estimate_fit
+from glm_operator.planning.memory.instance import FitInput, FitInputError, FitResult, parallelism_error
+from glm_operator.planning.memory.kv_cache import kv_bytes_per_token_per_stage
+from glm_operator.planning.memory.layers import pp_layer_ranges
+from glm_operator.planning.memory.weights import weights_bytes_per_stage
 from glm_operator.planning.releases import flashinfer_sampler_default
 
 GIB = 1024**3

@@ -21,13 +21,9 @@ from typing import Any
 import pytest
 
 from glm_operator.catalog.models import ResolvedModel, resolve_model
-from glm_operator.planning.memory.fit import (
-    FitInput,
-    FitResult,
-    default_block_size,
-    estimate_fit,
-    indexer_layer_kv_bytes,
-)
+from glm_operator.planning.memory.fit import estimate_fit
+from glm_operator.planning.memory.instance import FitInput, FitResult
+from glm_operator.planning.memory.kv_cache import default_block_size, indexer_layer_kv_bytes
 from tests.fit_truth import CONFIGS
 
 CSV_PATH = Path(__file__).resolve().parents[1] / "fixtures" / "fit-examples.csv"

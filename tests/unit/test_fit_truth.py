@@ -32,7 +32,9 @@ from glm_operator.planning.memory.cuda_graphs import (
     cudagraph_capture_sizes,
     newer_cudagraph_capture_sizes,
 )
-from glm_operator.planning.memory.fit import FitInput, estimate_fit, max_context_for
+from glm_operator.planning.memory.explain import max_context_for
+from glm_operator.planning.memory.fit import estimate_fit
+from glm_operator.planning.memory.instance import FitInput
 from glm_operator.planning.memory.non_torch import fusion_workspace_bytes, non_torch_bytes
 from glm_operator.planning.memory.settings import BudgetSettings
 from glm_operator.planning.memory.workspaces import (

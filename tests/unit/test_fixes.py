@@ -20,7 +20,7 @@ import yaml
 from glm_operator.catalog.models import resolve_model
 from glm_operator.cli import main
 from glm_operator.desired import Observed, compute_desired
-from glm_operator.planning.memory.fit import parallelism_error
+from glm_operator.planning.memory.instance import parallelism_error
 from glm_operator.planning.placement.fixes import Fix
 from glm_operator.planning.placement.plan import Plan, plan_placement
 from glm_operator.planning.placement.request import placement_request_from_spec

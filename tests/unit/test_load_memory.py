@@ -14,13 +14,9 @@ from benchmarks.gpu_truth.cases import BY_NAME, LOGS
 from benchmarks.gpu_truth.logparse import read_log
 
 from glm_operator.catalog.models import resolve_model
-from glm_operator.planning.memory.fit import (
-    GpuFigures,
-    _layer_kinds,
-    estimate_fit,
-    fit_input,
-    weights_bytes_per_stage,
-)
+from glm_operator.planning.memory.fit import estimate_fit
+from glm_operator.planning.memory.instance import GpuFigures, fit_input
+from glm_operator.planning.memory.layers import layer_kinds
 from glm_operator.planning.memory.load import (
     DEEP_GEMM_WORKSPACE_BYTES,
     MIB,
@@ -29,6 +25,7 @@ from glm_operator.planning.memory.load import (
     router_fp32_extra_bytes,
     weight_tensor_sizes,
 )
+from glm_operator.planning.memory.weights import weights_bytes_per_stage
 from glm_operator.planning.releases import VllmEngine
 from tests.fit_truth import newer_engine_startups
 
@@ -37,7 +34,7 @@ QWEN25_7B = BY_NAME["qwen25-7b-v1-b2k"]
 
 def _sizes(case_name: str) -> list[float]:
     arch = BY_NAME[case_name].resolved().architecture
-    return weight_tensor_sizes(arch, 1, _layer_kinds(arch), 0, True, True, 2.0)
+    return weight_tensor_sizes(arch, 1, layer_kinds(arch), 0, True, True, 2.0)
 
 
 def test_the_allocator_rounds_qwen25_7b_weights_as_its_loads_show() -> None:

@@ -14,7 +14,8 @@ from pydantic import ValidationError
 
 from glm_operator.catalog.gpus import find_gpu, load_gpus
 from glm_operator.catalog.models import resolve_model
-from glm_operator.planning.memory.fit import estimate_fit, fit_input, parallelism_error
+from glm_operator.planning.memory.fit import estimate_fit
+from glm_operator.planning.memory.instance import fit_input, parallelism_error
 from glm_operator.planning.placement import plan as placement
 from glm_operator.planning.placement.plan import GOODPUT_MARGIN, Plan, plan_placement
 from glm_operator.planning.placement.request import (

@@ -20,7 +20,8 @@ from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE, VLLM_VERSION
 from glm_operator.cli import main
 from glm_operator.desired import Observed, compute_desired
 from glm_operator.planning.memory.constants import DEFAULT_CONSTANTS, GIB
-from glm_operator.planning.memory.fit import estimate_fit, fit_input
+from glm_operator.planning.memory.fit import estimate_fit
+from glm_operator.planning.memory.instance import fit_input
 from glm_operator.planning.placement.plan import plan_placement
 from glm_operator.planning.placement.request import placement_request_from_spec
 from glm_operator.planning.releases import (

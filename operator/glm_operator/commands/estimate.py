@@ -14,15 +14,9 @@ from glm_operator.catalog.models import CatalogError, resolve_model_or_file
 from glm_operator.catalog.vllm import Version, parse_version
 from glm_operator.cli import UserError
 from glm_operator.commands.engine_args import add_engine_arguments, engine_from_args
-from glm_operator.planning.memory.fit import (
-    FitInputError,
-    FitResult,
-    GpuFigures,
-    GpuMemory,
-    estimate_fit,
-    fit_input,
-    max_context_for,
-)
+from glm_operator.planning.memory.explain import max_context_for
+from glm_operator.planning.memory.fit import estimate_fit
+from glm_operator.planning.memory.instance import FitInputError, FitResult, GpuFigures, GpuMemory, fit_input
 from glm_operator.planning.releases import DEFAULT_VERSION, cudagraph_in_budget
 
 

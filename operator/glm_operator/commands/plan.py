@@ -18,7 +18,7 @@ from glm_operator.api.v1alpha1 import KIND, spec_from_dict
 from glm_operator.catalog.models import CatalogError
 from glm_operator.cli import UserError
 from glm_operator.commands.engine_args import add_engine_arguments, engine_from_args
-from glm_operator.planning.memory.fit import FitInputError
+from glm_operator.planning.memory.instance import FitInputError
 from glm_operator.planning.placement.alternatives import rank_precisions
 from glm_operator.planning.placement.plan import Plan, plan_placement
 from glm_operator.planning.placement.request import (

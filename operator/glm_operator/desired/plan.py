@@ -20,7 +20,7 @@ from typing import Any
 
 from glm_operator.api.v1alpha1 import GLMDeploymentSpec
 from glm_operator.desired.model import Observed
-from glm_operator.planning.memory.fit import FitInputError
+from glm_operator.planning.memory.instance import FitInputError
 from glm_operator.planning.placement.compatibility import ImageCheck, check_request_image
 from glm_operator.planning.placement.plan import Plan, Variant, plan_placement
 from glm_operator.planning.placement.request import PlacementRequest, PlanningInputError, placement_request

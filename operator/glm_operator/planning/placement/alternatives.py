@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from glm_operator.catalog.models import CatalogError
-from glm_operator.planning.memory.fit import FitInputError
+from glm_operator.planning.memory.instance import FitInputError
 from glm_operator.planning.placement.plan import Variant, plan_placement
 from glm_operator.planning.placement.request import PlacementRequest, PlanningInputError
 

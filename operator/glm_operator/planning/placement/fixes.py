@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 from glm_operator.catalog.gpus import find_gpu
 from glm_operator.catalog.models import CatalogError
-from glm_operator.planning.memory.fit import FitInputError
+from glm_operator.planning.memory.instance import FitInputError
 from glm_operator.planning.placement.request import PlacementRequest, PlanningInputError
 from glm_operator.planning.supply.nodes import GpuPool
 

@@ -66,13 +66,13 @@ from typing import Any
 from glm_operator.catalog.estimated_gpus import NOT_IN_CATALOG
 from glm_operator.catalog.gpus import GFD_PRODUCT_LABEL, GPU_RESOURCE, GpuType, find_gpu, load_gpus
 from glm_operator.catalog.models import CatalogError, ResolvedModel, parse_quantization_config, resolve_model
-from glm_operator.planning.memory.fit import (
+from glm_operator.planning.memory.explain import max_context_for
+from glm_operator.planning.memory.fit import estimate_fit
+from glm_operator.planning.memory.instance import (
     FitInput,
     FitInputError,
     FitResult,
-    estimate_fit,
     fit_input,
-    max_context_for,
     parallelism_error,
 )
 from glm_operator.planning.placement.fixes import Fix, all_fixes, cheapest_on, shown_fixes

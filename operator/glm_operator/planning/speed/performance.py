@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from glm_operator.catalog.gpus import GpuType
 from glm_operator.catalog.models import ModelArchitecture
 from glm_operator.planning.memory.constants import GIB
-from glm_operator.planning.memory.fit import FitResult
+from glm_operator.planning.memory.instance import FitResult
 from glm_operator.planning.speed.knee import Knee, LevelResult, find_knee
 
 
