@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from glm_operator.catalog.models import (
-    CheckpointQuantization,
-)
+from glm_operator.catalog.models import CheckpointQuantization
 from glm_operator.catalog.vllm import format_version
 from glm_operator.planning.memory.constants import GIB
 from glm_operator.planning.memory.instance import (

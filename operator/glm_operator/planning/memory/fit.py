@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import math
 
-from glm_operator.catalog.models import (
-    CheckpointQuantization,
-)
+from glm_operator.catalog.models import CheckpointQuantization
 from glm_operator.catalog.vllm import Version, format_version
 from glm_operator.planning.memory.activation import activation_peak_bytes, compile_transient_bytes
 from glm_operator.planning.memory.constants import GIB
@@ -44,9 +42,7 @@ from glm_operator.planning.memory.kv_cache import (
     per_request_state_bytes,
 )
 from glm_operator.planning.memory.layers import pp_layer_ranges
-from glm_operator.planning.memory.load import (
-    DEEP_GEMM_WORKSPACE_BYTES,
-)
+from glm_operator.planning.memory.load import DEEP_GEMM_WORKSPACE_BYTES
 from glm_operator.planning.memory.non_torch import fusion_workspace_bytes, non_torch_bytes
 from glm_operator.planning.memory.settings import BudgetSettings, query_width_per_rank
 from glm_operator.planning.memory.weights import (

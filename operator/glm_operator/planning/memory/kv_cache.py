@@ -11,9 +11,7 @@ from __future__ import annotations
 import functools
 import math
 
-from glm_operator.catalog.models import (
-    ModelArchitecture,
-)
+from glm_operator.catalog.models import ModelArchitecture
 from glm_operator.planning.memory.instance import FitInputError
 from glm_operator.planning.memory.layers import layer_kinds, pp_layer_ranges
 

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import functools
 
-from glm_operator.catalog.models import (
-    ModelArchitecture,
-)
+from glm_operator.catalog.models import ModelArchitecture
 
 
 @functools.lru_cache(maxsize=4096)
