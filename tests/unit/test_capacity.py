@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from glm_operator.desired import Observed, compute_desired
-from glm_operator.planning.placement.plan import Plan, plan_placement
+from glm_operator.planning.placement.plan import plan_placement
 from glm_operator.planning.placement.request import placement_request_from_spec
+from glm_operator.planning.placement.result import Plan
 from glm_operator.planning.supply.capacity import (
     ElasticCapacityInput,
     capacity_pools,

@@ -22,8 +22,9 @@ from glm_operator.cli import main
 from glm_operator.desired import Observed, compute_desired
 from glm_operator.planning.memory.instance import parallelism_error
 from glm_operator.planning.placement.fixes import Fix
-from glm_operator.planning.placement.plan import Plan, plan_placement
+from glm_operator.planning.placement.plan import plan_placement
 from glm_operator.planning.placement.request import placement_request_from_spec
+from glm_operator.planning.placement.result import Plan
 from glm_operator.planning.supply.nodes import GpuPool, parse_gpu_pools
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from glm_operator.desired import compute_desired
 from glm_operator.desired import plan as desired_module
-from glm_operator.planning.placement import plan as placement_module
+from glm_operator.planning.placement import candidates as placement_module
 from glm_operator.planning.placement.plan import plan_placement
 from glm_operator.planning.placement.request import PlanningInputError, placement_request_from_spec
 from glm_operator.planning.supply import nodes as nodes_module

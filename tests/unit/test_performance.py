@@ -15,8 +15,9 @@ from glm_operator.catalog.models import resolve_model
 from glm_operator.planning.memory.constants import GIB
 from glm_operator.planning.memory.fit import estimate_fit
 from glm_operator.planning.memory.instance import FitInput
-from glm_operator.planning.placement.plan import Plan, plan_placement
+from glm_operator.planning.placement.plan import plan_placement
 from glm_operator.planning.placement.request import placement_request_from_spec
+from glm_operator.planning.placement.result import Plan
 from glm_operator.planning.speed.performance import (
     Speed,
     Workload,

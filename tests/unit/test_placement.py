@@ -16,13 +16,15 @@ from glm_operator.catalog.gpus import find_gpu, load_gpus
 from glm_operator.catalog.models import resolve_model
 from glm_operator.planning.memory.fit import estimate_fit
 from glm_operator.planning.memory.instance import fit_input, parallelism_error
-from glm_operator.planning.placement import plan as placement
-from glm_operator.planning.placement.plan import GOODPUT_MARGIN, Plan, plan_placement
+from glm_operator.planning.placement import ranking as placement
+from glm_operator.planning.placement.plan import plan_placement
+from glm_operator.planning.placement.ranking import GOODPUT_MARGIN
 from glm_operator.planning.placement.request import (
     PlacementRequest,
     PlanningInputError,
     placement_request_from_spec,
 )
+from glm_operator.planning.placement.result import Plan
 from glm_operator.planning.releases import DEFAULT_ENGINE
 from glm_operator.planning.supply.nodes import GpuPool, parse_gpu_pools
 
@@ -438,7 +440,7 @@ def test_group_capacity_counts_like_walking_every_pool(
     shapes: list[tuple[int, int, int | None, bool]], tp: int, pp: int, when_available: bool
 ) -> None:
     """_Group counts replicas from (free GPUs, pools) pairs; the same as summing over pools."""
-    from glm_operator.planning.placement.plan import _Group
+    from glm_operator.planning.placement.groups import Group as _Group
 
     pools = tuple(
         GpuPool(

@@ -12,7 +12,7 @@ import yaml
 
 from glm_operator.cli import main
 from glm_operator.desired import compute_desired
-from glm_operator.planning.placement.plan import Plan
+from glm_operator.planning.placement.result import Plan
 from glm_operator.render.plan_page import IndexEntry, budget_parts, render_index, render_plan_page, split_fix
 from tests.harness import scenarios
 from tests.harness.plan_dom import expected_from_status, read_plan_dom

@@ -20,12 +20,13 @@ from glm_operator.cli import UserError
 from glm_operator.commands.engine_args import add_engine_arguments, engine_from_args
 from glm_operator.planning.memory.instance import FitInputError
 from glm_operator.planning.placement.alternatives import rank_precisions
-from glm_operator.planning.placement.plan import Plan, plan_placement
+from glm_operator.planning.placement.plan import plan_placement
 from glm_operator.planning.placement.request import (
     PlacementRequest,
     PlanningInputError,
     placement_request_from_spec,
 )
+from glm_operator.planning.placement.result import Plan
 from glm_operator.planning.supply.nodes import parse_gpu_pools
 
 

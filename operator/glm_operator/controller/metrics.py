@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
 
 from glm_operator.api.v1alpha1 import PHASES
-from glm_operator.planning.placement.plan import Plan
+from glm_operator.planning.placement.result import Plan
 
 REGISTRY = CollectorRegistry()
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from glm_operator.controller.workqueue import Key
-from glm_operator.planning.placement.plan import Plan
+from glm_operator.planning.placement.result import Plan
 from glm_operator.render.plan_page import IndexEntry, render_index, render_plan_page
 
 __all__ = ["PlanPages"]

@@ -16,7 +16,7 @@ from typing import Any
 from glm_operator.api.v1alpha1 import HF_CACHE_MOUNT_PATH, GLMDeploymentSpec
 from glm_operator.catalog.vllm import ServingDefaults
 from glm_operator.desired.model import WORKLOAD_KIND_NAMES, ChildRef
-from glm_operator.planning.placement.plan import Variant
+from glm_operator.planning.placement.result import Variant
 from glm_operator.render import names, sizing
 from glm_operator.render.context import (
     NodeSelectorRequirement,

@@ -10,7 +10,7 @@ from glm_operator.desired.model import Event
 from glm_operator.desired.plan import PlanStep, plan_summary
 from glm_operator.planning.diagnosis.conditions import DEGRADED, PLANNED, get_condition
 from glm_operator.planning.diagnosis.pods import Diagnosis
-from glm_operator.planning.placement.plan import Variant
+from glm_operator.planning.placement.result import Variant
 
 
 def failure_events(previous_status: Mapping[str, Any], reason: str, message: str) -> tuple[Event, ...]:

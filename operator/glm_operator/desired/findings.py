@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from glm_operator.desired.children import variant_slug
 from glm_operator.desired.model import Observed
 from glm_operator.planning.diagnosis.pods import Diagnosis, Reason
-from glm_operator.planning.placement.plan import Variant
+from glm_operator.planning.placement.result import Variant
 from glm_operator.planning.supply.capacity import is_waiting_for_node
 from glm_operator.planning.supply.outages import NodeOutage, format_time
 from glm_operator.render import names

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from glm_operator.planning.diagnosis.conditions import MetricsStatus
-from glm_operator.planning.placement.plan import Plan
+from glm_operator.planning.placement.result import Plan
 from glm_operator.planning.supply.capacity import ElasticCapacityInput
 from glm_operator.planning.supply.outages import DEFAULT_NODE_GRACE_SECONDS
 from glm_operator.render.objects import LWS_API_VERSION

@@ -22,8 +22,9 @@ from glm_operator.api.v1alpha1 import GLMDeploymentSpec
 from glm_operator.desired.model import Observed
 from glm_operator.planning.memory.instance import FitInputError
 from glm_operator.planning.placement.compatibility import ImageCheck, check_request_image
-from glm_operator.planning.placement.plan import Plan, Variant, plan_placement
+from glm_operator.planning.placement.plan import plan_placement
 from glm_operator.planning.placement.request import PlacementRequest, PlanningInputError, placement_request
+from glm_operator.planning.placement.result import Plan, Variant
 from glm_operator.planning.supply.capacity import ObservedCapacity, largest_machines_note, observed_capacity
 from glm_operator.planning.supply.nodes import parse_gpu_pools
 from glm_operator.planning.supply.outages import NodeOutage, held_gpus, node_outages, parse_time

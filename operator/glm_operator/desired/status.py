@@ -29,7 +29,7 @@ from glm_operator.desired.model import Observed
 from glm_operator.desired.plan import plan_summary
 from glm_operator.planning.diagnosis.conditions import set_condition, summarize
 from glm_operator.planning.diagnosis.pods import Diagnosis, diagnose_pods
-from glm_operator.planning.placement.plan import Plan, Variant
+from glm_operator.planning.placement.result import Plan, Variant
 from glm_operator.render import names
 
 AUTOSCALER_FIELDS = frozenset({"desiredReplicas", "autoscaler"})

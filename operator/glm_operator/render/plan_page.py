@@ -17,7 +17,7 @@ from functools import cache
 
 import jinja2
 
-from glm_operator.planning.placement.plan import Plan, Rejection, Variant
+from glm_operator.planning.placement.result import Plan, Rejection, Variant
 
 __all__ = ["BudgetPart", "IndexEntry", "budget_parts", "render_index", "render_plan_page", "split_fix"]
 

@@ -12,8 +12,9 @@ from dataclasses import dataclass, replace
 
 from glm_operator.catalog.models import CatalogError
 from glm_operator.planning.memory.instance import FitInputError
-from glm_operator.planning.placement.plan import Variant, plan_placement
+from glm_operator.planning.placement.plan import plan_placement
 from glm_operator.planning.placement.request import PlacementRequest, PlanningInputError
+from glm_operator.planning.placement.result import Variant
 
 PRECISIONS = ("bf16", "fp8", "int8", "int4")
 

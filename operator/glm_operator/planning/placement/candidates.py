@@ -1,0 +1,344 @@
+"""The shapes tried on one group, in order, and their memory fits (pure).
+
+A candidate is a (quantization, TP, PP): quantization from the spec, the checkpoint or ``auto``
+(bf16 > fp8 > int8 > int4 among ``allowedQuantizations``), TP dividing the attention heads and within
+one node, PP over nodes when allowed. They are sorted by precision, then PP, then TP (TP > 2 over
+PCIe counts as the next lower precision), and the first that holds ``minConcurrency`` is the pick.
+Fits of catalog models are remembered across plans (a fit does not depend on the nodes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from glm_operator.catalog.gpus import GpuType
+from glm_operator.catalog.models import CatalogError, ResolvedModel, parse_quantization_config, resolve_model
+from glm_operator.planning.memory.fit import estimate_fit
+from glm_operator.planning.memory.instance import (
+    FitInput,
+    FitInputError,
+    FitResult,
+    fit_input,
+    parallelism_error,
+)
+from glm_operator.planning.placement.groups import Group
+from glm_operator.planning.placement.request import (
+    PlacementRequest,
+    PlanningInputError,
+)
+
+PRECISION_RANK = {"bf16": 0, "fp16": 0, "fp8": 1, "int8": 2, "int4": 3, "nvfp4": 3}
+
+AUTO_PRECISIONS = ("bf16", "fp8", "int8", "int4")
+
+PCIE_TP_PENALTY = 1.5
+
+MAX_PIPELINE_PARALLEL = 8  # nodes per replica the planner considers when choosing PP
+
+FP8_LOAD_PEAK_FRACTION = 0.95  # of a GPU's memory: room for the CUDA context while loading
+
+
+@dataclass(frozen=True)
+class Candidate:
+    quantization: str
+    tp: int
+    pp: int
+    penalised: bool
+
+    @property
+    def sort_key(self) -> tuple[float, int, int]:
+        return (
+            PRECISION_RANK[self.quantization] + (PCIE_TP_PENALTY if self.penalised else 0.0),
+            self.pp,
+            self.tp,
+        )
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    candidate: Candidate
+    model: ResolvedModel
+    fit: FitResult | None
+    error: str | None = None
+
+
+def resolve_request_model(request: PlacementRequest) -> ResolvedModel:
+    try:
+        if request.model_config:
+            return resolve_model(request.model_config, request.model or None)
+        return resolve_model(request.model)
+    except CatalogError as exc:
+        raise PlanningInputError(f"spec.model{'.config' if request.model_config else ''}: {exc}") from None
+    except (TypeError, ValueError, IndexError, KeyError, AttributeError, ArithmeticError) as exc:
+        # An inline config.json of an unexpected shape (a list where a number belongs, ...).
+        raise PlanningInputError(
+            f"{_inline_config_field(request.model_config)}: {_unreadable(exc)}"
+        ) from None
+
+
+def _inline_config_field(config: Mapping[str, Any] | None) -> str:
+    """The part of an inline config.json the planner failed on (the quantization block is apart)."""
+    if config is None:
+        return "spec.model.id"
+    quantization = config.get("quantization_config")
+    text = config.get("text_config")
+    if quantization is None and isinstance(text, Mapping):
+        quantization = text.get("quantization_config")
+    if quantization is not None:
+        try:
+            parse_quantization_config(quantization)
+        except Exception:
+            return "spec.model.config.quantization_config"
+    return "spec.model.config"
+
+
+def _unreadable(exc: Exception) -> str:
+    return (
+        f"the planner cannot read this config ({type(exc).__name__}: {str(exc)[:200]}); give the values "
+        "of the model's config.json as they are published (numbers as numbers, lists as lists)"
+    )
+
+
+def checkpoint_for(base: ResolvedModel, quantization: str) -> tuple[ResolvedModel, str | None]:
+    """Checkpoint to load for a weights precision, and the vLLM --quantization flag (None = auto)."""
+    ckpt = base.checkpoint_quantization
+    if ckpt is not None:
+        return base, None
+    if quantization == "fp8" and base.fp8_checkpoint:
+        return resolve_model(base.fp8_checkpoint), None
+    if quantization == "fp8":
+        return base, "fp8"
+    quantized = base.quantized_checkpoint(quantization)
+    if quantized is not None:
+        # vLLM reads the method from the checkpoint's quantization_config (AWQ/GPTQ pick their Marlin
+        # kernels themselves): no --quantization flag
+        return resolve_model(quantized.id), None
+    return base, None
+
+
+def has_checkpoint(model: ResolvedModel, precision: str) -> bool:
+    """Whether vLLM can serve ``precision`` for this model: a checkpoint stored in it, the catalog's
+    pre-quantized int4/int8 checkpoint of it, or fp8, which vLLM quantizes a 16-bit checkpoint to at
+    load time. vLLM has no load-time int8/int4 quantization."""
+    if model.checkpoint_quantization is not None:
+        return model.checkpoint_quantization.precision == precision
+    return precision in ("bf16", "fp16", "fp8") or model.quantized_checkpoint(precision) is not None
+
+
+def _precisions(request: PlacementRequest, model: ResolvedModel, gpu: GpuType) -> list[str]:
+    if request.quantization == "auto":
+        if model.checkpoint_quantization is not None:
+            return [model.checkpoint_quantization.precision]
+        first = "bf16" if gpu.bf16 and model.architecture.dtype != "fp16" else "fp16"
+        found = [first, *(p for p in AUTO_PRECISIONS[1:] if has_checkpoint(model, p))]
+        return [p for p in found if allowed_by_spec(request, p)]
+    return [request.quantization]
+
+
+def allowed_by_spec(request: PlacementRequest, precision: str) -> bool:
+    """Whether spec.allowedQuantizations lets auto choose ``precision`` (bf16 and fp16 are one
+    16-bit class)."""
+    allowed = request.allowed_quantizations
+    if not allowed:
+        return True
+    if PRECISION_RANK[precision] == 0:
+        return any(PRECISION_RANK.get(a) == 0 for a in allowed)
+    return precision in allowed
+
+
+def _fit_input(
+    request: PlacementRequest, model: ResolvedModel, gpu: GpuType, cand: Candidate, **settings: Any
+) -> FitInput:
+    """One candidate shape on one GPU type, under the request's vLLM release and utilization."""
+    return fit_input(
+        model,
+        gpu,
+        request.engine,
+        tensor_parallel_size=cand.tp,
+        pipeline_parallel_size=cand.pp,
+        gpu_memory_utilization=request.gpu_memory_utilization,
+        **settings,
+    )
+
+
+def _fp8_load_peak_error(
+    request: PlacementRequest, base: ResolvedModel, gpu: GpuType, cand: Candidate
+) -> str | None:
+    """On-the-fly FP8 (``--quantization fp8`` on a 16-bit checkpoint) loads the 16-bit weights
+    before quantizing them, so at load time each GPU holds about its bf16 shard: that must fit in the
+    GPU's memory even though the FP8 weights that remain are half of it."""
+    try:
+        bf16 = estimate_fit(
+            _fit_input(
+                request, base, gpu, cand, max_model_len=256, quantization="bf16", kv_cache_dtype="auto"
+            )
+        )
+    except FitInputError:
+        return None
+    if bf16.weights_gib_per_gpu <= gpu.memory_gib * FP8_LOAD_PEAK_FRACTION:
+        return None
+    return (
+        f"on-the-fly FP8 loads the bf16 checkpoint first: {bf16.weights_gib_per_gpu:.1f} GiB per GPU at load "
+        f"exceeds {gpu.memory_gib * FP8_LOAD_PEAK_FRACTION:.1f} GiB of {gpu.name}"
+    )
+
+
+def _tp_options(request: PlacementRequest, model: ResolvedModel, limit: int) -> list[int]:
+    if request.tensor_parallel_size:
+        return [request.tensor_parallel_size]
+    arch = model.architecture
+    return [tp for tp in range(1, limit + 1) if parallelism_error(arch, tp) is None]
+
+
+# Candidate fits of catalog models, remembered across plans: a GLMDeployment is re-planned on
+# every node or GPU-usage change and every resync, and a fit depends on neither. Keyed by every
+# request field evaluate reads (not the pools); inline configs (model_config) are not kept.
+# Bounded: emptied when full.
+_EVALUATIONS: dict[tuple[Any, ...], Evaluated] = {}
+
+_EVALUATIONS_KEPT = 512  # ~2 KiB each; the controller bench's 200 GLMDeployments (5 specs) use 25
+
+
+def evaluate(
+    request: PlacementRequest, base: ResolvedModel, gpu: GpuType, cand: Candidate, context: int
+) -> Evaluated:
+    if request.model_config is not None or not _EVALUATIONS_KEPT:
+        return _evaluate_fit(request, base, gpu, cand, context)
+    key = (
+        request.model,
+        base.model_id,
+        request.kv_cache_dtype,
+        request.gpu_memory_utilization,
+        request.max_num_batched_tokens,
+        request.max_num_seqs,
+        request.min_concurrency,
+        request.guarantee_min_concurrency,
+        request.engine,
+        gpu,
+        cand,
+        context,
+    )
+    found = _EVALUATIONS.get(key)
+    if found is None:
+        found = _evaluate_fit(request, base, gpu, cand, context)
+        if len(_EVALUATIONS) >= _EVALUATIONS_KEPT:
+            _EVALUATIONS.clear()
+        _EVALUATIONS[key] = found
+    return found
+
+
+def _evaluate_fit(
+    request: PlacementRequest, base: ResolvedModel, gpu: GpuType, cand: Candidate, context: int
+) -> Evaluated:
+    model, flag = checkpoint_for(base, cand.quantization)
+    quant = "auto" if model.checkpoint_quantization is not None else cand.quantization
+    if flag == "fp8":
+        peak = _fp8_load_peak_error(request, base, gpu, cand)
+        if peak is not None:
+            return Evaluated(cand, model, None, peak)
+    try:
+        fit = estimate_fit(
+            _fit_input(
+                request,
+                model,
+                gpu,
+                cand,
+                max_model_len=context,
+                quantization=quant,
+                kv_cache_dtype=request.kv_cache_dtype,
+                max_num_batched_tokens=request.max_num_batched_tokens,
+                max_num_seqs=request.max_num_seqs,
+                min_concurrency=request.min_concurrency,
+                guarantee_min_concurrency=request.guarantee_min_concurrency,
+            )
+        )
+    except FitInputError as exc:
+        return Evaluated(cand, model, None, str(exc))
+    return Evaluated(cand, model, fit)
+
+
+def candidates_for(
+    request: PlacementRequest, model: ResolvedModel, group: Group, multi_node: bool
+) -> tuple[list[Candidate], list[str]]:
+    """Ordered candidates for one group and the reasons some shapes were not considered."""
+    notes: list[str] = []
+    gpu = group.gpu
+    per_node = group.max_gpus_per_node
+    if multi_node:
+        tps = _tp_options(request, model, per_node)
+        max_nodes = max((group.nodes_with(tp) for tp in tps), default=0)
+        if request.pipeline_parallel_size > 1:
+            pps = [request.pipeline_parallel_size]
+        else:
+            pps = list(range(2, min(max_nodes, MAX_PIPELINE_PARALLEL, model.architecture.num_layers) + 1))
+    else:
+        if request.tensor_parallel_size > per_node:
+            notes.append(
+                f"gpu.tensorParallelSize {request.tensor_parallel_size} exceeds the {per_node} {gpu.name} "
+                f"GPUs on one node. fix: gpu.tensorParallelSize {per_node} or less (0 lets the planner "
+                f"choose), or gpu.products with nodes of {request.tensor_parallel_size} or more GPUs"
+            )
+            return [], notes
+        tps = _tp_options(request, model, per_node)
+        pps = [1]
+    out = []
+    for q in _precisions(request, model, gpu):
+        if q == "fp8" and not gpu.fp8 and gpu.compute_capability < 8.0:
+            continue
+        for tp in tps:
+            for pp in pps:
+                if pp > 1 and group.nodes_with(tp) < pp:
+                    continue
+                out.append(Candidate(q, tp, pp, penalised=tp > 2 and not gpu.nvlink))
+    out.sort(key=lambda c: c.sort_key)
+    return out, notes
+
+
+def shape_text(c: Candidate) -> str:
+    return f"TP={c.tp}" + (f" x PP={c.pp}" if c.pp > 1 else "")
+
+
+def describe_failure(ev: Evaluated, context: int) -> str:
+    if ev.fit is None:
+        return f"{shape_text(ev.candidate)} {ev.candidate.quantization}: {ev.error}"
+    f = ev.fit
+    if f.available_kv_cache_gib_per_gpu <= 0:
+        return (
+            f"{shape_text(ev.candidate)} {f.quantization}: weights {f.weights_gib_per_gpu:.1f} GiB per GPU "
+            "leave no KV cache "
+            f"(short by {-f.available_kv_cache_gib_per_gpu:.1f} GiB)"
+        )
+    return (
+        f"{shape_text(ev.candidate)} {f.quantization}: {f.max_concurrency:.2f} concurrent "
+        f"{context}-token sequences, "
+        f"below minConcurrency {f.min_concurrency:g}"
+    )
+
+
+def choose_first_fit(
+    request: PlacementRequest, base: ResolvedModel, group: Group, context: int, multi_node: bool
+) -> tuple[Evaluated | None, list[Evaluated], list[str]]:
+    cands, notes = candidates_for(request, base, group, multi_node)
+    tried: list[Evaluated] = []
+    for cand in cands:
+        ev = evaluate(request, base, group.gpu, cand, context)
+        tried.append(ev)
+        if ev.fit is not None and ev.fit.fits:
+            return ev, tried, notes
+    return None, tried, notes
+
+
+def best_failure(tried: list[Evaluated]) -> Evaluated | None:
+    fits = [t for t in tried if t.fit is not None]
+    if not fits:
+        return None
+    return max(
+        fits,
+        key=lambda t: (
+            t.fit.max_concurrency if t.fit else 0.0,
+            t.fit.available_kv_cache_gib_per_gpu if t.fit else 0.0,
+            -t.candidate.tp,
+        ),
+    )
