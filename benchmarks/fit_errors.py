@@ -148,14 +148,16 @@ def graphs(truth: ModuleType, refit: bool) -> None:
         rms = (sum(e * e for e in errs) / len(errs)) ** 0.5
         print(f"vLLM {label} (its own constants): rms {rms:.2f} GiB, worst {max(errs, key=abs):+.2f} GiB")
     if refit:
+        from glm_operator.planning.memory.constants import constant
+
         c = truth.fit_graph_constants(rows)
         for names in truth.GRAPH_CONSTANTS.values():
             print(
                 "fitted: "
-                + ", ".join(f"{n} {getattr(c, n) / (1 if 'dsa' in n else 2**20):.4f}" for n in names)
+                + ", ".join(f"{n} {constant(c, n) / (1 if 'dsa' in n else 2**20):.4f}" for n in names)
             )
         fp8_online = truth.fit_fp8_online_graph_bytes(rows, c) / 2**20
-        print(f"fitted: v1_fp8_online_graph_bytes_per_layer {fp8_online:.2f}")
+        print(f"fitted: fp8_online_mla_graph_bytes_per_layer {fp8_online:.2f}")
     print()
 
 

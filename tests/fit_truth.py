@@ -27,18 +27,15 @@ from benchmarks.fitting import least_squares
 
 from glm_operator.catalog.models import ResolvedModel, resolve_model
 from glm_operator.catalog.vllm import Version
-from glm_operator.planning.memory.constants import DEFAULT_CONSTANTS, BudgetConstants
+from glm_operator.planning.memory.constants import (
+    DEFAULT_CONSTANTS,
+    BudgetConstants,
+    constant,
+    with_constants,
+)
 from glm_operator.planning.memory.fit import estimate_fit
 from glm_operator.planning.memory.instance import FitResult, GpuFigures, fit_input
-from glm_operator.planning.releases import (
-    DEFAULT_VERSION,
-    GENERATION_MID,
-    GENERATION_NEWER,
-    GENERATION_OLDER,
-    VllmEngine,
-    budget_generation,
-    model_runner_v2,
-)
+from glm_operator.planning.releases import DEFAULT_VERSION, Generation, VllmEngine, release_rules
 
 CSV_PATH = Path(__file__).resolve().parent / "fixtures" / "vllm-startups.csv"
 REPO = Path(__file__).resolve().parents[1]
@@ -402,12 +399,12 @@ class Startup:
     def generation(self) -> int:
         """The budget constant set of this row's vLLM (planning.engine.budget_generation); rows without a
         version are planned as the operator's default release."""
-        return budget_generation(self.vllm_version or DEFAULT_VERSION)
+        return release_rules(self.vllm_version or DEFAULT_VERSION).generation
 
     @property
     def newer_engine(self) -> bool:
         """vLLM >= 0.20: the CUDA-graph estimate is subtracted and the profiling run differs."""
-        return self.generation == GENERATION_NEWER
+        return self.generation == Generation.NEWER
 
     @property
     def runner_v2(self) -> bool:
@@ -415,7 +412,9 @@ class Startup:
         if self.model_runner_v2 is not None:
             return self.model_runner_v2
         arch = self.resolved().architecture
-        return model_runner_v2(self.vllm_version or DEFAULT_VERSION, arch.architecture, arch.is_moe)
+        return release_rules(self.vllm_version or DEFAULT_VERSION).uses_model_runner_v2(
+            arch.architecture, arch.is_moe
+        )
 
     @property
     def weights_logged_only(self) -> bool:
@@ -549,12 +548,12 @@ def row_error(s: Startup, constants: BudgetConstants = DEFAULT_CONSTANTS) -> Row
 
 def used_startups() -> list[Startup]:
     """The rows the vLLM < 0.18 constants are fitted and asserted on."""
-    return [s for s in load_startups() if s.use and s.generation == GENERATION_OLDER]
+    return [s for s in load_startups() if s.use and s.generation == Generation.OLDER]
 
 
 def mid_engine_startups() -> list[Startup]:
     """Used rows from vLLM 0.18-0.19: fitted on their own constants (mid_*)."""
-    return [s for s in load_startups() if s.use and s.generation == GENERATION_MID]
+    return [s for s in load_startups() if s.use and s.generation == Generation.MID]
 
 
 def newer_engine_startups() -> list[Startup]:
@@ -566,27 +565,27 @@ def newer_engine_startups() -> list[Startup]:
 # fitting the free constants (coordinate descent over bounded grids; no numpy needed)
 
 FREE: dict[str, tuple[float, float]] = {
-    "sampler_bytes_native": (20.0, 50.0),
-    "sampler_bytes_flashinfer": (0.0, 30.0),
-    "forward_scale": (0.2, 3.0),
-    "moe_workspace_gib": (0.0, 4.0),
-    "non_torch_multi_gpu_gib": (0.0, 0.6),
+    "older.sampler_bytes": (20.0, 50.0),
+    "older_flashinfer_sampler_bytes": (0.0, 30.0),
+    "older.forward_scale": (0.2, 3.0),
+    "older_moe_workspace_gib": (0.0, 4.0),
+    "non_torch.nccl_gib": (0.0, 0.6),
 }
 # vLLM >= 0.20 rows are fitted on their own constants (a different profiling run and graph estimate)
 FREE_NEWER: dict[str, tuple[float, float]] = {
-    "newer_non_torch_gib": (0.0, 2.0),
-    "newer_cudagraph_bytes_per_piece": (0.0, 2.0 * 2**20),
-    "newer_moe_workspace_scale": (0.0, 8.0),
+    "non_torch.cublas_before_snapshot_gib": (0.0, 2.0),
+    "graphs_v2.bytes_per_piece": (0.0, 2.0 * 2**20),
+    "v2.moe_workspace_scale": (0.0, 8.0),
     # not v1_moe_workspace_scale: the V1 runner's fused-MoE workspace is vLLM 0.26's TritonExperts shapes
     # (budget.triton_experts_workspace_bytes), kept at 1.0; fitted it came out at 0.92 on these rows without
     # h200-glm5fp8-b16k and at 1.88 with it (that row's unexplained ~2.7 GiB, see budget.py)
 }
 # vLLM 0.18-0.19 rows: their own profiling run (the CUDA graphs profiled, not subtracted)
 FREE_MID: dict[str, tuple[float, float]] = {
-    "mid_forward_scale": (0.2, 3.0),
-    "mid_sampler_bytes": (0.0, 40.0),
-    "mid_moe_workspace_scale": (0.0, 8.0),
-    "mid_non_torch_tp_gib": (0.0, 1.0),
+    "mid.forward_scale": (0.2, 3.0),
+    "mid.sampler_bytes": (0.0, 40.0),
+    "mid.moe_workspace_scale": (0.0, 8.0),
+    "non_torch.tp_gib": (0.0, 1.0),
 }
 # non_torch_gib (0.13) and non_torch_custom_all_reduce_gib (0.41) are not free: the llm-d DEBUG logs
 # measure them directly ("non-torch forward increase memory" 0.13-0.14 GiB at TP 1, 0.54-0.55 at TP 2).
@@ -622,8 +621,8 @@ def free_constants(rows: Sequence[Startup]) -> dict[str, tuple[float, float]]:
     """The constants fitted on ``rows``: those of their engine generation (all rows share one)."""
     generations = {s.generation for s in rows}
     assert len(generations) <= 1, "fit one engine generation at a time"
-    generation = generations.pop() if generations else GENERATION_OLDER
-    return {GENERATION_NEWER: FREE_NEWER, GENERATION_MID: FREE_MID}.get(generation, FREE)
+    generation = generations.pop() if generations else Generation.OLDER
+    return {Generation.NEWER: FREE_NEWER, Generation.MID: FREE_MID}.get(generation, FREE)
 
 
 def fit_constants(
@@ -634,11 +633,11 @@ def fit_constants(
     best_loss = _loss(rows, best)
     for r in range(rounds):
         for name, (lo, hi) in free_constants(rows).items():
-            here = getattr(best, name)
+            here = constant(best, name)
             span = (hi - lo) / (2**r)
             a, b = max(lo, here - span / 2), min(hi, here + span / 2)
             for i in range(steps + 1):
-                cand = replace(best, **{name: a + (b - a) * i / steps})
+                cand = with_constants(best, {name: a + (b - a) * i / steps})
                 loss = _loss(rows, cand)
                 if loss < best_loss - 1e-15:
                     best, best_loss = cand, loss
@@ -676,7 +675,9 @@ def uninformed_constants(
 
     def moves(rows: Sequence[Startup], name: str) -> bool:
         lo, hi = free_constants([*train, *held])[name]
-        return _loss(rows, replace(constants, **{name: lo})) != _loss(rows, replace(constants, **{name: hi}))
+        return _loss(rows, with_constants(constants, {name: lo})) != _loss(
+            rows, with_constants(constants, {name: hi})
+        )
 
     names = list(free_constants([*train, *held]))
     needed = [name for name in names if moves(held, name)]
@@ -690,7 +691,7 @@ def uninformed_constants(
 
 def graph_estimate_startups() -> list[Startup]:
     """Used rows from vLLM >= 0.18 that log the V1 model runner's "Estimated CUDA graph memory"."""
-    return [s for s in load_startups() if s.use and s.generation != GENERATION_OLDER and s.logged_graph_gib]
+    return [s for s in load_startups() if s.use and s.generation != Generation.OLDER and s.logged_graph_gib]
 
 
 def is_fp8_online(s: Startup) -> bool:
@@ -703,18 +704,18 @@ def is_fp8_online(s: Startup) -> bool:
 
 #: the graph constants each generation fits (vLLM 0.18-0.19 and >= 0.20 apart; DSA rows are all >= 0.20)
 GRAPH_CONSTANTS = {
-    GENERATION_MID: (
-        "mid_graph_bytes_per_piece",
-        "mid_graph_bytes_per_decode_seq",
-        "mid_mla_graph_bytes_per_decode_seq",
-        "mid_graph_bytes_per_decode_q_element",
+    Generation.MID: (
+        "graphs_mid.bytes_per_piece",
+        "graphs_mid.bytes_per_decode_seq",
+        "graphs_mid.mla_bytes_per_decode_seq",
+        "graphs_mid.bytes_per_decode_q_element",
     ),
-    GENERATION_NEWER: (
-        "graph_bytes_per_piece",
-        "graph_bytes_per_decode_seq",
-        "mla_graph_bytes_per_decode_seq",
+    Generation.NEWER: (
+        "graphs_v1.bytes_per_piece",
+        "graphs_v1.bytes_per_decode_seq",
+        "graphs_v1.mla_bytes_per_decode_seq",
         "dsa_graph_bytes_per_index_head_token",
-        "graph_bytes_per_decode_q_element",
+        "graphs_v1.bytes_per_decode_q_element",
         "pre_hopper_graph_bytes_per_piece",
     ),
 }
@@ -731,7 +732,7 @@ def fit_graph_constants(rows: Sequence[Startup]) -> BudgetConstants:
     for generation, names in GRAPH_CONSTANTS.items():
         chosen = [s for s in rows if s.generation == generation]
         targets = [s.logged_graph_gib or 0.0 for s in chosen]
-        fitted = replace(fitted, **_graph_least_squares(chosen, targets, names))
+        fitted = with_constants(fitted, _graph_least_squares(chosen, targets, names))
     return fitted
 
 
@@ -741,8 +742,8 @@ def _graph_least_squares(
     """The graph constants ``names`` (bytes) whose planned CUDA-graph estimate best matches ``targets``
     (GiB) on ``rows``, the other constants kept; what no fitted constant moves (the query-normed models'
     buffers) is taken off both sides."""
-    zero = replace(DEFAULT_CONSTANTS, **dict.fromkeys(names, 0.0))
-    columns = [replace(zero, **{name: GIB}) for name in names]
+    zero = with_constants(DEFAULT_CONSTANTS, dict.fromkeys(names, 0.0))
+    columns = [with_constants(zero, {name: GIB}) for name in names]
     base = [s.fit(zero).cudagraph_capture_gib for s in rows]
     xs = [[s.fit(c).cudagraph_capture_gib - b for c in columns] for s, b in zip(rows, base, strict=True)]
     ys = [t - b for t, b in zip(targets, base, strict=True)]
@@ -750,7 +751,10 @@ def _graph_least_squares(
 
 
 #: Model Runner V2's Hopper graph constants (fit_hopper_v2_graph_constants)
-HOPPER_V2_GRAPH_CONSTANTS = ("hopper_v2_graph_bytes_per_piece", "hopper_v2_graph_bytes_per_decode_q_element")
+HOPPER_V2_GRAPH_CONSTANTS = (
+    "graphs_v2_hopper.bytes_per_piece",
+    "graphs_v2_hopper.bytes_per_decode_q_element",
+)
 
 
 def hopper_v2_graph_rows(rows: Sequence[Startup]) -> list[Startup]:
@@ -770,22 +774,24 @@ def fit_hopper_v2_graph_constants(rows: Sequence[Startup]) -> BudgetConstants:
     chosen = hopper_v2_graph_rows(rows)
     as_033 = [replace(s, vllm_version=(0, 33, 0)) for s in chosen]
     targets = [s.logged_graph_actual_gib or 0.0 for s in chosen]
-    return replace(DEFAULT_CONSTANTS, **_graph_least_squares(as_033, targets, HOPPER_V2_GRAPH_CONSTANTS))
+    return with_constants(DEFAULT_CONSTANTS, _graph_least_squares(as_033, targets, HOPPER_V2_GRAPH_CONSTANTS))
 
 
 def fit_fp8_online_graph_bytes(rows: Sequence[Startup], c: BudgetConstants = DEFAULT_CONSTANTS) -> float:
-    """``v1_fp8_online_graph_bytes_per_layer``: the FP8-online rows' logged estimate above the bf16 model
+    """``fp8_online_mla_graph_bytes_per_layer``: the FP8-online rows' logged estimate above the bf16 model
     (``c``'s other graph constants), per layer, averaged (least squares through 0)."""
-    without = replace(c, v1_fp8_online_graph_bytes_per_layer=0.0)
-    per_layer = replace(
+    without = with_constants(c, {"fp8_online_mla_graph_bytes_per_layer": 0.0})
+    per_layer = with_constants(
         without,
-        graph_bytes_per_piece=0.0,
-        graph_bytes_per_decode_seq=0.0,
-        mla_graph_bytes_per_decode_seq=0.0,
-        dsa_graph_bytes_per_index_head_token=0.0,
-        graph_bytes_per_decode_q_element=0.0,
+        {
+            "graphs_v1.bytes_per_piece": 0.0,
+            "graphs_v1.bytes_per_decode_seq": 0.0,
+            "graphs_v1.mla_bytes_per_decode_seq": 0.0,
+            "dsa_graph_bytes_per_index_head_token": 0.0,
+            "graphs_v1.bytes_per_decode_q_element": 0.0,
+        },
     )
-    per_layer = replace(per_layer, v1_fp8_online_graph_bytes_per_layer=1.0)
+    per_layer = with_constants(per_layer, {"fp8_online_mla_graph_bytes_per_layer": 1.0})
     xs, ys = [], []
     for s in rows:
         if is_fp8_online(s) and s.logged_graph_gib is not None:

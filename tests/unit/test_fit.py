@@ -18,7 +18,7 @@ from glm_operator.planning.memory.instance import FitInput, FitInputError, FitRe
 from glm_operator.planning.memory.kv_cache import kv_bytes_per_token_per_stage
 from glm_operator.planning.memory.layers import pp_layer_ranges
 from glm_operator.planning.memory.weights import weights_bytes_per_stage
-from glm_operator.planning.releases import flashinfer_sampler_default
+from glm_operator.planning.releases import release_rules
 
 GIB = 1024**3
 
@@ -48,7 +48,7 @@ def test_utilization_and_sampler_default_to_the_release() -> None:
     assert explicit.activation_gib == newer.activation_gib
     native = estimate_fit(FitInput(**base, vllm_version=(0, 26, 0), flashinfer_sampler=False))
     assert native.activation_gib == newer.activation_gib
-    assert flashinfer_sampler_default((0, 22, 0)) and not flashinfer_sampler_default((0, 21, 0))
+    assert release_rules((0, 22, 0)).flashinfer_sampler and not release_rules((0, 21, 0)).flashinfer_sampler
     old_native = estimate_fit(FitInput(**base, vllm_version=(0, 11, 0), flashinfer_sampler=False))
     old_fi = estimate_fit(FitInput(**base, vllm_version=(0, 11, 0), flashinfer_sampler=True))
     assert old_native.activation_gib > old_fi.activation_gib
@@ -143,7 +143,7 @@ def test_non_torch_grows_with_tp_and_cudagraph_switch() -> None:
     # run compiles): 128 MiB + 3 x 128 MiB at TP 2 (glm-4-9b: hidden 4096, up to 8192 tokens), 2 MiB aligned
     one = fit("glm-4-9b-chat", tensor_parallel_size=1)
     two = fit("glm-4-9b-chat", tensor_parallel_size=2)
-    assert one.non_torch_gib == DEFAULT_CONSTANTS.newer_non_torch_gib
+    assert one.non_torch_gib == DEFAULT_CONSTANTS.non_torch.cublas_before_snapshot_gib
     assert two.non_torch_gib - one.non_torch_gib == pytest.approx((130 + 2 + 386) / 1024)
     ada = fit("glm-4-9b-chat", tensor_parallel_size=2, compute_capability=8.9)
     assert ada.non_torch_gib == one.non_torch_gib

@@ -25,7 +25,7 @@ from glm_operator.planning.memory.activation import (
     sampler_peak_bytes,
     v1_sampler_pass_bytes,
 )
-from glm_operator.planning.memory.constants import DEFAULT_CONSTANTS, GIB
+from glm_operator.planning.memory.constants import DEFAULT_CONSTANTS, GIB, constant, with_constants
 from glm_operator.planning.memory.cuda_graphs import (
     MODEL_MAX_CAPTURE_SIZE,
     cudagraph_bytes,
@@ -44,7 +44,7 @@ from glm_operator.planning.memory.workspaces import (
     triton_fused_moe_bytes,
     v1_dsa_indexer_workspace_bytes,
 )
-from glm_operator.planning.releases import GENERATION_MID, GENERATION_NEWER, model_runner_v2
+from glm_operator.planning.releases import Generation, release_rules
 from tests.fit_truth import (
     CSV_PATH,
     FREE,
@@ -193,7 +193,7 @@ def test_capture_sizes_match_vllm_defaults() -> None:
 
 def test_fitted_constants_are_inside_their_search_bounds() -> None:
     for name, (lo, hi) in {**FREE, **FREE_MID, **FREE_NEWER}.items():
-        assert lo <= getattr(DEFAULT_CONSTANTS, name) <= hi, name
+        assert lo <= constant(DEFAULT_CONSTANTS, name) <= hi, name
 
 
 def test_moe_workspace_only_on_hopper_or_newer() -> None:
@@ -201,7 +201,10 @@ def test_moe_workspace_only_on_hopper_or_newer() -> None:
     row = next(r for r in ROWS if r.id == "l40s-qwen3-235b-2507-fp8-tp8")
     arch = row.resolved().architecture
     assert moe_workspace_bytes(arch, 8, compute_capability=8.9) == 0
-    assert moe_workspace_bytes(arch, 8, compute_capability=9.0) == DEFAULT_CONSTANTS.moe_workspace_gib * GIB
+    assert (
+        moe_workspace_bytes(arch, 8, compute_capability=9.0)
+        == DEFAULT_CONSTANTS.older_moe_workspace_gib * GIB
+    )
     assert moe_workspace_bytes(arch, 1, compute_capability=9.0) == 0
     assert row.logged_activation_gib is not None
     assert abs(row.fit().activation_gib - row.logged_activation_gib) <= 0.05
@@ -278,7 +281,7 @@ def test_only_the_last_pipeline_stage_runs_the_sampler() -> None:
     arch = row.resolved().architecture
     # 8192 rows: the sampler's bf16 logits (2.3 GiB) above the forward; a warm compile cache: no transient
     settings = BudgetSettings(
-        max_num_batched_tokens=8192, max_num_seqs=8192, generation=GENERATION_NEWER, compile_cache_warm=True
+        max_num_batched_tokens=8192, max_num_seqs=8192, generation=Generation.NEWER, compile_cache_warm=True
     )
     first = activation_peak_bytes(arch, 1, settings, last_stage=False)
     last = activation_peak_bytes(arch, 1, settings, last_stage=True)
@@ -291,11 +294,11 @@ def test_newer_engine_uses_its_own_constants() -> None:
     exist before the snapshot; the fusion workspace, sized by the model, apart) and the sampler costs far
     less per entry than 0.10-0.12's PyTorch path."""
     old = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024)
-    new = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, generation=GENERATION_NEWER)
+    new = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, generation=Generation.NEWER)
     assert (
         non_torch_bytes(1, 1, new)
         == non_torch_bytes(8, 1, new)
-        == DEFAULT_CONSTANTS.newer_non_torch_gib * GIB
+        == DEFAULT_CONSTANTS.non_torch.cublas_before_snapshot_gib * GIB
     )
     assert non_torch_bytes(2, 1, old) > non_torch_bytes(1, 1, old)
     arch = next(r for r in ROWS if r.id == "llmd-llama31-8b").resolved().architecture
@@ -306,16 +309,16 @@ def test_pipeline_parallel_adds_its_measured_overhead_on_newer_engines() -> None
     """vLLM >= 0.20: a PP rank keeps newer_pp_non_torch_gib more outside the KV cache (measured on the
     Qwen3-32B PP=2 log); without it that row's first stage over-promises by more than the tolerance
     of its TP=2 sibling."""
-    new = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, generation=GENERATION_NEWER)
+    new = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, generation=Generation.NEWER)
     extra = non_torch_bytes(1, 2, new) - non_torch_bytes(1, 1, new)
-    assert extra == pytest.approx(DEFAULT_CONSTANTS.newer_pp_non_torch_gib * GIB) and extra > 0
+    assert extra == pytest.approx(DEFAULT_CONSTANTS.non_torch.pp_gib * GIB) and extra > 0
     pp_row = next(r for r in NEWER if r.id == "sp-qwen3-32b-rtxpro6000-pp2")
-    without = row_error(pp_row, replace(DEFAULT_CONSTANTS, newer_pp_non_torch_gib=0.0))
+    without = row_error(pp_row, with_constants(DEFAULT_CONSTANTS, {"non_torch.pp_gib": 0.0}))
     with_term = row_error(pp_row)
     assert 0 < with_term.relative < without.relative
     assert without.budget_error_gib is not None and with_term.budget_error_gib is not None
     assert without.budget_error_gib - with_term.budget_error_gib == pytest.approx(
-        DEFAULT_CONSTANTS.newer_pp_non_torch_gib, abs=0.01
+        DEFAULT_CONSTANTS.non_torch.pp_gib, abs=0.01
     )
 
 
@@ -375,9 +378,8 @@ def test_vllm_019_components_are_reproduced(row: Startup) -> None:
     assert abs(fit.activation_gib - row.logged_activation_gib) <= activation_tolerance
     assert abs(fit.non_torch_gib - row.logged_non_torch_gib) <= 0.15
     if row.tp > 1:
-        assert (
-            fit.non_torch_gib - DEFAULT_CONSTANTS.mid_non_torch_tp_gib - DEFAULT_CONSTANTS.mid_non_torch_gib
-            == (pytest.approx(1.5, abs=0.01))
+        assert fit.non_torch_gib - DEFAULT_CONSTANTS.non_torch.tp_gib - DEFAULT_CONSTANTS.non_torch.gib == (
+            pytest.approx(1.5, abs=0.01)
         )
 
 
@@ -388,10 +390,10 @@ def test_fusion_workspace_follows_flashinfer_and_the_pass_conditions() -> None:
     mid = BudgetSettings(
         max_num_batched_tokens=8192,
         max_num_seqs=1024,
-        generation=GENERATION_MID,
+        generation=Generation.MID,
         fusion_workspace_rounded=True,
     )
-    new = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, generation=GENERATION_NEWER)
+    new = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, generation=Generation.NEWER)
     mib = 2**20
     for tp in (2, 4, 8):
         assert fusion_workspace_bytes(4096, tp, 1, mid) == 3 * 512 * mib
@@ -487,7 +489,7 @@ def test_the_plan_names_the_fusion_workspace() -> None:
     model = resolve_model("zai-org/glm-4-9b-chat")
     common = dict(model=model, gpu_memory_gib=79.19, tensor_parallel_size=2, max_model_len=8192)
     mid = estimate_fit(FitInput(vllm_version=(0, 19, 0), **common))  # type: ignore[arg-type]
-    expected = DEFAULT_CONSTANTS.mid_non_torch_gib + DEFAULT_CONSTANTS.mid_non_torch_tp_gib + 1.5
+    expected = DEFAULT_CONSTANTS.non_torch.gib + DEFAULT_CONSTANTS.non_torch.tp_gib + 1.5
     line = f"non-torch {expected:.2f} GiB (of it 1.50 GiB FlashInfer all-reduce fusion workspace)"
     assert any(line in r for r in mid.reasons)
     single = estimate_fit(FitInput(**{**common, "tensor_parallel_size": 1}))  # type: ignore[arg-type]
@@ -497,14 +499,16 @@ def test_the_plan_names_the_fusion_workspace() -> None:
 def test_model_runner_v2_follows_each_release_default() -> None:
     # 0.21 defaults VLLM_USE_V2_MODEL_RUNNER to 0; 0.24 lists architectures; 0.27-0.28 add dense models;
     # 0.33 runs V2 everywhere
-    assert not model_runner_v2((0, 21, 0), "Qwen3ForCausalLM", is_moe=False)
-    assert model_runner_v2((0, 24, 0), "Qwen3ForCausalLM", is_moe=False)
-    assert not model_runner_v2((0, 24, 0), "Qwen2ForCausalLM", is_moe=False)
-    assert not model_runner_v2((0, 24, 0), "Qwen3MoeForCausalLM", is_moe=True)
-    assert model_runner_v2((0, 27, 1), "Qwen2ForCausalLM", is_moe=False)
-    assert not model_runner_v2((0, 28, 0), "GptOssForCausalLM", is_moe=True)
-    assert not model_runner_v2((0, 28, 0), "Qwen3NextForCausalLM", is_moe=False, hybrid=True)
-    assert model_runner_v2((0, 33, 0), "GptOssForCausalLM", is_moe=True)
+    assert not release_rules((0, 21, 0)).uses_model_runner_v2("Qwen3ForCausalLM", is_moe=False)
+    assert release_rules((0, 24, 0)).uses_model_runner_v2("Qwen3ForCausalLM", is_moe=False)
+    assert not release_rules((0, 24, 0)).uses_model_runner_v2("Qwen2ForCausalLM", is_moe=False)
+    assert not release_rules((0, 24, 0)).uses_model_runner_v2("Qwen3MoeForCausalLM", is_moe=True)
+    assert release_rules((0, 27, 1)).uses_model_runner_v2("Qwen2ForCausalLM", is_moe=False)
+    assert not release_rules((0, 28, 0)).uses_model_runner_v2("GptOssForCausalLM", is_moe=True)
+    assert not release_rules((0, 28, 0)).uses_model_runner_v2(
+        "Qwen3NextForCausalLM", is_moe=False, hybrid=True
+    )
+    assert release_rules((0, 33, 0)).uses_model_runner_v2("GptOssForCausalLM", is_moe=True)
 
 
 def test_v1_runner_pytorch_sampler_is_the_triton_pass() -> None:
@@ -519,7 +523,7 @@ def test_v1_runner_pytorch_sampler_is_the_triton_pass() -> None:
     assert abs(row_error(row).relative) <= 0.02
     arch = row.resolved().architecture
     native = BudgetSettings(
-        2048, 256, generation=GENERATION_NEWER, model_runner_v1=True, flashinfer_sampler=False
+        2048, 256, generation=Generation.NEWER, model_runner_v1=True, flashinfer_sampler=False
     )
     flashinfer = replace(native, flashinfer_sampler=True)
     assert sampler_peak_bytes(arch, native) == sampler_peak_bytes(arch, flashinfer)
@@ -535,13 +539,13 @@ def test_v1_runner_rows_share_the_vllm_019_forward_and_sampler() -> None:
     the sampler pass as read, and the fused-MoE workspace is vLLM 0.26's own shapes (v1_moe_workspace_scale
     1, not fitted): within 5 %. Which runner profiled each H200 row is in its log ("model_runner" in the
     CSV): the planner must agree with every one."""
-    assert DEFAULT_CONSTANTS.v1_forward_scale == DEFAULT_CONSTANTS.mid_forward_scale
+    assert DEFAULT_CONSTANTS.v1.forward_scale == DEFAULT_CONSTANTS.mid.forward_scale
     # the V1 sampler pass as read (14 B per entry, the Triton scratch) is 0.18-0.19's fitted rate at 256 rows
     vocab = 151936
     assert v1_sampler_pass_bytes(256, vocab) / (256 * vocab) == pytest.approx(
-        DEFAULT_CONSTANTS.mid_sampler_bytes, abs=0.05
+        DEFAULT_CONSTANTS.mid.sampler_bytes, abs=0.05
     )
-    assert DEFAULT_CONSTANTS.v1_moe_workspace_scale == 1.0
+    assert DEFAULT_CONSTANTS.v1.moe_workspace_scale == 1.0
     v1 = [s for s in newer_engine_startups() if s.vllm_version and not s.runner_v2]
     with CSV_PATH.open(encoding="utf-8") as fh:
         logged = {r["id"]: r["model_runner"] for r in csv.DictReader(fh) if r["model_runner"]}
@@ -558,7 +562,7 @@ def test_a_held_out_row_whose_constants_no_other_row_pins_is_not_a_prediction() 
     rows = {s.id: s for s in newer_engine_startups()}
     glm = [rows["aws-glm52-fp8-h200-tp8"]]
     qwen = [s for k, s in rows.items() if k.startswith("sp-qwen3-32b")]
-    assert "newer_moe_workspace_scale" in uninformed_constants(qwen, glm, DEFAULT_CONSTANTS)
+    assert "v2.moe_workspace_scale" in uninformed_constants(qwen, glm, DEFAULT_CONSTANTS)
     # the 0.19 sweep has enough other models for every constant of a held-out one
     mid = mid_engine_startups()
     held = [s for s in mid if s.model_id == "meta-llama/Llama-3.1-8B-Instruct"]
@@ -568,7 +572,7 @@ def test_a_held_out_row_whose_constants_no_other_row_pins_is_not_a_prediction() 
     # and GLM-5.2 needs the MoE workspace scale pinned with it: two rows for three constants
     others = [s for k, s in rows.items() if not k.startswith("sp-qwen3-32b")]
     flagged = uninformed_constants(others, qwen, DEFAULT_CONSTANTS)
-    assert "newer_cudagraph_bytes_per_piece" in flagged
+    assert "graphs_v2.bytes_per_piece" in flagged
 
 
 def test_v1_runner_moe_and_dsa_buffers_follow_vllm_026() -> None:
@@ -594,7 +598,7 @@ def test_v1_runner_moe_and_dsa_buffers_follow_vllm_026() -> None:
         max_num_batched_tokens=2048,
         max_num_seqs=64,
         max_model_len=32768,
-        generation=GENERATION_NEWER,
+        generation=Generation.NEWER,
         model_runner_v1=True,
         dsa_shared_workspace=True,
     )
@@ -618,12 +622,12 @@ def test_graph_constants_are_the_least_squares_fit_of_the_logged_estimates() -> 
     fitted = fit_graph_constants(GRAPH_ROWS)
     for names in GRAPH_CONSTANTS.values():
         for name in names:
-            assert getattr(fitted, name) == pytest.approx(getattr(DEFAULT_CONSTANTS, name), rel=0.02), name
+            assert constant(fitted, name) == pytest.approx(constant(DEFAULT_CONSTANTS, name), rel=0.02), name
     assert fit_fp8_online_graph_bytes(GRAPH_ROWS) == pytest.approx(
-        DEFAULT_CONSTANTS.v1_fp8_online_graph_bytes_per_layer, rel=0.02
+        DEFAULT_CONSTANTS.fp8_online_mla_graph_bytes_per_layer, rel=0.02
     )
     # the same code captures more in 0.19 than from 0.20 on (budget.py): not one set for both
-    assert DEFAULT_CONSTANTS.mid_graph_bytes_per_piece > 1.5 * DEFAULT_CONSTANTS.graph_bytes_per_piece
+    assert DEFAULT_CONSTANTS.graphs_mid.bytes_per_piece > 1.5 * DEFAULT_CONSTANTS.graphs_v1.bytes_per_piece
 
 
 @pytest.mark.parametrize("row", GRAPH_ROWS, ids=lambda r: r.id)
@@ -644,7 +648,8 @@ def test_mla_decode_graphs_take_more_per_request_and_gpt_oss_captures_to_1024() 
     (largest=1024)" in both H200 logs)."""
     rows = {s.id: s for s in GRAPH_ROWS}
     assert (
-        DEFAULT_CONSTANTS.mla_graph_bytes_per_decode_seq > 0.5 * DEFAULT_CONSTANTS.graph_bytes_per_decode_seq
+        DEFAULT_CONSTANTS.graphs_v1.mla_bytes_per_decode_seq
+        > 0.5 * DEFAULT_CONSTANTS.graphs_v1.bytes_per_decode_seq
     )
     flash = (
         rows["h200-flash-c32k"].fit().cudagraph_capture_gib
@@ -668,7 +673,7 @@ def test_a_cold_compile_holds_the_embedding_table_in_the_profiling_run() -> None
     assert small.logged_activation_gib is not None
     assert abs(small.fit().activation_gib - small.logged_activation_gib) < 0.02
     settings = BudgetSettings(
-        max_num_batched_tokens=2048, max_num_seqs=32, generation=GENERATION_NEWER, model_runner_v1=True
+        max_num_batched_tokens=2048, max_num_seqs=32, generation=Generation.NEWER, model_runner_v1=True
     )
     assert compile_transient_bytes(arch, 1, settings) == 151936 * 2048 * 2 + 2 * 2048 * 2048 * 2
     assert compile_transient_bytes(arch, 2, settings) < compile_transient_bytes(arch, 1, settings)
@@ -693,10 +698,10 @@ def test_v1_runner_graph_estimate_does_not_shrink_with_tp() -> None:
     at 1.61 / 1.51 for TP 2 / 4: not the quarter a per-rank activation term would leave at TP 4. Model
     Runner V2 (vLLM >= 0.33) keeps the per-piece figure divided by TP off Hopper (fitted so on the RTX PRO
     6000) and whole on Hopper, as the V1 runner (see budget.py)."""
-    v1 = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, generation=GENERATION_MID)
+    v1 = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, generation=Generation.MID)
     assert cudagraph_bytes(32, v1, tp=1) == cudagraph_bytes(32, v1, tp=4)
     blackwell = BudgetSettings(
-        max_num_batched_tokens=8192, max_num_seqs=1024, generation=GENERATION_NEWER, compute_capability=12.0
+        max_num_batched_tokens=8192, max_num_seqs=1024, generation=Generation.NEWER, compute_capability=12.0
     )
     assert cudagraph_bytes(32, blackwell, tp=4) == pytest.approx(cudagraph_bytes(32, blackwell, tp=1) / 4)
     hopper = replace(blackwell, compute_capability=9.0)
@@ -721,7 +726,7 @@ def test_vllm_0_26_counts_its_cublas_handles_as_non_torch_memory_under_either_ru
         assert row.logged_non_torch_gib is not None
         assert abs(row.fit().non_torch_gib - row.logged_non_torch_gib) < 0.05, name
     later = replace(rows["h200-qwen3-8b-s16-b2k"], vllm_version=(0, 33, 0))
-    assert later.fit().non_torch_gib == DEFAULT_CONSTANTS.newer_non_torch_gib
+    assert later.fit().non_torch_gib == DEFAULT_CONSTANTS.non_torch.cublas_before_snapshot_gib
 
 
 def test_the_v1_runner_glm5_rows_are_predictions_held_out_and_glm52_is_not() -> None:
@@ -765,7 +770,7 @@ def test_the_budget_terms_are_the_allocations_memtrace_saw_at_the_peak() -> None
     qwen = rows["h200-qwen3moe-fp8-b16k"]
     sites = memtrace_sites(read_log(LOGS / "qwen3moe-fp8-b16k.log.gz"))
     sampled = sum(v for k, v in sites.items() if "/sample/" in k or "layers/utils.py" in k)
-    v1 = BudgetSettings(16384, 1024, generation=GENERATION_NEWER, model_runner_v1=True)
+    v1 = BudgetSettings(16384, 1024, generation=Generation.NEWER, model_runner_v1=True)
     v1 = replace(v1, flashinfer_sampler=True)
     qwen_arch = qwen.resolved().architecture
     hidden = (1024 + 16384) * qwen_arch.hidden_size * 2  # the hidden states beside the pass
@@ -773,7 +778,7 @@ def test_the_budget_terms_are_the_allocations_memtrace_saw_at_the_peak() -> None
     assert v1_sampler_pass_bytes(1024, 151936) / mib == pytest.approx(sampled, abs=0.5)  # 2153.8 MiB
     small = rows["h200-qwen3moe-fp8-s32-b2k"]
     compiled = memtrace_sites(read_log(LOGS / "qwen3moe-fp8-s32-b2k.log.gz"))
-    cold = BudgetSettings(2048, 32, generation=GENERATION_NEWER)
+    cold = BudgetSettings(2048, 32, generation=Generation.NEWER)
     transient = compile_transient_bytes(small.resolved().architecture, 1, cold) / mib
     assert compiled == {"vllm/compilation/compiler_interface.py:376": pytest.approx(transient, rel=0.01)}
 
@@ -791,7 +796,7 @@ def test_model_runner_v2_forward_and_sampler_are_the_allocations_memtrace_saw() 
     rows = {s.id: s for s in NEWER}
     forward_row, sampler_row = rows["h200-qwen3-8b-b16k"], rows["h200-qwen3-8b-s8k-b8k"]
     arch = forward_row.resolved().architecture
-    forward = BudgetSettings(16384, 256, generation=GENERATION_NEWER)
+    forward = BudgetSettings(16384, 256, generation=Generation.NEWER)
     piece = memtrace_sites(read_log(LOGS / "qwen3-8b-b16k.log.gz"))
     assert sum(piece.values()) == pytest.approx(1628.0, abs=0.1)
     assert forward_peak_bytes(arch, 1, forward) / mib == pytest.approx(1628.0, rel=0.01)
@@ -803,7 +808,7 @@ def test_model_runner_v2_forward_and_sampler_are_the_allocations_memtrace_saw() 
     sampled = memtrace_sites(read_log(LOGS / "qwen3-8b-s8k-b8k.log.gz"))
     logits = "vllm/model_executor/layers/utils.py:98"
     assert sampled[logits] == pytest.approx(8192 * 151936 * 2 / mib, abs=0.1)
-    sampler = BudgetSettings(8192, 8192, generation=GENERATION_NEWER)
+    sampler = BudgetSettings(8192, 8192, generation=Generation.NEWER)
     assert sampler_peak_bytes(arch, sampler) / mib == pytest.approx(sum(sampled.values()), rel=0.02)
     for row in (forward_row, sampler_row):
         assert row.logged_activation_gib is not None
@@ -819,7 +824,7 @@ def test_model_runner_v2_forward_and_sampler_are_the_allocations_memtrace_saw() 
     assert len(v2) >= 10
     fitted = fit_hopper_v2_graph_constants(NEWER)
     for name in HOPPER_V2_GRAPH_CONSTANTS:
-        assert getattr(fitted, name) == pytest.approx(getattr(DEFAULT_CONSTANTS, name), rel=0.02), name
+        assert constant(fitted, name) == pytest.approx(constant(DEFAULT_CONSTANTS, name), rel=0.02), name
     for row in v2:
         estimate = replace(row, vllm_version=(0, 33, 0)).fit().cudagraph_capture_gib
         assert row.logged_graph_actual_gib is not None
@@ -827,7 +832,7 @@ def test_model_runner_v2_forward_and_sampler_are_the_allocations_memtrace_saw() 
     # the per-layer form fitted on the RTX PRO 6000 (kept off Hopper) falls short on the wide attention
     for row in (r for r in v2 if r.family == "glm-moe-gqa"):
         layers = row.resolved().architecture.num_layers
-        per_layer = DEFAULT_CONSTANTS.newer_cudagraph_bytes_per_piece * layers * 51 / 2**30
+        per_layer = DEFAULT_CONSTANTS.graphs_v2.bytes_per_piece * layers * 51 / 2**30
         assert row.logged_graph_actual_gib is not None
         assert per_layer < row.logged_graph_actual_gib - 0.4, row.id
 
@@ -878,7 +883,7 @@ def test_v1_sampler_pass_and_mla_layer_are_the_allocations_memtrace_saw() -> Non
         settings = BudgetSettings(
             2048,
             1024,
-            generation=GENERATION_NEWER,
+            generation=Generation.NEWER,
             model_runner_v1=True,
             flashinfer_sampler=row.flashinfer_sampler,
         )
@@ -889,7 +894,7 @@ def test_v1_sampler_pass_and_mla_layer_are_the_allocations_memtrace_saw() -> Non
         assert row.logged_activation_gib is not None
         assert row.fit().activation_gib == pytest.approx(row.logged_activation_gib, abs=0.05), name
     # below 8 rows PyTorch sorts the logits: the fitted sort-path rate
-    assert v1_sampler_pass_bytes(4, vocab) == DEFAULT_CONSTANTS.sampler_bytes_native * 4 * vocab
+    assert v1_sampler_pass_bytes(4, vocab) == DEFAULT_CONSTANTS.older.sampler_bytes * 4 * vocab
     glm5 = rows["h200-glm5-b16k"].resolved().architecture
     per_token = mla_attention_live_bytes(glm5, 1)
     assert per_token == (64 * (192 + 64 + 256) + 512 + 64 + 6144) * 2
@@ -975,7 +980,7 @@ def test_gqa_attention_piece_and_full_graphs_follow_the_query_width() -> None:
         assert f"Estimated FULL CUDA graph memory: {logged_mib:.2f} MiB first-capture" in text, name
         assert 32 * 4 * decode * width / mib == pytest.approx(logged_mib, rel=0.15), name
     # fitted 120 B (the additive form also carries the piecewise first capture vLLM's max() hides)
-    assert DEFAULT_CONSTANTS.graph_bytes_per_decode_q_element == pytest.approx(128, rel=0.07)
+    assert DEFAULT_CONSTANTS.graphs_v1.bytes_per_decode_q_element == pytest.approx(128, rel=0.07)
 
 
 def test_flash_attention_2_and_query_normed_graphs_as_the_debug_lines_split_them() -> None:
@@ -1002,7 +1007,7 @@ def test_flash_attention_2_and_query_normed_graphs_as_the_debug_lines_split_them
         assert fa2_row.flash_attn_version == 2 and fa3_row.flash_attn_version is None
         # ours: the query-width term goes with FlashAttention 3 only
         width = {"qwen25-7b": 28 * 128, "qwen25-05b": 14 * 64}[model]
-        q_term = DEFAULT_CONSTANTS.graph_bytes_per_decode_q_element * width * 256 / GIB
+        q_term = DEFAULT_CONSTANTS.graphs_v1.bytes_per_decode_q_element * width * 256 / GIB
         assert fa3_row.fit().cudagraph_capture_gib - fa2_row.fit().cudagraph_capture_gib == pytest.approx(
             q_term
         )
@@ -1024,7 +1029,7 @@ def test_flash_attention_2_and_query_normed_graphs_as_the_debug_lines_split_them
         assert row.logged_graph_gib is not None
         assert row.fit().cudagraph_capture_gib == pytest.approx(row.logged_graph_gib, abs=0.11), name
         hopper = replace(
-            DEFAULT_CONSTANTS, pre_hopper_graph_bytes_per_piece=DEFAULT_CONSTANTS.graph_bytes_per_piece
+            DEFAULT_CONSTANTS, pre_hopper_graph_bytes_per_piece=DEFAULT_CONSTANTS.graphs_v1.bytes_per_piece
         )
         assert row.fit(hopper).cudagraph_capture_gib < row.fit().cudagraph_capture_gib, name
 

@@ -27,9 +27,9 @@ from glm_operator.planning.placement.request import placement_request_from_spec
 from glm_operator.planning.releases import (
     DEFAULT_ENGINE,
     DEFAULT_VERSION,
-    cudagraph_in_budget,
     engine_for_image,
     engine_for_version,
+    release_rules,
 )
 from glm_operator.planning.supply.nodes import parse_gpu_pools
 
@@ -82,8 +82,8 @@ def test_no_spec_image_is_the_operator_default() -> None:
 
 def test_cudagraphs_count_in_the_budget_from_0_20() -> None:
     """0.20.0's vllm/envs.py turned VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS on (0.19.x: off)."""
-    assert not cudagraph_in_budget((0, 19, 9)) and cudagraph_in_budget((0, 20, 0))
-    assert cudagraph_in_budget(DEFAULT_VERSION)
+    assert not release_rules((0, 19, 9)).graphs_in_budget and release_rules((0, 20, 0)).graphs_in_budget
+    assert release_rules(DEFAULT_VERSION).graphs_in_budget
     assert engine_for_version("v0.21").version == (0, 21, 0)
     with pytest.raises(ValueError):
         engine_for_version("latest")
@@ -97,7 +97,7 @@ def test_the_fit_subtracts_cuda_graphs_for_the_default_release_only_from_0_20() 
     )
     assert (new.vllm_version, old.vllm_version) == (VLLM_VERSION, "0.17.0")
     # 40 layers x 51 capture sizes of vLLM 0.33 x the fitted per-piece figure
-    per_piece = DEFAULT_CONSTANTS.newer_cudagraph_bytes_per_piece
+    per_piece = DEFAULT_CONSTANTS.graphs_v2.bytes_per_piece
     assert new.cudagraph_gib == pytest.approx(40 * 51 * per_piece / GIB, abs=0.01) and old.cudagraph_gib == 0
     # 0.33 takes its graph estimate off the budget; 0.17 captures after the KV cache, in the headroom
     assert old.fits and not new.fits

@@ -6,7 +6,12 @@ import argparse
 
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE
 from glm_operator.cli import UserError
-from glm_operator.planning.releases import VllmEngine, engine_for_image, engine_for_version
+from glm_operator.planning.releases import (
+    VllmEngine,
+    engine_for_image,
+    engine_for_version,
+    unsupported_release,
+)
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser, image_help: str = "") -> None:
@@ -28,7 +33,13 @@ def add_engine_arguments(parser: argparse.ArgumentParser, image_help: str = "") 
 def engine_from_args(args: argparse.Namespace) -> VllmEngine:
     if args.vllm_version:
         try:
-            return engine_for_version(args.vllm_version)
+            engine = engine_for_version(args.vllm_version)
         except ValueError:
             raise UserError(f"--vllm-version {args.vllm_version!r}: give a release such as 0.33.0") from None
-    return engine_for_image(args.image)
+        flag = "--vllm-version"
+    else:
+        engine, flag = engine_for_image(args.image), "--image"
+    unsupported = unsupported_release(engine.version)
+    if unsupported:
+        raise UserError(f"{flag}: {unsupported}")
+    return engine

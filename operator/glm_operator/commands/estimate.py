@@ -17,7 +17,7 @@ from glm_operator.commands.engine_args import add_engine_arguments, engine_from_
 from glm_operator.planning.memory.explain import max_context_for
 from glm_operator.planning.memory.fit import estimate_fit
 from glm_operator.planning.memory.instance import FitInputError, FitResult, GpuFigures, GpuMemory, fit_input
-from glm_operator.planning.releases import DEFAULT_VERSION, cudagraph_in_budget
+from glm_operator.planning.releases import DEFAULT_VERSION, release_rules
 
 
 def register(subparsers: Any) -> None:
@@ -152,7 +152,7 @@ def vllm_log_lines(result: FitResult) -> list[str]:
     """
     r = result
     version = parse_version(r.vllm_version) if r.vllm_version else DEFAULT_VERSION
-    if not cudagraph_in_budget(version):
+    if not release_rules(version).graphs_in_budget:
         return _older_log_lines(r)
     consumed = r.weights_gib_per_gpu + r.non_torch_gib
     if version >= TOTAL_CONSUMED_REPORT_SINCE:

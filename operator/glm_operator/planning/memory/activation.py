@@ -14,8 +14,8 @@ import functools
 from glm_operator.catalog.models import ModelArchitecture
 from glm_operator.planning.memory.constants import DEFAULT_CONSTANTS, BudgetConstants
 from glm_operator.planning.memory.settings import (
-    PROFILING_V1_NEWER,
     BudgetSettings,
+    ProfilingRun,
     padded_vocab,
     query_width_per_rank,
 )
@@ -27,7 +27,7 @@ from glm_operator.planning.memory.workspaces import (
     v1_dsa_indexer_workspace_bytes,
     v1_dsa_shared_workspace,
 )
-from glm_operator.planning.releases import GENERATION_MID, GENERATION_NEWER
+from glm_operator.planning.releases import Generation
 
 # MLA's profile-run stand-in for the chunked-context up-projection (mla_profile_upprojection_bytes)
 MLA_CHUNKED_CONTEXT_MAX_ROWS = 64 * 1024
@@ -112,30 +112,27 @@ def forward_peak_bytes(
     """The dummy forward's live activations: a scale per profiling run x the structural bytes per token.
 
     A dense GQA model's forward is the same compiled layer piece under either model runner of vLLM >= 0.20,
-    so the V1 runner takes Model Runner V2's measured ``newer_forward_scale`` for it: memtrace of Qwen3-8B on
+    so the V1 runner takes Model Runner V2's measured ``v2.forward_scale`` for it: memtrace of Qwen3-8B on
     the V1 runner at 8192 tokens with a warm compile cache (``benchmarks/gpu_truth/logs/repeats/
     qwen3-8b-v1-b8k-s7call11-warm.log.gz``) holds gate/up 384 + SiLU 192 + 3 x 64 + 32 MiB = 800 MiB at the
-    peak, V2 at 16384 tokens 1628 MiB of the same blocks. ``v1_forward_scale`` stays for MoE and MLA
+    peak, V2 at 16384 tokens 1628 MiB of the same blocks. ``v1.forward_scale`` stays for MoE and MLA
     models; an MLA model's peak on the V1 runner is its attention layer (:func:`mla_attention_live_bytes`).
-    The other way round, a GQA MoE model under Model Runner V2 takes ``v1_forward_scale``: GLM-4.7's shapes
+    The other way round, a GQA MoE model under Model Runner V2 takes ``v1.forward_scale``: GLM-4.7's shapes
     and GLM-4.5-Air forced onto V2 (vLLM 0.26, memtrace) peak at the same blocks as on V1, the workspace
     manager's buffer and the attention piece's nine (1009 / 977 MiB at 8192 tokens), where
-    ``newer_forward_scale`` x the structural bytes came to 0.5 / 0.3 GiB more."""
-    if settings.profiling_run == PROFILING_V1_NEWER and arch.is_mla:
+    ``v2.forward_scale`` x the structural bytes came to 0.5 / 0.3 GiB more."""
+    run = settings.profiling_run
+    if run == ProfilingRun.V1 and arch.is_mla:
         return mla_attention_live_bytes(arch, tp) * settings.max_num_batched_tokens
-    scale = {
-        GENERATION_NEWER: c.newer_forward_scale,
-        GENERATION_MID: c.mid_forward_scale,
-        PROFILING_V1_NEWER: c.v1_forward_scale,
-    }.get(settings.profiling_run, c.forward_scale)
+    scale = c.profiling(run).forward_scale
     dense = not (arch.is_moe or arch.is_mla or arch.linear_attention_layers)
-    if settings.profiling_run == PROFILING_V1_NEWER and dense:
-        scale = c.newer_forward_scale
+    if run == ProfilingRun.V1 and dense:
+        scale = c.v2.forward_scale  # the same compiled layer piece as on Model Runner V2
     gqa_moe = arch.is_moe and not (arch.is_mla or arch.linear_attention_layers)
-    if settings.profiling_run == GENERATION_NEWER and gqa_moe:
-        scale = c.v1_forward_scale
+    if run == ProfilingRun.V2 and gqa_moe:
+        scale = c.v1.forward_scale  # the same blocks as on the V1 runner (memtrace)
     per_token = scale * activation_bytes_per_token(arch, tp)
-    if settings.generation == GENERATION_NEWER:
+    if settings.generation == Generation.NEWER:
         piece = attention_piece_bytes_per_token(
             arch, tp, settings.max_num_seqs, settings.max_num_batched_tokens
         )
@@ -187,7 +184,7 @@ def sampler_peak_bytes(
     Model Runner V2 (vLLM >= 0.20 where it is the default; ``_dummy_sampler_run`` in ``vllm/v1/worker/gpu/
     model_runner.py``, read in 0.26.0): the logits of the rows in bf16 and nothing of the vocabulary's
     size beside them (temperature, min-p and top-k/top-p work in place, the Gumbel sample keeps a few
-    values per row), ``newer_sampler_bytes`` = 2 per row and vocabulary entry, plus the model's last
+    values per row), ``v2.sampler_bytes`` = 2 per row and vocabulary entry, plus the model's last
     hidden states and the rows picked from them. At TP > 1 ``LogitsProcessor._gather_logits`` all-gathers
     the rank's slice into a [TP x rows, vocabulary / TP] buffer and reshapes it into a copy
     (``all_gather`` in ``base_device_communicator.py``): 2 + 2 / TP bytes more per entry at its peak.
@@ -195,23 +192,22 @@ def sampler_peak_bytes(
     151,936 x 2 B, and 160 MiB of hidden states, 2548 MiB in all.
 
     The V1 runner, which vLLM 0.20-0.32 still use for some models
-    (:func:`glm_operator.planning.releases.model_runner_v2`): :func:`v1_sampler_pass_bytes`, the same with
+    (``ReleaseRules.uses_model_runner_v2``): :func:`v1_sampler_pass_bytes`, the same with
     FlashInfer's sampler or PyTorch's, beside the same hidden states (GLM-4.7-Flash at 16384 tokens and 1024
     rows, memtrace: the 2195.5 MiB pass, the 640 MiB fused-MoE workspace and the forward's 64 MiB output).
     """
     rows = min(settings.max_num_seqs, settings.max_num_batched_tokens)
-    native_on_v1 = settings.model_runner_v1 and not settings.flashinfer_sampler
+    run = settings.profiling_run
     # the forward's hidden states stay alive through the pass, beside the rows picked from them
     hidden = (rows + settings.max_num_batched_tokens) * arch.hidden_size * 2.0
-    if settings.profiling_run == GENERATION_NEWER:
+    if run == ProfilingRun.V2:
         gather = 2.0 + 2.0 / tp if tp > 1 else 0.0
-        return (c.newer_sampler_bytes + gather) * rows * padded_vocab(arch) + hidden
-    if settings.profiling_run == PROFILING_V1_NEWER:
+        return (c.v2.sampler_bytes + gather) * rows * padded_vocab(arch) + hidden
+    if run == ProfilingRun.V1:
         return v1_sampler_pass_bytes(rows, padded_vocab(arch), c) + hidden
-    if settings.profiling_run == GENERATION_MID and not native_on_v1:
-        per = c.mid_sampler_bytes
-    else:
-        per = c.sampler_bytes_flashinfer if settings.flashinfer_sampler else c.sampler_bytes_native
+    per = c.profiling(run).sampler_bytes
+    if run == ProfilingRun.OLDER and settings.flashinfer_sampler:
+        per = c.older_flashinfer_sampler_bytes
     return per * rows * padded_vocab(arch)
 
 
@@ -225,11 +221,11 @@ def v1_sampler_pass_bytes(rows: int, vocab: int, c: BudgetConstants = DEFAULT_CO
     the fp32 scratch of the Triton top-k/top-p kernel, min(next power of 2 >= rows, SMs) vocabulary rows,
     which it caches. Measured (``gpu_truth memtrace``, vLLM 0.26.0 on the H200, 1024 rows of 151,936
     entries): 296.8 + 3 x 593.5 + 76.5 = 2153.8 MiB for Qwen2.5-0.5B with either sampler and for
-    Qwen3-30B-A3B-FP8. Below 8 rows PyTorch sorts the logits (``sampler_bytes_native``). It replaces a rate of
+    Qwen3-30B-A3B-FP8. Below 8 rows PyTorch sorts the logits (``older.sampler_bytes``). It replaces a rate of
     16.04 B per entry (0.18-0.19's, fitted), which is this at 256 rows and 14 % over it at 1024, and the sort
     path's 38.8 B for ``VLLM_USE_FLASHINFER_SAMPLER=0``, which the Triton kernel ended in 0.22."""
     if rows < TOPK_TOPP_TRITON_MIN_ROWS:
-        return c.sampler_bytes_native * rows * vocab
+        return c.older.sampler_bytes * rows * vocab  # PyTorch's sort path
     programs = min(1 << (rows - 1).bit_length(), TOPK_TOPP_TRITON_PROGRAMS)
     return float((V1_SAMPLER_BYTES_PER_ENTRY * rows + 4 * programs) * vocab)
 
@@ -276,7 +272,7 @@ def compile_transient_bytes(arch: ModelArchitecture, tp: int, settings: BudgetSe
     skips it: the two Qwen2.5 logs on an RTX 4090 (vLLM 0.24, "torch.compile took 3-4 s", a partial cache
     hit) keep less than their embedding. With ``--enforce-eager`` nothing is compiled.
     """
-    if settings.enforce_eager or settings.compile_cache_warm or settings.generation != GENERATION_NEWER:
+    if settings.enforce_eager or settings.compile_cache_warm or settings.generation != Generation.NEWER:
         return 0.0
     hidden = arch.hidden_size
     return (

@@ -1,99 +1,166 @@
-"""The free constants of vLLM's non-KV memory, one field per measured or fitted figure (pure).
+"""The measured and fitted constants of vLLM's non-KV memory, a row per profiling run and graph estimate
+(pure).
 
-Each figure says in its comment whether it is measured (a log or memtrace line) or fitted, and on which
-start-ups; ``benchmarks/calibration`` refits them and prints the errors. docs/memory-model.md explains
-every term they enter.
+vLLM's profiling run and CUDA-graph estimate changed between releases and between its two model runners,
+so the constants come in rows: :class:`ProfilingConstants` for each profiling run (``older`` before vLLM
+0.18, ``mid`` 0.18-0.19, ``v1`` the V1 model runner from 0.20, ``v2`` Model Runner V2) and
+:class:`GraphConstants` for each graph estimate; :class:`~.settings.ProfilingRun` says which run a budget uses
+(``memory.settings``). Each figure's comment says whether it is measured (a log or memtrace line) or
+fitted, and on which start-ups; ``benchmarks/calibration`` refits them (by the dotted names
+:func:`constant` and :func:`with_constants` read and write) and prints the errors. docs/memory-model.md
+explains every term they enter.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from glm_operator.planning.memory.settings import ProfilingRun
 
 GIB = 1024**3
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class ProfilingConstants:
+    """The torch peak of one profiling run."""
+
+    # x the structural live bytes of one layer per scheduled token (activation.activation_bytes_per_token)
+    forward_scale: float
+    # per sampled row and vocabulary entry; 0 where the pass is modelled from its buffers (the V1 runner)
+    sampler_bytes: float
+    # x the fused-MoE buffers of the workspace manager (0 before vLLM 0.18: moe_workspace_gib)
+    moe_workspace_scale: float
+
+
+@dataclass(frozen=True)
+class GraphConstants:
+    """One CUDA-graph estimate: PIECEWISE graphs per layer and capture size, FULL graphs per request."""
+
+    bytes_per_piece: float  # per layer on the rank and capture size
+    bytes_per_decode_seq: float = 0.0  # per request of the largest FULL decode graph
+    mla_bytes_per_decode_seq: float = 0.0  # what an MLA model's FULL decode graphs add per request
+    # per request and query element on the rank (heads / TP x head_dim) of a GQA/MHA model's FULL decode
+    # graph: FlashAttention's split-KV accumulators (fp32 x up to 32 splits = 128 B per set)
+    bytes_per_decode_q_element: float = 0.0
+
+
+@dataclass(frozen=True)
+class NonTorchConstants:
+    """Memory outside PyTorch's allocator that grows after vLLM's first memory snapshot, GiB per rank."""
+
+    # vLLM 0.18 on, before the cuBLAS handles moved before the snapshot (0.27): measured, "non-torch forward
+    # increase memory" 0.24-0.27 GiB at TP 1 (llm-d-planner logs); 0.22-0.25 on the H200 with 0.26
+    gib: float = 0.25
+    # from 0.27 (cuBLAS handles before the snapshot): fitted, ~0 on the 0.27.1 rows
+    cublas_before_snapshot_gib: float = 0.0
+    # TP > 1 on 0.18 on, beyond the fusion workspace (vLLM's custom all-reduce, NCCL): fitted
+    tp_gib: float = 0.40
+    # PP > 1 on Model Runner V2, every rank: not fitted, the budget error of the only >= 0.20 PP start-up
+    # (sp-qwen3-32b-rtxpro6000-pp2, vLLM 0.27.1, first stage) without it
+    pp_gib: float = 0.44
+    # NCCL without vLLM's custom all-reduce (PCIe, multi-node), or PP before 0.18: fitted (L40S TP8 logs 0.21)
+    nccl_gib: float = 0.105
+    # before vLLM 0.18: measured (llm-d logs), cuBLAS/cuDNN workspaces at TP 1 and the custom all-reduce
+    older_gib: float = 0.13
+    older_custom_all_reduce_gib: float = 0.41
 
 
 @dataclass(frozen=True)
 class BudgetConstants:
-    """The free constants of the budget model (fitted by ``benchmarks/fit_errors.py``)."""
+    """Every free constant of the budget model, by profiling run and graph estimate."""
 
-    # free constants: fitted on the 22 used rows of tests/fixtures/vllm-startups.csv from vLLM < 0.18
-    # (benchmarks/fit_errors.py --refit prints the fit)
-    sampler_bytes_native: float = 38.79
-    sampler_bytes_flashinfer: float = 13.51
-    forward_scale: float = 0.371
-    moe_workspace_gib: float = 1.945
-    non_torch_gib: float = 0.13  # measured (llm-d logs), not fitted
-    non_torch_custom_all_reduce_gib: float = 0.41  # measured (llm-d logs), not fitted
-    # NCCL without vLLM's custom all-reduce (PCIe, multi-node) or PP: fitted; the L40S TP8 log says 0.21
-    non_torch_multi_gpu_gib: float = 0.105
-    # not fitted: 0.50 GiB / (28 layers x 67 sizes), Qwen2-7B on an A100 (dennislee22 logs)
-    cudagraph_bytes_per_piece: float = 0.27 * 2**20
-    # vLLM >= 0.20 (graph estimate in the budget, the newer profiling run): fitted apart on the rows
-    # of that generation (benchmarks/fit_errors.py --refit); see "vLLM >= 0.20" in the docstring. The
-    # forward's scale is measured, not fitted: 1628 MiB / (106,496 B x 16384 tokens), Qwen3-8B on the H200
-    newer_forward_scale: float = 0.978
-    # Model Runner V2's sampler: the bf16 logits (measured, not fitted; see sampler_peak_bytes)
-    newer_sampler_bytes: float = 2.0
-    newer_non_torch_gib: float = 0.0
-    # pipeline parallel, on every rank when PP > 1 (see non_torch_bytes): not fitted, the budget error
-    # of the only >= 0.20 PP start-up (Qwen3-32B PP=2, vLLM 0.27.1, first stage; sp-qwen3-32b-
-    # rtxpro6000-pp2 in tests/fixtures/vllm-startups.csv) without it: ours +0.44 GiB
-    newer_pp_non_torch_gib: float = 0.44
-    # Model Runner V2's graph estimate per layer and capture size, divided by TP (see cudagraph_bytes and
-    # "Model Runner V2 (vLLM 0.33 ...)" in the docstring): fitted with the constants above
-    newer_cudagraph_bytes_per_piece: float = 0.5982 * 2**20
-    # the same on Hopper (FlashAttention 3): per layer and capture size, not divided by TP, plus per
-    # request of the largest FULL graph and query element on the rank (split-KV accumulators, about 2.7 x
-    # one set's 128 B): least squares on the graph memory eleven H200 start-ups on Model Runner V2 took
-    # (vLLM 0.26, which estimates nothing but captures what 0.33's profile_cudagraph_memory measures;
-    # tests/fit_truth.py fit_hopper_v2_graph_constants)
-    hopper_v2_graph_bytes_per_piece: float = 0.1699 * 2**20
-    hopper_v2_graph_bytes_per_decode_q_element: float = 348.7
-    # the V1 model runner's graph estimate (vLLM >= 0.20; see cudagraph_bytes): least squares on the logged
-    # "Estimated CUDA graph memory" figures of vLLM 0.21-0.26 (tests/fit_truth.py fit_graph_constants;
-    # benchmarks/fit_errors.py --refit prints them), a component fit on no KV-token figure
-    graph_bytes_per_piece: float = 0.1555 * 2**20  # per layer on the rank and capture size
-    # the same on Ampere and Ada GPUs (compute capability 8.x), fitted on their three logged estimates
-    # (RTX 4090, RTX A5000): vLLM's per-graph sample is larger there for 7-8B models than on the H200
-    # with either FlashAttention (see cudagraph_bytes)
-    pre_hopper_graph_bytes_per_piece: float = 0.2593 * 2**20
-    graph_bytes_per_decode_seq: float = 0.2717 * 2**20  # per request of the largest FULL decode graph
-    # per request and query element on the rank (heads / TP x head_dim) of a GQA/MHA model's FULL decode
-    # graph: FlashAttention's split-KV accumulators, fp32 x up to 32 splits = 128 B
-    graph_bytes_per_decode_q_element: float = 120.26
-    # what an MLA model's FULL decode graphs add per request (fitted with the three above)
-    mla_graph_bytes_per_decode_seq: float = 2.0648 * 2**20
-    # the same four for vLLM 0.18-0.19, fitted on that generation's 28 logged estimates alone (not
-    # subtracted there, so they move no budget; the fit result reports them)
-    mid_graph_bytes_per_piece: float = 0.3389 * 2**20
-    mid_graph_bytes_per_decode_seq: float = 0.3932 * 2**20
-    mid_graph_bytes_per_decode_q_element: float = 75.94
-    mid_mla_graph_bytes_per_decode_seq: float = 1.3687 * 2**20
+    # before vLLM 0.18: fitted on the 22 used start-ups of those releases (PyTorch's sort sampler, 38.8 B
+    # per entry, measured 38.5-38.9 on the llm-d H100 logs)
+    older: ProfilingConstants = ProfilingConstants(
+        forward_scale=0.371, sampler_bytes=38.79, moe_workspace_scale=0.0
+    )
+    # vLLM 0.18-0.19: fitted on that generation's rows
+    mid: ProfilingConstants = ProfilingConstants(
+        forward_scale=0.462, sampler_bytes=16.04, moe_workspace_scale=1.059
+    )
+    # vLLM >= 0.20 on the V1 model runner: the forward at 0.18-0.19's rate (MLA and dense models apart,
+    # activation.forward_peak_bytes), the sampler pass from its buffers (activation.v1_sampler_pass_bytes),
+    # the TritonExperts workspace as vLLM 0.26 requests it (read, not fitted)
+    v1: ProfilingConstants = ProfilingConstants(
+        forward_scale=0.462, sampler_bytes=0.0, moe_workspace_scale=1.0
+    )
+    # Model Runner V2: the forward measured (1628 MiB / (106,496 B x 16384 tokens), Qwen3-8B on the H200),
+    # the sampler's bf16 logits measured; the MoE workspace scale fitted on FP8 experts (GLM-5.2-FP8 at TP 8)
+    v2: ProfilingConstants = ProfilingConstants(
+        forward_scale=0.978, sampler_bytes=2.0, moe_workspace_scale=6.706
+    )
+    # before vLLM 0.18 (captured after the KV cache): not fitted, 0.50 GiB / (28 layers x 67 sizes),
+    # Qwen2-7B on an A100 (dennislee22 logs)
+    graphs_older: GraphConstants = GraphConstants(bytes_per_piece=0.27 * MIB)
+    # vLLM 0.18-0.19's estimate (not subtracted there): least squares on that generation's 28 logged estimates
+    graphs_mid: GraphConstants = GraphConstants(
+        bytes_per_piece=0.3389 * MIB,
+        bytes_per_decode_seq=0.3932 * MIB,
+        mla_bytes_per_decode_seq=1.3687 * MIB,
+        bytes_per_decode_q_element=75.94,
+    )
+    # the V1 runner's estimate from 0.20: least squares on the logged "Estimated CUDA graph memory" of
+    # vLLM 0.21-0.26 (a component fit on no KV-token figure)
+    graphs_v1: GraphConstants = GraphConstants(
+        bytes_per_piece=0.1555 * MIB,
+        bytes_per_decode_seq=0.2717 * MIB,
+        mla_bytes_per_decode_seq=2.0648 * MIB,
+        bytes_per_decode_q_element=120.26,
+    )
+    # Model Runner V2's estimate off Hopper, per layer and capture size divided by TP: fitted on the three
+    # Qwen3-32B start-ups of vLLM 0.27.1 on an RTX PRO 6000
+    graphs_v2: GraphConstants = GraphConstants(bytes_per_piece=0.5982 * MIB)
+    # Model Runner V2 on Hopper (FlashAttention 3), not divided by TP: least squares on the graph memory
+    # eleven H200 start-ups on Model Runner V2 took (vLLM 0.26 captures what 0.33's estimate measures)
+    graphs_v2_hopper: GraphConstants = GraphConstants(
+        bytes_per_piece=0.1699 * MIB, bytes_per_decode_q_element=348.7
+    )
+    # the V1 runner's per-piece figure on Ampere and Ada (compute capability 8.x), fitted on their three
+    # logged estimates (RTX 4090, RTX A5000): vLLM's per-graph sample is larger there
+    pre_hopper_graph_bytes_per_piece: float = 0.2593 * MIB
     # what the V1 runner's estimate adds per layer on the rank when an MLA model's bf16 checkpoint is
-    # quantized at load (--quantization fp8: per-tensor FP8 through CUTLASS scaled_mm): fitted on the two
-    # GLM-4.7-Flash start-ups of benchmarks/gpu_truth (1.70 and 1.44 GiB logged where bf16 logs 0.75 and
-    # 0.32; tests/fit_truth.py fit_fp8_online_graph_bytes). Not GQA: Qwen3-30B-A3B quantized the same way
-    # logs 0.46 GiB, no more than its FP8 checkpoint [inferred: MLA's path; one MLA model measured]
-    v1_fp8_online_graph_bytes_per_layer: float = 20.85 * 2**20
+    # quantized at load (--quantization fp8): fitted on the two GLM-4.7-Flash FP8-online H200 start-ups
+    fp8_online_mla_graph_bytes_per_layer: float = 20.85 * MIB
     # DSA (GLM-5.x) FULL decode graphs with a bf16 KV cache, per decode request, index head and token of
-    # max_model_len (see cudagraph_bytes): fitted with the per-piece and per-request terms (the bf16-KV
-    # GLM-5 / GLM-5-FP8 rows, 32 to 512 requests at 32k to 64k tokens, land within 0.15 GiB); the shape is the
-    # indexer's fp32 logits, 4 B per index head and token at most
+    # max_model_len (the indexer's fp32 logits, 4 B at most): fitted on the bf16-KV GLM-5 / GLM-5-FP8 rows
     dsa_graph_bytes_per_index_head_token: float = 1.4076
-    newer_moe_workspace_scale: float = 6.706
-    # vLLM >= 0.20 profiled by the V1 model runner (see "vLLM >= 0.20, the V1 model runner" in the docstring):
-    # fitted on that generation's V1 rows, the H200 start-ups of vLLM 0.26 (benchmarks/gpu_truth) among them
-    v1_forward_scale: float = 0.462
-    v1_moe_workspace_scale: float = 1.0
-    # vLLM 0.18-0.19 (the profiling run also profiles CUDA graphs, which are not subtracted): fitted on
-    # that generation's rows (benchmarks/fit_errors.py --refit); see "vLLM 0.18-0.19" in the docstring
-    mid_forward_scale: float = 0.462
-    mid_sampler_bytes: float = 16.04
-    mid_moe_workspace_scale: float = 1.059
-    # measured, not fitted: "non-torch forward increase memory" 0.24-0.27 GiB at TP 1 (llm-d-planner logs)
-    mid_non_torch_gib: float = 0.25
-    # TP > 1 beyond the fusion workspace (vLLM's custom all-reduce, NCCL): fitted
-    mid_non_torch_tp_gib: float = 0.40
+    non_torch: NonTorchConstants = NonTorchConstants()
+    # before vLLM 0.18: FlashInfer's top-k/top-p sampler per row and entry (fitted), and the fused-MoE
+    # workspace on Hopper or newer with TP > 1 (a fitted residual, GiB)
+    older_flashinfer_sampler_bytes: float = 13.51
+    older_moe_workspace_gib: float = 1.945
+
+    def profiling(self, run: ProfilingRun) -> ProfilingConstants:
+        """The row of one profiling run."""
+        rows = {
+            ProfilingRun.OLDER: self.older,
+            ProfilingRun.MID: self.mid,
+            ProfilingRun.V1: self.v1,
+            ProfilingRun.V2: self.v2,
+        }
+        return rows[run]
 
 
 DEFAULT_CONSTANTS = BudgetConstants()
+
+
+def constant(c: BudgetConstants, name: str) -> float:
+    """The constant a dotted name gives (``v2.forward_scale``, ``older_moe_workspace_gib``)."""
+    value: object = c
+    for part in name.split("."):
+        value = getattr(value, part)
+    if not isinstance(value, float | int):
+        raise AttributeError(f"{name} is not a constant")
+    return float(value)
+
+
+def with_constants(c: BudgetConstants, values: Mapping[str, float]) -> BudgetConstants:
+    """``c`` with the constants of dotted ``values`` replaced (what a fit tries)."""
+    for name, value in values.items():
+        head, _, rest = name.partition(".")
+        new: Any = replace(getattr(c, head), **{rest: value}) if rest else value
+        c = replace(c, **{head: new})
+    return c

@@ -12,8 +12,8 @@ import functools
 import math
 
 from glm_operator.planning.memory.constants import DEFAULT_CONSTANTS, BudgetConstants
-from glm_operator.planning.memory.settings import BudgetSettings, is_hopper
-from glm_operator.planning.releases import GENERATION_MID, GENERATION_NEWER, GENERATION_OLDER
+from glm_operator.planning.memory.settings import BudgetSettings, ProfilingRun, is_hopper
+from glm_operator.planning.releases import Generation
 
 MAX_CAPTURE_SIZE = 512
 
@@ -100,16 +100,16 @@ def cudagraph_bytes(
     """Memory of CUDA graphs on one rank (0 with --enforce-eager); see "CUDA graphs, vLLM >= 0.18" in the
     module docstring.
 
-    vLLM < 0.18 (graphs captured after the KV cache): ``cudagraph_bytes_per_piece`` per layer and
+    vLLM < 0.18 (graphs captured after the KV cache): ``graphs_older.bytes_per_piece`` per layer and
     capture size. vLLM >= 0.18, the V1 model runner's estimate (0.18-0.19, and 0.20-0.32 for models off
     Model Runner V2's list), not divided by TP::
 
-        graph_bytes_per_piece x layers on the rank x capture sizes
-        + (graph_bytes_per_decode_seq [+ mla_graph_bytes_per_decode_seq for MLA])
+        bytes_per_piece x layers on the rank x capture sizes
+        + (bytes_per_decode_seq [+ mla_bytes_per_decode_seq for MLA])
           x min(max_num_seqs, largest capture size)
 
     (capture sizes: :func:`newer_cudagraph_capture_sizes`, with the model's own ceiling where its vLLM config
-    sets one, :data:`MODEL_MAX_CAPTURE_SIZE`) plus ``v1_fp8_online_graph_bytes_per_layer`` per layer when
+    sets one, :data:`MODEL_MAX_CAPTURE_SIZE`) plus ``fp8_online_mla_graph_bytes_per_layer`` per layer when
     an MLA model's bf16 checkpoint is quantized at load, and, for DSA models with a bf16 KV cache,
     ``dsa_graph_bytes_per_index_head_token`` x index heads x max_model_len per decode request: the FULL
     decode graph keeps the indexer's paged-MQA logits
@@ -124,17 +124,16 @@ def cudagraph_bytes(
     0 MiB for Qwen2.5-7B and -0.5B (114 and 28 with FlashAttention 3) and each further graph 2 MiB (1).
     A query-normed glm4_moe model (GLM-4.5/4.6/4.7) can sample far more per piecewise graph than any other
     model measured: :func:`qk_norm_graph_bytes_per_capture` for every capture but the first.
-    Model Runner V2 on Hopper: ``hopper_v2_graph_bytes_per_piece`` per layer and capture size plus
-    ``hopper_v2_graph_bytes_per_decode_q_element`` per query element on the rank and decode request (see
+    Model Runner V2 on Hopper: ``graphs_v2_hopper``'s per layer and capture size plus its
+    ``bytes_per_decode_q_element`` per query element on the rank and decode request (see
     "Model Runner V2 (vLLM 0.33 ...)" in the module docstring); elsewhere (0.33 for every model):
-    ``newer_cudagraph_bytes_per_piece`` per layer and capture
-    size, divided by TP.
+    ``graphs_v2.bytes_per_piece`` per layer and capture size, divided by TP.
     """
     if settings.enforce_eager:
         return 0.0
-    if settings.generation == GENERATION_OLDER:
+    if settings.generation == Generation.OLDER:
         pieces = layers_on_rank * len(cudagraph_capture_sizes(settings.max_num_seqs))
-        return c.cudagraph_bytes_per_piece * pieces
+        return c.graphs_older.bytes_per_piece * pieces
     sizes = newer_cudagraph_capture_sizes(
         settings.max_num_seqs,
         settings.max_num_batched_tokens,
@@ -142,34 +141,28 @@ def cudagraph_bytes(
         settings.max_cudagraph_capture_size,
     )
     decode = min(settings.max_num_seqs, sizes[-1]) if sizes else 0
-    if settings.profiling_run == GENERATION_NEWER:
+    if settings.profiling_run == ProfilingRun.V2:
         if not settings.v2_graph_estimate:
             return 0.0  # vLLM 0.26's Model Runner V2: profile_cudagraph_memory returns 0
         if is_hopper(settings.compute_capability):
-            v2_pieces = c.hopper_v2_graph_bytes_per_piece * layers_on_rank * len(sizes)
-            return v2_pieces + c.hopper_v2_graph_bytes_per_decode_q_element * settings.graph_q_width * decode
-        return c.newer_cudagraph_bytes_per_piece * layers_on_rank * len(sizes) / max(1, tp)
-    fp8_online = c.v1_fp8_online_graph_bytes_per_layer * layers_on_rank if settings.fp8_online_mla else 0.0
-    if settings.generation == GENERATION_MID:
-        per_piece, per_seq, mla_per_seq, per_q = (
-            c.mid_graph_bytes_per_piece,
-            c.mid_graph_bytes_per_decode_seq,
-            c.mid_mla_graph_bytes_per_decode_seq,
-            c.mid_graph_bytes_per_decode_q_element,
-        )
-    else:
-        per_piece, per_seq, mla_per_seq, per_q = (
-            c.pre_hopper_graph_bytes_per_piece
-            if settings.compute_capability < 9
-            else c.graph_bytes_per_piece,
-            c.graph_bytes_per_decode_seq,
-            c.mla_graph_bytes_per_decode_seq,
-            c.graph_bytes_per_decode_q_element,
-        )
+            hopper = c.graphs_v2_hopper
+            piecewise = hopper.bytes_per_piece * layers_on_rank * len(sizes)
+            return piecewise + hopper.bytes_per_decode_q_element * settings.graph_q_width * decode
+        return c.graphs_v2.bytes_per_piece * layers_on_rank * len(sizes) / max(1, tp)
+    # the V1 runner's estimate: 0.18-0.19's constants, or from 0.20 its own
+    g = c.graphs_mid if settings.generation == Generation.MID else c.graphs_v1
+    per_piece = g.bytes_per_piece
+    if settings.generation == Generation.NEWER and settings.compute_capability < 9:
+        per_piece = c.pre_hopper_graph_bytes_per_piece
     piecewise = per_piece * layers_on_rank * len(sizes)
-    if settings.generation == GENERATION_NEWER and len(sizes) > 1:
+    if settings.generation == Generation.NEWER and len(sizes) > 1:
         second = sizes[-2]  # the capture vLLM samples "per-graph" from (after the largest)
         piecewise += qk_norm_graph_bytes_per_capture(settings.qk_norm_q_width, second) * (len(sizes) - 1)
     dsa = c.dsa_graph_bytes_per_index_head_token * settings.dsa_graph_index_heads * settings.max_model_len
-    per_request = per_seq + (mla_per_seq if settings.mla else 0.0) + per_q * settings.graph_q_width
+    per_request = (
+        g.bytes_per_decode_seq
+        + (g.mla_bytes_per_decode_seq if settings.mla else 0.0)
+        + g.bytes_per_decode_q_element * settings.graph_q_width
+    )
+    fp8_online = c.fp8_online_mla_graph_bytes_per_layer * layers_on_rank if settings.fp8_online_mla else 0.0
     return piecewise + (per_request + dsa) * decode + fp8_online

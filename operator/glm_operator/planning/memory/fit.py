@@ -57,29 +57,18 @@ from glm_operator.planning.memory.workspaces import (
 from glm_operator.planning.releases import (
     DEFAULT_VERSION,
     LARGEST_BATCH_GPU_GIB,
-    budget_generation,
-    cublas_before_snapshot,
-    cudagraph_in_budget,
-    deep_gemm_pdl,
-    default_gpu_memory_utilization,
-    dsa_shared_workspace,
     flash_attn_version,
-    flashinfer_sampler_default,
-    fusion_workspace_rounded,
-    large_gpu_batch_tier,
-    load_max_split,
-    model_runner_v2,
-    v2_graph_estimate,
+    release_rules,
 )
 
 
 def default_max_num_batched_tokens(
     gpu_memory_gib: float, compute_capability: float = 9.0, vllm_version: Version = DEFAULT_VERSION
 ) -> int:
-    """vLLM's OpenAI-server default (``vllm/engine/arg_utils.py``, see ``planning.engine``): 8192 on
+    """vLLM's OpenAI-server default (``get_batch_defaults`` in ``vllm/engine/arg_utils.py``): 8192 on
     GPUs with >= 70 GiB except the A100 (compute capability 8.0), else 2048; from 0.33 16384 on GPUs
     with >= 160 GiB (B200, B300)."""
-    if gpu_memory_gib >= LARGEST_BATCH_GPU_GIB and large_gpu_batch_tier(vllm_version):
+    if gpu_memory_gib >= LARGEST_BATCH_GPU_GIB and release_rules(vllm_version).large_gpu_batch:
         return 16384
     return 8192 if gpu_memory_gib >= 70 and compute_capability != 8.0 else 2048
 
@@ -105,7 +94,7 @@ def _check_fit_input(inp: FitInput) -> float:
     util = (
         inp.gpu_memory_utilization
         if inp.gpu_memory_utilization is not None
-        else default_gpu_memory_utilization(inp.vllm_version)
+        else release_rules(inp.vllm_version).gpu_memory_utilization
     )
     if not 0 < util <= 1:
         raise FitInputError("gpu_memory_utilization must be in (0, 1]")
@@ -118,9 +107,10 @@ def _weights_per_gpu(
     """Weight bytes on one rank of each pipeline stage: counted from the config, scaled up to vLLM's
     logged figure where the catalog has one, or the ``weights_gib`` given."""
     model, arch = inp.model, inp.model.architecture
-    scoped = load_max_split(inp.vllm_version)
-    # DeepGEMM's PDL workspace: the first MoE or FP8 layer allocates it on SM90+ (planning.load_memory)
-    deep_gemm = deep_gemm_pdl(inp.vllm_version) and inp.compute_capability >= 9.0
+    rules = release_rules(inp.vllm_version)
+    scoped = rules.load_max_split
+    # DeepGEMM's PDL workspace: the first MoE or FP8 layer allocates it on SM90+ (memory.load)
+    deep_gemm = rules.deep_gemm_pdl and inp.compute_capability >= 9.0
     workspace = DEEP_GEMM_WORKSPACE_BYTES if deep_gemm and (arch.is_moe or precision == "fp8") else 0.0
 
     def loaded(tp: int, pp: int) -> tuple[float, ...]:
@@ -146,9 +136,10 @@ def _weights_per_gpu(
 def _budget_settings(inp: FitInput, precision: str) -> BudgetSettings:
     """The engine settings vLLM's profiling run depends on (batch sizes, sampler, runner, release)."""
     arch = inp.model.architecture
+    rules = release_rules(inp.vllm_version)
     hybrid = arch.linear_attention_layers > 0
     runner_v2 = (
-        model_runner_v2(inp.vllm_version, arch.architecture, arch.is_moe, hybrid)
+        rules.uses_model_runner_v2(arch.architecture, arch.is_moe, hybrid)
         if inp.model_runner_v2 is None
         else inp.model_runner_v2
     )
@@ -159,9 +150,7 @@ def _budget_settings(inp: FitInput, precision: str) -> BudgetSettings:
         or default_max_num_batched_tokens(inp.gpu_memory_gib, inp.compute_capability, inp.vllm_version),
         max_num_seqs=inp.max_num_seqs or DEFAULT_MAX_NUM_SEQS,
         flashinfer_sampler=(
-            inp.flashinfer_sampler
-            if inp.flashinfer_sampler is not None
-            else flashinfer_sampler_default(inp.vllm_version)
+            inp.flashinfer_sampler if inp.flashinfer_sampler is not None else rules.flashinfer_sampler
         ),
         custom_all_reduce=inp.custom_all_reduce,
         enforce_eager=inp.enforce_eager,
@@ -169,16 +158,16 @@ def _budget_settings(inp: FitInput, precision: str) -> BudgetSettings:
         max_model_len=inp.max_model_len,
         compute_capability=inp.compute_capability,
         decode_context_parallel_size=inp.decode_context_parallel_size,
-        generation=budget_generation(inp.vllm_version),  # the release's profiling run
-        fusion_workspace_rounded=fusion_workspace_rounded(inp.vllm_version),
+        generation=rules.generation,
+        fusion_workspace_rounded=rules.fusion_workspace_rounded,
         fp8_experts=precision == "fp8",
         unquantized_experts=precision in ("bf16", "fp16"),
         fp8_online_mla=precision == "fp8" and inp.model.checkpoint_quantization is None and arch.is_mla,
-        model_runner_v1=cudagraph_in_budget(inp.vllm_version) and not runner_v2,
-        v2_graph_estimate=v2_graph_estimate(inp.vllm_version),
-        cublas_before_snapshot=cublas_before_snapshot(inp.vllm_version),
+        model_runner_v1=rules.graphs_in_budget and not runner_v2,
+        v2_graph_estimate=rules.v2_graph_estimate,
+        cublas_before_snapshot=rules.cublas_before_snapshot,
         kv_cache_fp8=inp.kv_cache_dtype.lower() == "fp8",
-        dsa_shared_workspace=dsa_shared_workspace(inp.vllm_version),
+        dsa_shared_workspace=rules.dsa_shared_workspace,
         max_cudagraph_capture_size=MODEL_MAX_CAPTURE_SIZE.get(arch.architecture, 0),
         mla=arch.is_mla,
         # FlashAttention 2 pre-allocates no split-KV accumulators for FULL graphs (see cudagraph_bytes)

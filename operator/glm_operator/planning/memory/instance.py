@@ -19,7 +19,7 @@ from glm_operator.planning.memory.constants import DEFAULT_CONSTANTS, BudgetCons
 from glm_operator.planning.releases import (
     DEFAULT_VERSION,
     VllmEngine,
-    cudagraph_in_budget,
+    release_rules,
 )
 
 DEFAULT_MAX_NUM_SEQS = 256
@@ -61,7 +61,7 @@ class FitInput:
     decode_context_parallel_size: int = 1
     quantization: str = "auto"
     kv_cache_dtype: str = "auto"
-    # None: the release's own default (planning.engine.default_gpu_memory_utilization: 0.92 from vLLM 0.26)
+    # None: the release's own default (ReleaseRules.gpu_memory_utilization: 0.92 from vLLM 0.26)
     gpu_memory_utilization: float | None = None
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
@@ -71,7 +71,7 @@ class FitInput:
     cudagraph_estimate: bool | None = None
     compute_capability: float = 9.0
     block_size: int | None = None
-    # None: the release's default (planning.engine.flashinfer_sampler_default: FlashInfer from vLLM 0.22)
+    # None: the release's default (ReleaseRules.flashinfer_sampler: FlashInfer from vLLM 0.22)
     flashinfer_sampler: bool | None = None
     custom_all_reduce: bool = True
     enforce_eager: bool = False
@@ -93,7 +93,7 @@ class FitInput:
     def cudagraphs_in_budget(self) -> bool:
         if self.cudagraph_estimate is not None:
             return self.cudagraph_estimate
-        return cudagraph_in_budget(self.vllm_version)
+        return release_rules(self.vllm_version).graphs_in_budget
 
 
 class GpuMemory(Protocol):

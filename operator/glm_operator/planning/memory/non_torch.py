@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 
 from glm_operator.planning.memory.constants import DEFAULT_CONSTANTS, GIB, BudgetConstants
-from glm_operator.planning.memory.settings import PROFILING_V1_NEWER, BudgetSettings
-from glm_operator.planning.releases import GENERATION_MID, GENERATION_NEWER, GENERATION_OLDER
+from glm_operator.planning.memory.settings import BudgetSettings, ProfilingRun
+from glm_operator.planning.releases import Generation
 
 # FlashInfer all-reduce fusion (see fusion_workspace_bytes): the largest all-reduce it fuses, MiB, by
 # compute capability and TP size (vLLM 0.33 FI_ALLREDUCE_FUSION_MAX_SIZE_MB in
@@ -57,7 +57,7 @@ def fusion_workspace_bytes(hidden_size: int, tp: int, pp: int, settings: BudgetS
     this model counts the workspace on every 9.0/10.x GPU (an H100 PCIe pair plans 1.5 GiB too little KV
     on vLLM 0.18-0.26, never too much).
     """
-    if settings.generation == GENERATION_OLDER or settings.enforce_eager or tp <= 1 or hidden_size <= 0:
+    if settings.generation == Generation.OLDER or settings.enforce_eager or tp <= 1 or hidden_size <= 0:
         return 0.0
     if settings.fusion_workspace_rounded and pp > 1:
         return 0.0
@@ -86,33 +86,33 @@ def non_torch_bytes(
     (0.33 ``memory_profiling``: ``total_consumed`` from cudaMemGetInfo, so persistent buffers of the
     profiling run count here too); NCCL, custom all-reduce and cuBLAS handles are created before the
     snapshot (0.33 ``Worker.init_device``), so one fitted figure for any TP. Pipeline parallel adds
-    ``newer_pp_non_torch_gib`` on every rank, measured, not derived: the one PP log (Qwen3-32B PP=2,
+    ``non_torch.pp_gib`` on every rank, measured, not derived: the one PP log (Qwen3-32B PP=2,
     first stage) keeps 0.25 GiB less than the model says while the TP=2 log of the same box keeps
     0.13 GiB more. Candidates [inferred, not separated by the data]: the PP-only buffers of the 0.33
     runner (``vllm/v1/worker/gpu/model_runner.py``: ``PPHandler``, ``make_empty_intermediate_tensors``
     of hidden + residual x max_num_batched_tokens on non-first stages) and NCCL's point-to-point
     buffers, which NCCL sets up lazily at the first send/recv, after the snapshot.
 
-    vLLM 0.18-0.19: ``mid_non_torch_gib`` (measured at TP 1), plus at TP > 1 ``mid_non_torch_tp_gib``
+    vLLM 0.18-0.19: ``non_torch.gib`` (measured at TP 1), plus at TP > 1 ``non_torch.tp_gib``
     (fitted; the custom all-reduce's 0.41 GiB of 0.10-0.12 is the same size) and the fusion workspace.
     Both generations from 0.18 on add :func:`fusion_workspace_bytes` (``hidden_size`` of the model; 0
     leaves it out).
     """
+    nt = c.non_torch
     fusion = fusion_workspace_bytes(hidden_size, tp, pp, settings)
+    run = settings.profiling_run
+    if run == ProfilingRun.OLDER:
+        extra = 0.0
+        if tp > 1:
+            extra = nt.older_custom_all_reduce_gib if settings.custom_all_reduce else nt.nccl_gib
+        elif pp > 1:
+            extra = nt.nccl_gib
+        return (nt.older_gib + extra) * GIB
     # vLLM >= 0.20, either model runner: the worker creates the cuBLAS handles, before the snapshot from 0.27
-    newer = settings.generation == GENERATION_NEWER
-    base = c.newer_non_torch_gib if newer and settings.cublas_before_snapshot else c.mid_non_torch_gib
-    if settings.profiling_run == GENERATION_NEWER:
-        pp_extra = c.newer_pp_non_torch_gib if pp > 1 else 0.0
-        return (base + pp_extra) * GIB + fusion
-    if settings.profiling_run in (GENERATION_MID, PROFILING_V1_NEWER):
-        # the custom all-reduce's buffers; without it (PCIe beyond two GPUs, multi-node) NCCL's alone
-        custom = c.mid_non_torch_tp_gib if settings.custom_all_reduce else c.non_torch_multi_gpu_gib
-        tp_extra = custom if tp > 1 else 0.0
-        return (base + tp_extra) * GIB + fusion
-    extra = 0.0
-    if tp > 1:
-        extra = c.non_torch_custom_all_reduce_gib if settings.custom_all_reduce else c.non_torch_multi_gpu_gib
-    elif pp > 1:
-        extra = c.non_torch_multi_gpu_gib
-    return (c.non_torch_gib + extra) * GIB
+    newer = settings.generation == Generation.NEWER
+    base = nt.cublas_before_snapshot_gib if newer and settings.cublas_before_snapshot else nt.gib
+    if run == ProfilingRun.V2:
+        return (base + (nt.pp_gib if pp > 1 else 0.0)) * GIB + fusion
+    # the custom all-reduce's buffers; without it (PCIe beyond two GPUs, multi-node) NCCL's alone
+    custom = nt.tp_gib if settings.custom_all_reduce else nt.nccl_gib
+    return (base + (custom if tp > 1 else 0.0)) * GIB + fusion

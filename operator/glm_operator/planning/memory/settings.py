@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import IntEnum
 
 from glm_operator.catalog.models import ModelArchitecture
-from glm_operator.planning.releases import GENERATION_NEWER, GENERATION_OLDER
+from glm_operator.planning.releases import Generation
 
-#: the profiling run of vLLM >= 0.20 under the V1 model runner (BudgetSettings.profiling_run): not a budget
-#: generation, its own constants (v1_*)
-PROFILING_V1_NEWER = 3
+
+class ProfilingRun(IntEnum):
+    """Whose profiling run a budget models: each has its row of constants (``memory.constants``)."""
+
+    OLDER = Generation.OLDER  # before vLLM 0.18
+    MID = Generation.MID  # 0.18-0.19
+    V2 = Generation.NEWER  # 0.20 on, Model Runner V2
+    V1 = 3  # 0.20 on, the V1 model runner (0.18-0.19's profiling run with its own fused-MoE and DSA terms)
+
 
 VOCAB_PADDING = 64
 
@@ -39,36 +46,33 @@ class BudgetSettings:
     enforce_eager: bool = False
     # torch.compile loads its artifacts instead of compiling in the profiling run (compile_transient_bytes)
     compile_cache_warm: bool = False
-    # the cuBLAS handles exist before vLLM's first memory snapshot (planning.engine.cublas_before_snapshot:
-    # 0.33, assumed from 0.27); before that they are non-torch memory (mid_non_torch_gib)
+    # the cuBLAS handles exist before vLLM's first memory snapshot (ReleaseRules.cublas_before_snapshot);
+    # before that they are non-torch memory (NonTorchConstants.gib)
     cublas_before_snapshot: bool = True
     max_model_len: int = 0
     compute_capability: float = 9.0
     decode_context_parallel_size: int = 1
-    # which constant set (planning.engine.budget_generation): GENERATION_NEWER (vLLM >= 0.20) has the
-    # CUDA-graph estimate in the budget and the newer profiling run (constants newer_*), GENERATION_MID
-    # (0.18-0.19) the mid_* constants
-    generation: int = GENERATION_OLDER
+    # the release's constant family (ReleaseRules.generation)
+    generation: Generation = Generation.OLDER
     # FlashInfer <= 0.6.14 (vLLM 0.18-0.26): fusion buffers rounded up to 512 MiB, no fusion with PP
     fusion_workspace_rounded: bool = False
-    # vLLM >= 0.20 profiling with the V1 model runner (planning.engine.model_runner_v2 is False): its
-    # profiling run is 0.18-0.19's (the mid_* constants; see profiling_run), the graph estimate aside
+    # vLLM >= 0.20 profiling with the V1 model runner (ReleaseRules.uses_model_runner_v2 is False)
     model_runner_v1: bool = False
-    # FP8 expert weights (vLLM >= 0.18: the fused-MoE workspace at newer_moe_workspace_scale, else mid_*)
+    # FP8 expert weights (vLLM >= 0.18: the fused-MoE workspace at the larger scale, workspaces.py)
     fp8_experts: bool = False
     # bf16/fp16 expert weights (unquantized: Model Runner V2 on Hopper runs them through TritonExperts)
     unquantized_experts: bool = False
     # an MLA model's bf16 checkpoint quantized to FP8 at load (--quantization fp8): its graphs take more
-    # (V1 runner; see v1_fp8_online_graph_bytes_per_layer)
+    # (V1 runner; see BudgetConstants.fp8_online_mla_graph_bytes_per_layer)
     fp8_online_mla: bool = False
-    # Model Runner V2 estimates its CUDA graphs (planning.engine.v2_graph_estimate: not in vLLM 0.26)
+    # Model Runner V2 estimates its CUDA graphs (ReleaseRules.v2_graph_estimate: not in vLLM 0.26)
     v2_graph_estimate: bool = True
     # --kv-cache-dtype fp8 (a DSA model then takes FlashMLA-sparse with fp8_ds_mla on Hopper, see
     # flashmla_sparse_load_workspace_bytes)
     kv_cache_fp8: bool = False
-    # vLLM 0.26's DSA profiling run (planning.engine.dsa_shared_workspace; see v1_dsa_indexer_workspace_bytes)
+    # vLLM 0.26's DSA profiling run (ReleaseRules.dsa_shared_workspace)
     dsa_shared_workspace: bool = False
-    # multi-head latent attention (FULL decode graphs take more per request: mla_graph_bytes_per_decode_seq)
+    # multi-head latent attention (FULL decode graphs take more per request)
     mla: bool = False
     # a model's own largest capture size (MODEL_MAX_CAPTURE_SIZE; 0: vLLM's default from max_num_seqs)
     max_cudagraph_capture_size: int = 0
@@ -83,17 +87,11 @@ class BudgetSettings:
     qk_norm_q_width: int = 0
 
     @property
-    def graph_profiling(self) -> bool:
-        """vLLM >= 0.20: the CUDA-graph estimate is in the budget."""
-        return self.generation == GENERATION_NEWER
-
-    @property
-    def profiling_run(self) -> int:
-        """Whose constants model the profiling run: vLLM >= 0.20 with the V1 model runner has its own
-        (``PROFILING_V1_NEWER``, the v1_* constants; the graph estimate and non-torch memory as 0.18-0.19)."""
-        if self.generation == GENERATION_NEWER and self.model_runner_v1:
-            return PROFILING_V1_NEWER
-        return self.generation
+    def profiling_run(self) -> ProfilingRun:
+        """Whose profiling run the budget models: the release's, or from vLLM 0.20 the V1 runner's."""
+        if self.generation == Generation.NEWER and self.model_runner_v1:
+            return ProfilingRun.V1
+        return ProfilingRun(self.generation)
 
 
 def is_hopper(compute_capability: float) -> bool:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from glm_operator.catalog.models import ModelArchitecture
 from glm_operator.planning.memory.constants import DEFAULT_CONSTANTS, GIB, BudgetConstants
-from glm_operator.planning.memory.settings import PROFILING_V1_NEWER, BudgetSettings, is_hopper
-from glm_operator.planning.releases import GENERATION_NEWER, GENERATION_OLDER
+from glm_operator.planning.memory.settings import BudgetSettings, ProfilingRun, is_hopper
+from glm_operator.planning.releases import Generation
 
 # DSA prefill workspaces (vLLM 0.33.0, sources in the module docstring)
 DSA_WORKSPACE_FACTOR_SHORT = 5  # max_model_len <= DSA_WORKSPACE_FACTOR_SWITCH
@@ -57,9 +57,9 @@ def moe_workspace_bytes(
     ``vllm/model_executor/layers/fused_moe/modular_kernel.py``: ``current_workspace_manager()
     .get_simultaneous`` of workspace13 (tokens, top-k, max(2 x I/TP, hidden)) and workspace2 (tokens,
     top-k, I/TP)), on every GPU; sized at max_num_batched_tokens, scaled by the fitted
-    ``newer_moe_workspace_scale`` for FP8 experts and under Model Runner V2 (bf16 experts on Hopper aside,
+    ``v2.moe_workspace_scale`` for FP8 experts and under Model Runner V2 (bf16 experts on Hopper aside,
     which take TritonExperts' buffers under either runner; no V2 row with other experts: kept
-    conservative), else ``mid_moe_workspace_scale`` (the
+    conservative), else the run's own (``mid.moe_workspace_scale``) (the
     block-scaled FP8 grouped GEMMs add quantized copies, scales and per-expert padding: GLM-5.2-FP8 on
     H200 and GLM-5.3-FP8 on vLLM 0.28 need the larger scale, bf16 Qwen3-MoE on 0.24 and MXFP4 gpt-oss on
     0.28 the 0.19 one). Older releases: a fixed fitted workspace on Hopper or newer with TP > 1 (see the
@@ -67,7 +67,7 @@ def moe_workspace_bytes(
     """
     if not arch.is_moe:
         return 0.0
-    if settings is not None and settings.generation != GENERATION_OLDER:
+    if settings is not None and settings.generation != Generation.OLDER:
         # the workspace manager exists from 0.18 on (0.19 ``Worker.init_device``: init_workspace_manager)
         inter = arch.moe_intermediate_size / tp
         k = arch.num_experts_per_tok or 1
@@ -82,20 +82,19 @@ def moe_workspace_bytes(
         # ``fused_moe/oracle/unquantized.py``, read in 0.26.0 and 0.33.0, the same workspace shapes in both);
         # GLM-4.7's shapes and GLM-4.5-Air on Model Runner V2 (0.26, forced) peak at 2.24 / 1.95 GiB as on V1
         hopper_bf16 = settings.unquantized_experts and is_hopper(compute_capability)
-        if settings.profiling_run == PROFILING_V1_NEWER or (
-            settings.profiling_run == GENERATION_NEWER and hopper_bf16
-        ):
+        run = settings.profiling_run
+        if run == ProfilingRun.V1 or (run == ProfilingRun.V2 and hopper_bf16):
             # the V1 runner of vLLM >= 0.20 (H200, 0.26: the Triton fused-MoE backend for bf16 and FP8 experts
             # alike, "Using TRITON Fp8 MoE backend" in the GLM-5-FP8 and Qwen3-30B-A3B-FP8 logs): the
             # TritonExperts buffers as vLLM 0.26 requests them (triton_experts_workspace_bytes)
             tokens = settings.max_num_batched_tokens
-            return c.v1_moe_workspace_scale * triton_experts_workspace_bytes(arch, tp, tokens)
-        large = settings.fp8_experts or settings.profiling_run == GENERATION_NEWER
-        scale = c.newer_moe_workspace_scale if large else c.mid_moe_workspace_scale
+            return c.v1.moe_workspace_scale * triton_experts_workspace_bytes(arch, tp, tokens)
+        # FP8 block-scaled experts take Model Runner V2's larger scale under either runner
+        scale = c.v2.moe_workspace_scale if settings.fp8_experts else c.profiling(run).moe_workspace_scale
         return scale * per_token * settings.max_num_batched_tokens
     if tp <= 1 or compute_capability < MOE_WORKSPACE_MIN_COMPUTE_CAPABILITY:
         return 0.0
-    return c.moe_workspace_gib * GIB
+    return c.older_moe_workspace_gib * GIB
 
 
 def triton_experts_workspace_bytes(arch: ModelArchitecture, tp: int, tokens: int) -> float:
@@ -184,7 +183,7 @@ def dsa_workspace_bytes(arch: ModelArchitecture, settings: BudgetSettings) -> fl
 
 def v1_dsa_shared_workspace(settings: BudgetSettings) -> bool:
     """vLLM 0.26's V1 runner (the release whose DSA profiling run was read)."""
-    return settings.dsa_shared_workspace and settings.profiling_run == PROFILING_V1_NEWER
+    return settings.dsa_shared_workspace and settings.profiling_run == ProfilingRun.V1
 
 
 def v1_flashmla_sparse(arch: ModelArchitecture, settings: BudgetSettings) -> bool:

@@ -5,6 +5,7 @@ per-model overrides in ``models.yaml``). ``check_image(image, model)``:
 
 - tag names a release older than the model's minimum -> ``error`` (the caller reports
   ``Planned=False`` and creates nothing: the pod would fail at model load);
+- tag names a release older than the oldest the memory plan covers (``planning.releases``) -> ``error``;
 - tag is not a version (``latest``, ``glm51``, a digest only) -> ``warning``: the operator cannot
   tell, it says what it would need;
 - architecture unknown to the catalog (inline ``model.config``) -> ``warning``.
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from glm_operator.catalog.models import CatalogError, ResolvedModel, resolve_model
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE, format_version, image_version
 from glm_operator.planning.placement.request import PlacementRequest
+from glm_operator.planning.releases import OLDEST_SUPPORTED, unsupported_release
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,13 @@ def check_image(image: str, model: ResolvedModel) -> ImageCheck:
             error=f"image {image} is vLLM {format_version(version)}, but {model.name} ({arch}) needs vLLM "
             f"{minimum} or newer. Fix: set spec.serving.image to a vLLM {minimum}+ image such as "
             f"{DEFAULT_VLLM_IMAGE}, or remove it to use the operator's default"
+        )
+    unsupported = unsupported_release(version)
+    if unsupported:
+        return ImageCheck(
+            error=f"image {image}: {unsupported}. Fix: set spec.serving.image to a vLLM "
+            f"{format_version(OLDEST_SUPPORTED)}+ image such as {DEFAULT_VLLM_IMAGE}, or remove it to use "
+            "the operator's default"
         )
     return ImageCheck()
 

@@ -20,7 +20,6 @@ from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE
 from glm_operator.planning.releases import (
     DEFAULT_ENGINE,
     VllmEngine,
-    default_gpu_memory_utilization,
     engine_for_image,
 )
 from glm_operator.planning.supply.nodes import GpuPool
@@ -68,7 +67,7 @@ class PlacementRequest:
         """vLLM --gpu-memory-utilization: the spec's, else the release's own default."""
         if self.memory_utilization is not None:
             return self.memory_utilization
-        return default_gpu_memory_utilization(self.engine.version)
+        return self.engine.rules.gpu_memory_utilization
 
 
 def placement_request(
