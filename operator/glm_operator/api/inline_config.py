@@ -193,10 +193,17 @@ class _Architecture(_Free):
     linear_conv_kernel_dim: int | None = _int(0, 64, "Linear-attention convolution kernel")
     num_nextn_predict_layers: int | None = _int(0, 16, "Multi-token-prediction layers")
     x_linear_attention_layers: int | None = _int(0, MAX_LAYERS, "Linear-attention layers")
-    x_indexer_cache_layers: int | None = _int(0, MAX_LAYERS, "Layers with an indexer key cache")
+    index_topk_freq: int | None = _int(1, MAX_LAYERS, "Layers sharing one sparse indexer")
+    index_skip_topk_offset: int | None = _int(0, MAX_LAYERS, "Layers before the first shared indexer")
+    index_topk_pattern: str | None = Field(
+        None,
+        max_length=MAX_LAYERS,
+        pattern="^[FS]*$",
+        description=f"Per layer, F (own indexer) or S (shares the previous one); at most {MAX_LAYERS}.",
+    )
     x_indexer_key_pool: int | None = _int(1, 64, "Indexer key pool size")
     layer_types: LayerList = _per_layer("Attention type of each layer")
-    indexer_types: LayerList = _per_layer("Indexer cache type of each layer")
+    indexer_types: LayerList = _per_layer("Indexer type of each layer (vLLM reads index_topk_*)")
     quantization_config: QuantizationConfig | None = Field(
         None, description="How the checkpoint's weights are quantized (absent: not quantized)."
     )

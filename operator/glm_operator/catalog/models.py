@@ -243,15 +243,12 @@ def _attention_kind(config: Mapping[str, Any], linear_layers: int, kv_lora: int,
     return "gqa"
 
 
-def _indexer_cache_layers(config: Mapping[str, Any], attention: str, attention_layers: int) -> int:
-    """Layers with their own DSA indexer cache: the ``full`` entries of ``indexer_types``, else given,
-    else every attention layer (0 without DSA)."""
-    if attention not in ("mla+dsa", "hybrid"):
-        return 0
-    indexer_types = config.get("indexer_types")
-    if isinstance(indexer_types, list) and indexer_types:
-        return sum(1 for t in indexer_types if str(t) == "full")
-    return _int(config, "x_indexer_cache_layers", attention_layers)
+def _index_topk_pattern(config: Mapping[str, Any]) -> str:
+    """``index_topk_pattern`` as one string, F (the layer has its own indexer) or S (it shares one)."""
+    pattern = config.get("index_topk_pattern")
+    if isinstance(pattern, list):
+        return "".join(str(p) for p in pattern)
+    return str(pattern) if isinstance(pattern, str) else ""
 
 
 def _dtype(config: Mapping[str, Any]) -> str:
@@ -302,7 +299,11 @@ class ModelArchitecture:
     # DSA indexer
     index_n_heads: int = 0
     index_head_dim: int = 0
-    indexer_cache_layers: int = 0
+    # IndexShare (GLM-5.2/5.3): which layers build their own indexer, as config.json says it to vLLM
+    # (``index_topk_freq``, ``index_skip_topk_offset`` with vLLM's default 2, ``index_topk_pattern``)
+    index_topk_freq: int = 1
+    index_skip_topk_offset: int = 2
+    index_topk_pattern: str = ""
     indexer_key_pool: int = 1
     # hybrid linear attention
     linear_attention_layers: int = 0
@@ -344,7 +345,6 @@ class ModelArchitecture:
         notes: list[str] = []
         linear_layers = _linear_attention_layers(config, model_type, layers, notes)
         attention = _attention_kind(config, linear_layers, kv_lora, index_heads)
-        indexer_cache_layers = _indexer_cache_layers(config, attention, layers - linear_layers)
         inter = _int(config, "intermediate_size", 4 * hidden)
         experts = _int(config, "n_routed_experts", 0)
         moe_inter = _int(config, "moe_intermediate_size", inter if experts else 0)
@@ -391,7 +391,9 @@ class ModelArchitecture:
             v_head_dim=_int(config, "v_head_dim", 0),
             index_n_heads=index_heads,
             index_head_dim=_int(config, "index_head_dim", 128 if index_heads else 0),
-            indexer_cache_layers=indexer_cache_layers,
+            index_topk_freq=max(1, _int(config, "index_topk_freq", 1)),
+            index_skip_topk_offset=_int(config, "index_skip_topk_offset", 2),
+            index_topk_pattern=_index_topk_pattern(config),
             indexer_key_pool=max(1, _int(config, "x_indexer_key_pool", 1)),
             linear_attention_layers=linear_layers,
             linear_num_heads=_int(config, "linear_num_heads", heads if linear_layers else 0),

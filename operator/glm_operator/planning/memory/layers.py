@@ -12,25 +12,36 @@ import functools
 from glm_operator.catalog.models import ModelArchitecture
 
 
+def builds_indexer(arch: ModelArchitecture, layer: int) -> bool:
+    """Whether backbone ``layer`` of a DSA model builds its own indexer, and so keeps an indexer cache.
+
+    vLLM's ``DeepseekV2MLAAttention.__init__`` (``vllm/model_executor/models/deepseek_v2.py``, 0.33.0
+    L1139-1168, IndexShare): with ``index_topk_pattern`` a layer shares the previous indexer where its
+    entry is ``S``; otherwise it shares unless ``max(layer - index_skip_topk_offset + 1, 0)`` is a multiple
+    of ``index_topk_freq`` (offset 2 by default). GLM-5.2 (78 layers, frequency 4): layers 0, 1, 5, 9, ...
+    77, 21 indexers. MTP layers always build one (``memory.kv_cache`` counts them apart).
+    """
+    if arch.attention == "hybrid":
+        return True  # GLM-5.3-Flash: every sparse-attention layer keeps its pooled indexer keys
+    if arch.attention != "mla+dsa":
+        return False
+    pattern = arch.index_topk_pattern
+    if pattern:
+        return not (layer < len(pattern) and pattern[layer] == "S")
+    return max(layer - arch.index_skip_topk_offset + 1, 0) % arch.index_topk_freq == 0
+
+
 @functools.lru_cache(maxsize=4096)
 def layer_kinds(arch: ModelArchitecture) -> tuple[tuple[bool, bool], ...]:
-    """Per layer: (is_linear_attention, has_indexer_cache), spread evenly where config lists are absent."""
+    """Per layer: (is_linear_attention, has_indexer_cache). Linear-attention layers are spread evenly
+    among the attention layers (their count is all the config gives)."""
     n = arch.num_layers
     linear = arch.linear_attention_layers
     attn = n - linear
     kinds = []
-    attn_seen = 0
-    idx_seen = 0
     for i in range(n):
         is_attn = linear == 0 or (i + 1) * attn // n > i * attn // n
-        has_idx = False
-        if is_attn and arch.indexer_cache_layers:
-            has_idx = (
-                attn_seen + 1
-            ) * arch.indexer_cache_layers // attn > attn_seen * arch.indexer_cache_layers // attn
-            idx_seen += has_idx
-        attn_seen += is_attn
-        kinds.append((not is_attn, has_idx))
+        kinds.append((not is_attn, is_attn and builds_indexer(arch, i)))
     return tuple(kinds)
 
 
