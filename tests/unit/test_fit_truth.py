@@ -37,6 +37,7 @@ from glm_operator.planning.memory.fit import estimate_fit
 from glm_operator.planning.memory.instance import FitInput
 from glm_operator.planning.memory.non_torch import fusion_workspace_bytes, non_torch_bytes
 from glm_operator.planning.memory.settings import BudgetSettings
+from glm_operator.planning.memory.weights import logged_weights
 from glm_operator.planning.memory.workspaces import (
     dsa_workspace_bytes,
     moe_workspace_bytes,
@@ -429,7 +430,8 @@ def test_logged_loaded_weights_scale_the_count_up() -> None:
     88.18: the planner uses vLLM's figure there and scales the other TPs alike; models without a logged
     figure keep the count."""
     glm53 = resolve_model("zai-org/GLM-5.3")
-    assert glm53.loaded_weights("fp8") == (8, 94.46)
+    logged = logged_weights(glm53, "fp8")
+    assert logged is not None and (logged.tensor_parallel_size, logged.gib_per_gpu) == (8, 94.46)
 
     def at(model: ResolvedModel, tp: int) -> float:
         inp = FitInput(
@@ -446,7 +448,7 @@ def test_logged_loaded_weights_scale_the_count_up() -> None:
     # the RoPE cache, DeepGEMM's workspace and the allocator's rounding (planning.load_memory) do not halve
     assert at(glm53, 4) == pytest.approx(2 * 94.46, rel=0.015)
     glm46 = resolve_model("zai-org/GLM-4.6")
-    assert glm46.loaded_weights("fp8") is None
+    assert logged_weights(glm46, "fp8") is None
     assert at(glm46, 8) < 45  # the config's count (355B at ~1 byte over 8 GPUs)
 
 

@@ -452,8 +452,6 @@ class ModelEntry:
     sources: tuple[tuple[str, str], ...] = ()
     uncertain: tuple[str, ...] = ()
     vllm: tuple[tuple[str, str], ...] = ()  # per-model overrides of catalog/data/vllm.yaml
-    # vLLM's logged "Model loading took" per precision: (precision, tensor_parallel_size, GiB per GPU)
-    loaded_weights: tuple[tuple[str, int, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -471,12 +469,6 @@ class ResolvedModel:
     @property
     def fp8_checkpoint(self) -> str | None:
         return self.entry.fp8_checkpoint if self.entry else None
-
-    def loaded_weights(self, precision: str) -> tuple[int, float] | None:
-        """(tensor_parallel_size, GiB per GPU) vLLM logged loading this model in ``precision``, if known."""
-        if self.entry is None:
-            return None
-        return next(((tp, gib) for p, tp, gib in self.entry.loaded_weights if p == precision), None)
 
     def quantized_checkpoint(self, precision: str) -> QuantizedCheckpoint | None:
         """The catalog's pre-quantized checkpoint of this model in ``precision`` (int4/int8), if any."""
@@ -529,10 +521,6 @@ def load_models() -> tuple[ModelEntry, ...]:
                 sources=tuple((str(k), str(v)) for k, v in (item.get("sources") or {}).items()),
                 uncertain=tuple(str(u) for u in item.get("uncertain") or []),
                 vllm=tuple((str(k), str(v)) for k, v in (item.get("vllm") or {}).items()),
-                loaded_weights=tuple(
-                    (str(p), int(v["tensor_parallel_size"]), float(v["gib_per_gpu"]))
-                    for p, v in (item.get("loaded_weights") or {}).items()
-                ),
             )
         )
     return tuple(entries)

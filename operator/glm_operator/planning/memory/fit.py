@@ -47,6 +47,7 @@ from glm_operator.planning.memory.non_torch import fusion_workspace_bytes, non_t
 from glm_operator.planning.memory.settings import BudgetSettings, query_width_per_rank
 from glm_operator.planning.memory.weights import (
     load_extra_bytes_per_stage,
+    logged_weights,
     resolve_weight_precision,
     weights_bytes_per_stage,
 )
@@ -119,12 +120,12 @@ def _weights_per_gpu(
         return tuple(p + e + workspace for p, e in zip(params, extra, strict=True))
 
     weights = loaded(inp.tensor_parallel_size, inp.pipeline_parallel_size)
-    logged = model.loaded_weights(precision)
+    logged = logged_weights(model, precision)
     if logged is not None:
-        # vLLM loads more than the config counts (catalog ``loaded_weights``): scale up to its own
+        # vLLM loads more than the config counts (weights.LOGGED_WEIGHTS): scale up to its own
         # "Model loading took" figure, assuming the difference shards with TP like the rest
-        counted = loaded(logged[0], 1)[0]
-        scale = logged[1] * GIB / counted
+        counted = loaded(logged.tensor_parallel_size, 1)[0]
+        scale = logged.gib_per_gpu * GIB / counted
         if scale > 1:
             weights = tuple(w * scale for w in weights)
     if inp.weights_gib is not None:
@@ -270,7 +271,7 @@ def estimate_fit(inp: FitInput) -> FitResult:
     settings = _budget_settings(inp, precision)
     # vLLM's "Model loading took" also holds what FlashMLA-sparse reserves while the model is built (unless
     # the weights are already a logged "Model loading took" figure: the catalog's or the one given)
-    logged = inp.weights_gib is not None or inp.model.loaded_weights(precision) is not None
+    logged = inp.weights_gib is not None or logged_weights(inp.model, precision) is not None
     load_workspace = (
         0.0
         if logged

@@ -259,3 +259,32 @@ def _unquantized_linear(
             el = _linear_attention_elements(arch, tp) if is_linear else _attention_elements(arch, tp, has_idx)
             total += el.linear
     return total
+
+
+@dataclass(frozen=True)
+class LoggedWeights:
+    """vLLM's own "Model loading took" for a model in one precision, where it is above the config's count."""
+
+    tensor_parallel_size: int
+    gib_per_gpu: float
+    source: str
+
+
+#: Start-up logs whose "Model loading took" the config's parameters do not explain: the planner scales its
+#: count up to them at every TP/PP (``memory.fit``), assuming the difference shards with TP like the rest.
+#: Keyed by the catalog's model id (its checkpoints included) and the weights' precision.
+LOGGED_WEIGHTS: dict[tuple[str, str], LoggedWeights] = {
+    ("zai-org/GLM-5.3", "fp8"): LoggedWeights(
+        8, 94.46, "vllm-project/recipes#893: 'FP8 weights take 94.46 GiB per rank' (TP8 H200, vLLM 0.28.0)"
+    ),
+    # [inferred] the same architecture and parameter count as GLM-5.3; with it a 1M-token GLM-5.2-FP8 start
+    # on 8x H200 (26.5 GiB of KV cache) is matched within 1 %
+    ("zai-org/GLM-5.2", "fp8"): LoggedWeights(8, 94.46, "GLM-5.3-FP8's figure (vllm-project/recipes#893)"),
+}
+
+
+def logged_weights(model: ResolvedModel, precision: str) -> LoggedWeights | None:
+    """The logged "Model loading took" of ``model`` (or its catalog entry's checkpoints) in ``precision``."""
+    if model.entry is None:
+        return None
+    return LOGGED_WEIGHTS.get((model.entry.id, precision))
