@@ -5,7 +5,7 @@ vLLM < 0.18 rows 2 % by default on the KV-cache tokens (or concurrency, or "Avai
 where the token figure is not comparable), the rows with a wider tolerance say why; vLLM 0.18-0.19 rows
 within MID_TOLERANCE and vLLM >= 0.20 rows
 (their own constants) within NEWER_TOLERANCE. Leave-one-model-out errors are
-printed by benchmarks/fit_errors.py (a refit per held-out model takes too long for a unit test).
+printed by benchmarks/calibration/fit_errors.py (a refit per held-out model takes too long for a unit test).
 """
 
 from __future__ import annotations
@@ -14,6 +14,28 @@ import csv
 from dataclasses import replace
 
 import pytest
+from benchmarks.calibration.fit_truth import (
+    CSV_PATH,
+    FREE,
+    FREE_MID,
+    FREE_NEWER,
+    GRAPH_CONSTANTS,
+    HOPPER_V2_GRAPH_CONSTANTS,
+    NOT_FITTED,
+    Startup,
+    _loss,
+    fit_fp8_online_graph_bytes,
+    fit_graph_constants,
+    fit_hopper_v2_graph_constants,
+    graph_estimate_startups,
+    hopper_v2_graph_rows,
+    load_startups,
+    mid_engine_startups,
+    newer_engine_startups,
+    row_error,
+    uninformed_constants,
+    used_startups,
+)
 
 from glm_operator.catalog.models import ResolvedModel, resolve_model
 from glm_operator.catalog.vllm import Version
@@ -46,28 +68,6 @@ from glm_operator.planning.memory.workspaces import (
     v1_dsa_indexer_workspace_bytes,
 )
 from glm_operator.planning.releases import Generation, release_rules
-from tests.fit_truth import (
-    CSV_PATH,
-    FREE,
-    FREE_MID,
-    FREE_NEWER,
-    GRAPH_CONSTANTS,
-    HOPPER_V2_GRAPH_CONSTANTS,
-    NOT_FITTED,
-    Startup,
-    _loss,
-    fit_fp8_online_graph_bytes,
-    fit_graph_constants,
-    fit_hopper_v2_graph_constants,
-    graph_estimate_startups,
-    hopper_v2_graph_rows,
-    load_startups,
-    mid_engine_startups,
-    newer_engine_startups,
-    row_error,
-    uninformed_constants,
-    used_startups,
-)
 
 DEFAULT_TOLERANCE = 0.02
 WIDER: dict[str, tuple[float, str]] = {
@@ -80,11 +80,12 @@ ROWS = used_startups()
 MID = mid_engine_startups()
 NEWER = newer_engine_startups()
 # vLLM 0.18-0.19 rows (BudgetConstants.mid_*): in sample within 1 %, leave-one-model-out within 3.6 %
-# (benchmarks/fit_errors.py); asserted within MID_TOLERANCE.
+# (benchmarks/calibration/fit_errors.py); asserted within MID_TOLERANCE.
 MID_TOLERANCE = 0.01
 # vLLM >= 0.20 rows, fitted apart on their own constants (BudgetConstants.newer_* for Model Runner V2,
 # v1_* for the V1 runner): the in-sample error of each, asserted within NEWER_TOLERANCE. Leave-one-model-out
-# (benchmarks/fit_errors.py): 9 predicted rows, median 0.86 %, worst 5.7 % (gpt-oss-120b, an under-promise),
+# (benchmarks/calibration/fit_errors.py): 9 predicted rows, median 0.86 %, worst 5.7 % (gpt-oss-120b, an
+# under-promise),
 # worst over-promise 1.36 % (GLM-4.7-Flash on the H200); 6 rows are no prediction (their model alone pins a
 # constant: Qwen3-32B the V2 rates, GLM-5.x the DSA residual and the V2 FP8 MoE scale).
 NEWER_TOLERANCE = 0.05

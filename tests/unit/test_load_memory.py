@@ -10,6 +10,7 @@ import json
 import re
 
 import pytest
+from benchmarks.calibration.fit_truth import newer_engine_startups
 from benchmarks.gpu_truth.cases import BY_NAME, LOGS
 from benchmarks.gpu_truth.logparse import read_log
 
@@ -27,7 +28,6 @@ from glm_operator.planning.memory.load import (
 )
 from glm_operator.planning.memory.weights import weights_bytes_per_stage
 from glm_operator.planning.releases import VllmEngine
-from tests.fit_truth import newer_engine_startups
 
 QWEN25_7B = BY_NAME["qwen25-7b-v1-b2k"]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from benchmarks.perf_model import DEFAULT_PERF, errors, load_points, refit
+from benchmarks.calibration.perf_model import DEFAULT_PERF, errors, load_points, refit
 from pydantic import ValidationError
 
 from glm_operator.catalog.gpus import find_gpu
@@ -49,7 +49,7 @@ def test_held_out_points_against_the_h200() -> None:
     """The load-test points not used for calibration (GLM-4.7-Flash fp8 at 64 and its long prompts, bf16
     at 16 and long prompts at 256's start-up, Qwen3-8B long prompts): ITL p50 median error within 10 %
     and none beyond 25 %; at least six points with both tokens/s and ITL p50 within 15 % (issue 32's
-    bar; benchmarks/perf_model.py prints them all)."""
+    bar; benchmarks/calibration/perf_model.py prints them all)."""
     held = [errors(p, DEFAULT_PERF) for p in POINTS if not p.calibration]
     assert len(held) >= 18
     itl = sorted(abs(e[3]) for e in held)

@@ -25,7 +25,8 @@ from glm_operator.planning.releases import (
 DEFAULT_MAX_NUM_SEQS = 256
 
 # The budget model's stated error on KV-cache tokens, from its leave-one-model-out errors on the start-ups in
-# tests/fixtures/vllm-startups.csv (benchmarks/fit_errors.py prints them): the worst over-promise of a
+# tests/fixtures/vllm-startups.csv (benchmarks/calibration/fit_errors.py prints them): the worst over-promise
+# of a
 # held-out model (ours above the log) is 9.2 % on vLLM < 0.18 (Qwen3-235B-FP8, whose fused-MoE workspace only
 # GLM-4.6 pins once it is held out; median 0.35 %), 1.0 % on 0.18-0.19 (28 rows) and 1.65 % on >= 0.20 (51
 # predicted rows, 47 of them H200 start-ups each within 0.5 %: median 0.10 %; the 1.65 % is Qwen2.5-7B on an

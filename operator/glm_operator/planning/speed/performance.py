@@ -36,7 +36,8 @@ bf16 one (per-step activation quantization; block-FP8 checkpoints were not load-
 prefill is counted at the bf16 rate for every precision. What FP8 buys in this model is the weight
 bytes read and the KV room (a larger batch), not GEMM speed.
 
-Constants (:class:`PerfConstants`) are calibrated on the H200 load tests (``benchmarks/perf_model.py``
+Constants (:class:`PerfConstants`) are calibrated on the H200 load tests
+(``benchmarks/calibration/perf_model.py``
 prints the fit and the held-out errors: a linear least-squares fit of ITL p50); GPU speeds are
 datasheet figures (``catalog/data/gpus.yaml``).
 With TP > 1 every layer ends its attention and its MLP with an all-reduce of the step's activations
@@ -71,7 +72,7 @@ from glm_operator.planning.speed.knee import Knee, LevelResult, find_knee
 class PerfConstants:
     """Efficiencies and overheads; see the module docstring. Calibrated on the H200 (vLLM 0.26, TP 1)."""
 
-    # a least-squares fit of the ITL p50 of the calibration runs (benchmarks/perf_model.py --refit)
+    # a least-squares fit of the ITL p50 of the calibration runs (calibration/perf_model.py --refit)
     layer_overhead_s: float = 29.6e-6
     moe_layer_overhead_s: float = 57.4e-6  # more per MoE layer (routing, the fused-MoE kernels)
     bandwidth_efficiency: float = 0.9  # fixed: a decode GEMV reaches ~90 % of HBM peak at most
@@ -176,7 +177,7 @@ def allreduce_s(arch: ModelArchitecture, tokens: float, tp: int, gpu: GpuType, c
 @dataclass(frozen=True)
 class StepTerms:
     """What one decode step costs before the constants: each field multiplies one constant (so the
-    constants are a linear least-squares fit of measured ITL, ``benchmarks/perf_model.py``)."""
+    constants are a linear least-squares fit of measured ITL, ``benchmarks/calibration/perf_model.py``)."""
 
     layers: int  # x layer_overhead_s
     moe_layers: int  # x moe_layer_overhead_s

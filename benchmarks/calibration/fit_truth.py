@@ -1,8 +1,9 @@
 """Real vLLM start-ups (tests/fixtures/vllm-startups.csv) against our own memory budget.
 
-Shared by tests/unit/test_fit_truth.py (per-row tolerance) and benchmarks/fit_errors.py (median / p90 /
-worst by family, leave-one-model-out refits). Every row's settings come from the CSV; models outside the
-catalog use the public ``config.json`` values below (Hugging Face model cards of the named repositories).
+Shared by tests/unit/test_fit_truth.py (per-row tolerance) and benchmarks/calibration/fit_errors.py
+(median / p90 / worst by family, leave-one-model-out refits). Every row's settings come from the CSV;
+models outside the catalog use the public ``config.json`` values below (Hugging Face model cards of the
+named repositories).
 
 End to end means: our weights (unless the row says the checkpoint layout is not modelled, then the
 logged "Model loading took"), our activation / non-torch / CUDA-graph budget, our KV bytes per token.
@@ -23,8 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks.fitting import least_squares
-
+from benchmarks.calibration.fitting import least_squares
 from glm_operator.catalog.models import ResolvedModel, resolve_model
 from glm_operator.catalog.vllm import Version
 from glm_operator.planning.memory.constants import (
@@ -37,8 +37,8 @@ from glm_operator.planning.memory.fit import estimate_fit
 from glm_operator.planning.memory.instance import FitResult, GpuFigures, fit_input
 from glm_operator.planning.releases import DEFAULT_VERSION, Generation, VllmEngine, release_rules
 
-CSV_PATH = Path(__file__).resolve().parent / "fixtures" / "vllm-startups.csv"
-REPO = Path(__file__).resolve().parents[1]
+CSV_PATH = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "vllm-startups.csv"
+REPO = Path(__file__).resolve().parents[2]
 # the H200 rows of benchmarks/gpu_truth name the config.json they started from in their notes
 _CONFIG_NOTE = re.compile(r"config (benchmarks/gpu_truth/configs/[\w.-]+)")
 GIB = 1024**3
@@ -670,7 +670,7 @@ def uninformed_constants(
     Either no training row depends on the constant, or fewer training rows depend on any of the held-out
     rows' constants than there are constants those rows depend on (the refit is then underdetermined and
     keeps values fitted with the held-out rows). Such held-out errors are not predictions:
-    ``benchmarks/fit_errors.py`` reports those rows apart.
+    ``benchmarks/calibration/fit_errors.py`` reports those rows apart.
     """
 
     def moves(rows: Sequence[Startup], name: str) -> bool:

@@ -1,6 +1,6 @@
 """The performance model (glm_operator/planning/performance.py) against the H200 load tests.
 
-Usage: .venv/bin/python benchmarks/perf_model.py [--refit]
+Usage: .venv/bin/python benchmarks/calibration/perf_model.py [--refit]
 
 Reads benchmarks/gpu_truth/perf/CASE.SHAPE.json (``glm-operator loadtest -o json`` run on the device
 against the case's vLLM, see benchmarks/gpu_truth/README.md), plans each case with the fit model and
@@ -19,11 +19,11 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "operator"))
 
-from benchmarks.fitting import least_squares  # noqa: E402
+from benchmarks.calibration.fitting import least_squares  # noqa: E402
 from benchmarks.gpu_truth.cases import BY_NAME, Case  # noqa: E402
 from glm_operator.catalog.gpus import find_gpu  # noqa: E402
 from glm_operator.planning.memory.fit import estimate_fit  # noqa: E402

@@ -1,8 +1,9 @@
 """Print the fit model's errors against real vLLM start-ups.
 
-Usage: .venv/bin/python benchmarks/fit_errors.py [--refit] [--no-lomo]
+Usage: .venv/bin/python benchmarks/calibration/fit_errors.py [--refit] [--no-lomo]
 
-Part 1, tests/fixtures/vllm-startups.csv (tests/fit_truth.py): end-to-end KV-token error per row with the
+Part 1, tests/fixtures/vllm-startups.csv (benchmarks/calibration/fit_truth.py): end-to-end KV-token error
+per row with the
 shipped budget constants, then median / p90 / worst (and the worst over-promise: ours above the log) by
 model family, in sample and leave-one-model-out (the free constants refitted without each model in turn,
 that model's rows predicted). Rows whose KV budget is under 5 % of the GPU are reported apart (there any
@@ -32,22 +33,17 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _load_cases() -> ModuleType:
-    path = ROOT / "tests" / "unit" / "test_fit_examples.py"
-    spec = importlib.util.spec_from_file_location("fit_example_cases", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fit_example_cases"] = module
-    spec.loader.exec_module(module)
-    return module
+    sys.path.insert(0, str(ROOT))
+    return importlib.import_module("benchmarks.calibration.fit_examples")
 
 
 def _load_truth() -> ModuleType:
     sys.path.insert(0, str(ROOT))
-    return importlib.import_module("tests.fit_truth")
+    return importlib.import_module("benchmarks.calibration.fit_truth")
 
 
 def _table(lines: list[tuple[str, ...]]) -> None:
@@ -325,7 +321,11 @@ def examples() -> None:
     for r in lines:
         print(" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
     print()
-    print("not used:", ", ".join(f"row {k}" for k in sorted(cases.NOT_USED)), "(reasons in the test module)")
+    print(
+        "not used:",
+        ", ".join(f"row {k}" for k in sorted(cases.NOT_USED)),
+        "(reasons in benchmarks/calibration/fit_examples.py)",
+    )
     print("structure only:", "; ".join(f"row {k}: {v}" for k, v in cases.STRUCTURE_ROWS.items()))
     return 0
 
