@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from glm_operator.planning.releases import (
     OLDEST_SUPPORTED,
     RELEASES,
     Generation,
+    ReleaseRules,
     V2Runner,
     VllmEngine,
     release_rules,
@@ -74,3 +76,36 @@ def test_a_release_newer_than_the_table_is_planned_with_the_newest_rules_and_say
     assert newer.rules == release_rules(NEWEST_READ)
     assert any("newer than the newest release" in n for n in newer.notes)
     assert not VllmEngine((0, 33, 1), "vllm/vllm-openai:v0.33.1").notes
+
+
+def _table_row(rules: ReleaseRules) -> str:
+    """A row of docs/memory-model.md's release table, as written there."""
+    yes = {True: "yes", False: "no"}
+    runner = {
+        V2Runner.NONE: "none",
+        V2Runner.LISTED: "listed",
+        V2Runner.LISTED_AND_DENSE: "listed + dense",
+        V2Runner.ALL: "all",
+    }
+    cells = [
+        ".".join(map(str, rules.since[:2])),
+        rules.generation.name.lower(),
+        yes[rules.graphs_in_budget],
+        runner[rules.v2_runner],
+        yes[rules.v2_graph_estimate],
+        yes[rules.cublas_before_snapshot],
+        yes[rules.fusion_workspace_rounded],
+        yes[rules.dsa_shared_workspace],
+        yes[rules.load_max_split],
+        yes[rules.deep_gemm_pdl],
+        yes[rules.flashinfer_sampler],
+        f"{rules.gpu_memory_utilization:.2f}",
+        yes[rules.large_gpu_batch],
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def test_the_documented_release_table_is_the_code_s() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "memory-model.md").read_text(encoding="utf-8")
+    rows = [line for line in doc.splitlines() if line.startswith("| 0.")][-len(RELEASES) :]
+    assert rows == [_table_row(r) for r in RELEASES]
