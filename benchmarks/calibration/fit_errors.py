@@ -3,24 +3,24 @@
 Usage: .venv/bin/python benchmarks/calibration/fit_errors.py [--refit] [--no-lomo]
 
 Part 1, tests/fixtures/vllm-startups.csv (benchmarks/calibration/fit_truth.py): end-to-end KV-token error
-per row with the
-shipped budget constants, then median / p90 / worst (and the worst over-promise: ours above the log) by
-model family, in sample and leave-one-model-out (the free constants refitted without each model in turn,
-that model's rows predicted). Rows whose KV budget is under 5 % of the GPU are reported apart (there any
-budget error dominates). The three engine generations (planning.engine.budget_generation) are fitted and
-reported apart: vLLM < 0.18, 0.18-0.19 (graphs profiled but not subtracted, FlashInfer's fusion workspace)
-and >= 0.20 (the CUDA-graph estimate in the budget; the operator's default image). --refit prints the
-constants fitted on each generation's rows (what planning/budget.py ships). The V1 model runner's logged
-CUDA-graph estimates (vLLM 0.19-0.24) are printed against ours, and --refit also prints their least-squares
-constants (graph_bytes_per_piece, graph_bytes_per_decode_seq). The vLLM < 0.18 MoE rows then show the
-Triton fused-MoE scratch their engine allocates (planning.budget.triton_fused_moe_bytes, from vLLM's
-source) next to the fitted residual the budget adds and the forward / sampler terms it sits beside.
+per row with the shipped budget constants, then median / p90 / worst (and the worst over-promise: ours
+above the log) by model family, in sample and leave-one-model-out (the free constants refitted without
+each model in turn, that model's rows predicted). Rows whose KV budget is under 5 % of the GPU are reported
+apart (there any budget error dominates). The three engine generations (ReleaseRules.generation) are
+fitted and reported apart: vLLM < 0.18, 0.18-0.19 (graphs profiled but not subtracted, FlashInfer's fusion
+workspace) and >= 0.20 (the CUDA-graph estimate in the budget; the operator's default image). --refit
+prints the constants fitted on each generation's rows (what planning/memory/constants.py ships). The V1
+model runner's logged CUDA-graph estimates (vLLM 0.19-0.26) are printed against ours, and --refit also
+prints their least-squares constants (graphs_mid.*, graphs_v1.*). The vLLM < 0.18 MoE rows then show the
+Triton fused-MoE scratch their engine allocates (planning.memory.workspaces.triton_fused_moe_bytes, from
+vLLM's source) next to the fitted residual the budget adds and the forward / sampler terms it sits beside.
 
 Part 2, tests/fixtures/fit-examples.csv (one line per figure):
 
-Rows and inputs are the USED cases of tests/unit/test_fit_examples.py (loaded from that file so the
-table and the assertions never disagree). "e2e" lines compute the KV budget ourselves from the GPU's
-memory and utilisation instead of taking the logged "Available KV cache memory".
+Rows and inputs are the USED cases of benchmarks/calibration/fit_examples.py (the same cases
+tests/unit/test_fit_examples.py asserts on, so the table and the assertions never disagree). "e2e" lines
+compute the KV budget ourselves from the GPU's memory and utilisation instead of taking the logged
+"Available KV cache memory".
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def _generation(truth: ModuleType, label: str, rows: list, lomo: bool) -> tuple[
 
 
 def graphs(truth: ModuleType, refit: bool) -> None:
-    """The V1 runner's logged "Estimated CUDA graph memory" against ours (budget.cudagraph_bytes)."""
+    """The V1 runner's logged "Estimated CUDA graph memory" against ours (cuda_graphs.cudagraph_bytes)."""
     rows = truth.graph_estimate_startups()
     print(f"== CUDA-graph estimate, V1 model runner (vLLM 0.19-0.26): {len(rows)} logged ==")
     lines = [("row", "vLLM", "TP/PP", "logged GiB", "ours GiB", "error GiB")]

@@ -314,7 +314,7 @@ COMPUTE_CAPABILITY = {
     "RTX PRO 4500 Blackwell": 12.0,
     "RTX 4090": 8.9,
 }
-# vLLM >= 0.20 subtracts its CUDA-graph estimate from the budget (planning.engine.cudagraph_in_budget);
+# vLLM >= 0.20 subtracts its CUDA-graph estimate from the budget (ReleaseRules.graphs_in_budget);
 # rows from such engines are fitted apart (see newer_engine).
 
 
@@ -397,7 +397,7 @@ class Startup:
 
     @property
     def generation(self) -> int:
-        """The budget constant set of this row's vLLM (planning.engine.budget_generation); rows without a
+        """The budget constant set of this row's vLLM (ReleaseRules.generation); rows without a
         version are planned as the operator's default release."""
         return release_rules(self.vllm_version or DEFAULT_VERSION).generation
 
@@ -577,8 +577,9 @@ FREE_NEWER: dict[str, tuple[float, float]] = {
     "graphs_v2.bytes_per_piece": (0.0, 2.0 * 2**20),
     "v2.moe_workspace_scale": (0.0, 8.0),
     # not v1_moe_workspace_scale: the V1 runner's fused-MoE workspace is vLLM 0.26's TritonExperts shapes
-    # (budget.triton_experts_workspace_bytes), kept at 1.0; fitted it came out at 0.92 on these rows without
-    # h200-glm5fp8-b16k and at 1.88 with it (that row's unexplained ~2.7 GiB, see budget.py)
+    # (memory.workspaces.triton_experts_workspace_bytes), kept at 1.0; fitted it came out at 0.92 on these
+    # rows without h200-glm5fp8-b16k and at 1.88 with it (that row's unexplained ~2.7 GiB, see
+    # benchmarks/gpu_truth/README.md)
 }
 # vLLM 0.18-0.19 rows: their own profiling run (the CUDA graphs profiled, not subtracted)
 FREE_MID: dict[str, tuple[float, float]] = {
@@ -770,7 +771,7 @@ def hopper_v2_graph_rows(rows: Sequence[Startup]) -> list[Startup]:
 def fit_hopper_v2_graph_constants(rows: Sequence[Startup]) -> BudgetConstants:
     """Least squares (GiB) of Model Runner V2's Hopper graph estimate (as vLLM 0.33 plans it, so the rows are
     evaluated as a release that estimates) on the graph memory vLLM 0.26's V2 runner took: what 0.33's
-    ``profile_cudagraph_memory`` measures by capturing the same graphs (see budget.py)."""
+    ``profile_cudagraph_memory`` measures by capturing the same graphs (see memory/cuda_graphs.py)."""
     chosen = hopper_v2_graph_rows(rows)
     as_033 = [replace(s, vllm_version=(0, 33, 0)) for s in chosen]
     targets = [s.logged_graph_actual_gib or 0.0 for s in chosen]

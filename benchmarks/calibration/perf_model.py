@@ -1,4 +1,4 @@
-"""The performance model (glm_operator/planning/performance.py) against the H200 load tests.
+"""The performance model (glm_operator/planning/speed/performance.py) against the H200 load tests.
 
 Usage: .venv/bin/python benchmarks/calibration/perf_model.py [--refit]
 

@@ -409,7 +409,7 @@ CASES: tuple[Case, ...] = (
         gpu_memory_utilization=0.92,
     ),
     # FP8 quantized at load on a second V1-runner model (48 GQA layers): is the FP8-online graph term
-    # (budget.v1_fp8_online_graph_bytes_per_layer, fitted on GLM-4.7-Flash) per layer or per model?
+    # (fp8_online_mla_graph_bytes_per_layer, fitted on GLM-4.7-Flash) per layer or per model?
     _case(
         "qwen3moe-fp8online",
         *QWEN3_MOE,
@@ -472,7 +472,7 @@ CASES: tuple[Case, ...] = (
     # The V1 runner's dummy sampler pass over 1024 rows, where it is the profiling run's peak (a small model,
     # 2048 tokens): PyTorch's path (the Triton top-k/top-p kernel from 0.22; aws-qwen3-coder-30b-l40s-tp4
     # sets it) and FlashInfer's, which _dummy_sampler_run follows with a PyTorch pass
-    # (budget.v1_sampler_pass_bytes)
+    # (memory.activation.v1_sampler_pass_bytes)
     _case(
         "qwen25-05b-v1-s1k-native",
         *QWEN25_05B,
@@ -543,7 +543,7 @@ CASES: tuple[Case, ...] = (
         native_sampler=True,
     ),
     # GLM-5's profiling peak split at 8192 tokens (memtrace): the MLA layer's activation blocks between the
-    # 2048- and 16384-token start-ups (budget.mla_attention_live_bytes)
+    # 2048- and 16384-token start-ups (memory.activation.mla_attention_live_bytes)
     # Ninth session. Air at 1024 sequences (vLLM's default on GPUs >= 70 GiB): does the attention piece's
     # second set above 256 sequences (air-l20-s512-b16k) grow again?
     _case(

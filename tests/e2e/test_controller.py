@@ -87,7 +87,7 @@ def manifest(name: str, **spec: Any) -> dict[str, Any]:
     }
 
 
-# vLLM >= 0.21 counts its CUDA graphs (0.71 GiB for GLM-4-9B) in the KV budget, so at the default
+# vLLM >= 0.20 counts its CUDA graphs (0.71 GiB for GLM-4-9B) in the KV budget, so at the default
 # 0.9 GLM-4-9B holds 0.26 of an 8k sequence on one L4 and needs two; 0.95 gives back the headroom the
 # graphs no longer need outside the budget (what vLLM's start-up log advises): 3.78 sequences on one L4.
 ONE_L4 = {"products": ["L4"], "memoryUtilization": 0.95}

@@ -205,7 +205,7 @@ def test_defaults_are_applied_by_the_apiserver(cluster: SessionCluster, namespac
         input=yaml.safe_dump(manifest(GOOD)),
     )
     spec = json.loads(result.stdout)["spec"]
-    # No memoryUtilization default: left out, it is the vLLM release's own (planning.engine).
+    # No memoryUtilization default: left out, it is the vLLM release's own (planning.releases).
     assert spec["gpu"] == {"allowMultiNode": False, "pipelineParallelSize": 0, "tensorParallelSize": 0}
     assert spec["serving"] == {"port": 8000}
     assert (spec["quantization"], spec["kvCacheDtype"], spec["contextLength"], spec["replicas"]) == (

@@ -262,11 +262,11 @@ def test_more_tp_never_raises_weights_per_gpu(model: str, quant: str, pp: int) -
 
 def test_concurrency_within_model_error_is_flagged_or_refused_when_guaranteed() -> None:
     # An RTX 4090 (compute capability 8.9): 21.18 GiB requested - 17.58 weights (with what "Model loading
-    # took" adds: RoPE cache and the allocator's
-    # rounding, planning/load_memory.py) - activation (the cold compile's 1.19 GiB: the 1.16 GiB embedding
-    # table, budget.compile_transient_bytes), non-torch and CUDA graphs of vLLM 0.33.0's profiling run
-    # (planning/budget.py, the graph estimate 40 layers x 51 sizes x 0.6 MiB = 1.19 GiB) = 1.22 GiB, about
-    # 32k tokens: 1.04 sequences of 30k (at 32k: 0.98, no fit)
+    # took" adds: RoPE cache and the allocator's rounding, planning/memory/load.py) - activation (the cold
+    # compile's 1.19 GiB: the 1.16 GiB embedding table, memory.activation.compile_transient_bytes), non-torch
+    # and CUDA graphs of vLLM 0.33.0's profiling run (planning/memory/cuda_graphs.py, the graph estimate 40
+    # layers x 51 sizes x 0.6 MiB = 1.19 GiB) = 1.22 GiB, about 32k tokens: 1.04 sequences of 30k (at 32k:
+    # 0.98, no fit)
     base = fit("glm-4-9b-chat", gpu_memory_gib=23.53, compute_capability=8.9, max_model_len=30720)
     assert base.fits and base.max_concurrency == pytest.approx(1.04, abs=0.01)
     compiled = "activation 1.19 GiB (a cold torch.compile, about the embedding table"

@@ -89,7 +89,7 @@ def test_row1_end_to_end_budget_conservative_within_3_25_gib() -> None:
     benchmarks/calibration/fit_errors.py). On this custom B12X build the budget model over-counts: its MoE
     workspace (1.9 GiB, fitted on stock vLLM GLM-4.6 / Qwen3-235B start-ups in
     tests/fixtures/vllm-startups.csv) by ~1.4 GiB, and the DSA indexer workspace stock vLLM 0.33 reserves
-    at 202,752 tokens (1.5 GiB, planning/budget.py) may be sized differently by the fork."""
+    at 202,752 tokens (1.5 GiB, planning/memory/workspaces.py) may be sized differently by the fork."""
     case = next(c for c in USED if c.row == 1)
     assert case.available_kv_gib is not None
     ours = case.fit(end_to_end=True).available_kv_cache_gib_per_gpu

@@ -1,6 +1,6 @@
 """Our end-to-end KV budget against real vLLM start-ups (tests/fixtures/vllm-startups.csv).
 
-Each used row is checked with the shipped constants (planning/budget.py) within a stated tolerance:
+Each used row is checked with the shipped constants (planning/memory/constants.py) within a stated tolerance:
 vLLM < 0.18 rows 2 % by default on the KV-cache tokens (or concurrency, or "Available KV cache memory"
 where the token figure is not comparable), the rows with a wider tolerance say why; vLLM 0.18-0.19 rows
 within MID_TOLERANCE and vLLM >= 0.20 rows
@@ -82,12 +82,11 @@ NEWER = newer_engine_startups()
 # vLLM 0.18-0.19 rows (BudgetConstants.mid_*): in sample within 1 %, leave-one-model-out within 3.6 %
 # (benchmarks/calibration/fit_errors.py); asserted within MID_TOLERANCE.
 MID_TOLERANCE = 0.01
-# vLLM >= 0.20 rows, fitted apart on their own constants (BudgetConstants.newer_* for Model Runner V2,
-# v1_* for the V1 runner): the in-sample error of each, asserted within NEWER_TOLERANCE. Leave-one-model-out
-# (benchmarks/calibration/fit_errors.py): 9 predicted rows, median 0.86 %, worst 5.7 % (gpt-oss-120b, an
-# under-promise),
-# worst over-promise 1.36 % (GLM-4.7-Flash on the H200); 6 rows are no prediction (their model alone pins a
-# constant: Qwen3-32B the V2 rates, GLM-5.x the DSA residual and the V2 FP8 MoE scale).
+# vLLM >= 0.20 rows, fitted apart on their own constants (BudgetConstants.v2 / graphs_v2* for Model Runner
+# V2, v1 / graphs_v1 for the V1 runner): the in-sample error of each, asserted within NEWER_TOLERANCE.
+# Leave-one-model-out (benchmarks/calibration/fit_errors.py, 2026-12-06): 60 predicted rows, median 0.11 %,
+# worst 1.65 % (Qwen2.5-7B on an RTX 4090, an over-promise); 4 rows are no prediction (their model alone pins
+# a constant: Qwen3-32B the V2 graph and cuBLAS terms, GLM-5.2 the V2 FP8 MoE scale).
 NEWER_TOLERANCE = 0.05
 NEWER_WIDER: dict[str, tuple[float, str]] = {}
 
@@ -137,7 +136,7 @@ def test_newer_engine_rows_are_apart_and_subtract_the_graph_estimate() -> None:
     for row in NEWER:
         fit = row.fit()
         assert fit.cudagraph_gib == fit.cudagraph_capture_gib, row.id
-        # vLLM 0.26's Model Runner V2 estimates no graphs (planning.engine.v2_graph_estimate); the H200 rows
+        # vLLM 0.26's Model Runner V2 estimates no graphs (ReleaseRules.v2_graph_estimate); the H200 rows
         # that force the V1 runner (VLLM_USE_V2_MODEL_RUNNER=0) subtract its estimate
         v2_026 = row.runner_v2 and row.vllm_version == (0, 26, 0)
         assert (fit.cudagraph_gib == 0) == v2_026, row.id
@@ -214,8 +213,8 @@ def test_moe_workspace_only_on_hopper_or_newer() -> None:
 
 def test_triton_fused_moe_scratch_does_not_explain_the_fitted_residual() -> None:
     """vLLM 0.9.2 / 0.12.0 fused_experts_impl scratch at the two Hopper rows' 8192 tokens (formula and
-    source lines in planning/budget.py): the FP8 block path adds 57.75 MiB, not the ~0.5 GiB by which
-    Qwen3-235B-FP8's fitted residual exceeds GLM-4.6's, and GLM-4.6's bf16 buffers are the larger."""
+    source lines in planning/memory/workspaces.py): the FP8 block path adds 57.75 MiB, not the ~0.5 GiB by
+    which Qwen3-235B-FP8's fitted residual exceeds GLM-4.6's, and GLM-4.6's bf16 buffers are the larger."""
     mib = 2**20
     rows = {r.id: r.resolved().architecture for r in ROWS}
     qwen = rows["vllm21348-qwen3-235b-fp8-tp4"]
@@ -308,7 +307,7 @@ def test_newer_engine_uses_its_own_constants() -> None:
 
 
 def test_pipeline_parallel_adds_its_measured_overhead_on_newer_engines() -> None:
-    """vLLM >= 0.20: a PP rank keeps newer_pp_non_torch_gib more outside the KV cache (measured on the
+    """vLLM >= 0.20: a PP rank keeps non_torch.pp_gib more outside the KV cache (measured on the
     Qwen3-32B PP=2 log); without it that row's first stage over-promises by more than the tolerance
     of its TP=2 sibling."""
     new = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, generation=Generation.NEWER)
@@ -446,7 +445,7 @@ def test_logged_loaded_weights_scale_the_count_up() -> None:
         return estimate_fit(inp).weights_gib_per_gpu
 
     assert at(glm53, 8) == pytest.approx(94.46, abs=0.01)
-    # the RoPE cache, DeepGEMM's workspace and the allocator's rounding (planning.load_memory) do not halve
+    # the RoPE cache, DeepGEMM's workspace and the allocator's rounding (planning.memory.load) do not halve
     assert at(glm53, 4) == pytest.approx(2 * 94.46, rel=0.015)
     glm46 = resolve_model("zai-org/GLM-4.6")
     assert logged_weights(glm46, "fp8") is None
@@ -518,7 +517,7 @@ def test_v1_runner_pytorch_sampler_is_the_triton_pass() -> None:
     """Qwen3-Coder-30B-A3B on vLLM 0.24.0 with VLLM_USE_FLASHINFER_SAMPLER=0 (V1 runner): from 0.22 PyTorch's
     top-k/top-p runs the Triton kernel from 8 rows on, so its 256-row pass holds 14 B per entry and the
     kernel's scratch (0.59 GiB), not the sort path's 38.8 B (1.40 GiB) the row was once fitted with, and the
-    same as FlashInfer's pass (budget.v1_sampler_pass_bytes). Within 2 %: the +1.4 % left is an
+    same as FlashInfer's pass (memory.activation.v1_sampler_pass_bytes). Within 2 %: the +1.4 % left is an
     over-promise of 0.33 GiB on an L40S, where the graph estimate is not logged [open: Ada's V1 graph
     estimates run above the H200's, see benchmarks/gpu_truth/README.md]."""
     row = next(s for s in load_startups() if s.id == "aws-qwen3-coder-30b-l40s-tp4")
@@ -580,9 +579,10 @@ def test_a_held_out_row_whose_constants_no_other_row_pins_is_not_a_prediction() 
 
 def test_v1_runner_moe_and_dsa_buffers_follow_vllm_026() -> None:
     """vLLM 0.26's TritonExperts workspace (two bf16 buffers, M x k x max(I, hidden) and M x k x max(2 I,
-    hidden)), the DSA indexer sharing that buffer, and what a DSA model reserves while it is built (budget.py:
-    source lines). The H200 logs: GLM-5 with fp8 KV at 8192 tokens and 131,072 of context loads 1.29 GiB more
-    than with bf16 KV at 2048; GLM-5-FP8 0.05 / 0.06 GiB more at 8192 / 16384 tokens than at 2048 (top-k)."""
+    hidden)), the DSA indexer sharing that buffer, and what a DSA model reserves while it is built
+    (memory/workspaces.py: source lines). The H200 logs: GLM-5 with fp8 KV at 8192 tokens and 131,072 of
+    context loads 1.29 GiB more than with bf16 KV at 2048; GLM-5-FP8 0.05 / 0.06 GiB more at 8192 / 16384
+    tokens than at 2048 (top-k)."""
     rows = {s.id: s for s in newer_engine_startups()}
     glm5 = rows["h200-glm5fp8-b16k"].resolved().architecture
     qwen = rows["h200-qwen3moe-fp8-b16k"].resolved().architecture
@@ -629,7 +629,7 @@ def test_graph_constants_are_the_least_squares_fit_of_the_logged_estimates() -> 
     assert fit_fp8_online_graph_bytes(GRAPH_ROWS) == pytest.approx(
         DEFAULT_CONSTANTS.fp8_online_mla_graph_bytes_per_layer, rel=0.02
     )
-    # the same code captures more in 0.19 than from 0.20 on (budget.py): not one set for both
+    # the same code captures more in 0.19 than from 0.20 on (memory/cuda_graphs.py): not one set for both
     assert DEFAULT_CONSTANTS.graphs_mid.bytes_per_piece > 1.5 * DEFAULT_CONSTANTS.graphs_v1.bytes_per_piece
 
 
@@ -700,7 +700,7 @@ def test_v1_runner_graph_estimate_does_not_shrink_with_tp() -> None:
     """vLLM 0.19 logs Llama-3.1-8B's estimate at 0.91 / 0.76 / 0.67 GiB for TP 1 / 2 / 4 and Qwen2.5-72B's
     at 1.61 / 1.51 for TP 2 / 4: not the quarter a per-rank activation term would leave at TP 4. Model
     Runner V2 (vLLM >= 0.33) keeps the per-piece figure divided by TP off Hopper (fitted so on the RTX PRO
-    6000) and whole on Hopper, as the V1 runner (see budget.py)."""
+    6000) and whole on Hopper, as the V1 runner (see memory/cuda_graphs.py)."""
     v1 = BudgetSettings(max_num_batched_tokens=8192, max_num_seqs=1024, generation=Generation.MID)
     assert cudagraph_bytes(32, v1, tp=1) == cudagraph_bytes(32, v1, tp=4)
     blackwell = BudgetSettings(
@@ -734,7 +734,7 @@ def test_vllm_0_26_counts_its_cublas_handles_as_non_torch_memory_under_either_ru
 
 def test_the_v1_runner_glm5_rows_are_predictions_held_out_and_glm52_is_not() -> None:
     """Leave-one-model-out decides row by row which held-out errors are predictions: GLM-5.2 (Model Runner
-    V2) alone pins newer_moe_workspace_scale; the H200 GLM-5 / GLM-5-FP8 rows (V1 runner) depend on no
+    V2) alone pins v2.moe_workspace_scale; the H200 GLM-5 / GLM-5-FP8 rows (V1 runner) depend on no
     constant fitted on newer rows, so their held-out errors are predictions, within 1 %."""
     rows = [s for s in newer_engine_startups() if s.family == "glm-mla-dsa"]
     train = [s for s in newer_engine_startups() if s.family != "glm-mla-dsa"]
@@ -820,9 +820,9 @@ def test_model_runner_v2_forward_and_sampler_are_the_allocations_memtrace_saw() 
     assert sampler_peak_bytes(arch, sampler, tp=2) - sampler_peak_bytes(arch, sampler) == pytest.approx(
         3.0 * 8192 * 151936
     )
-    # what the V2 runner's capture took on the H200 is what 0.33's estimate measures (budget.py): planned
-    # within 0.2 GiB, GLM-4.x's wide attention included (the per-layer form alone planned 0.36 / 0.60 GiB
-    # where GLM-4.7's shapes and Air took 1.22 / 1.32)
+    # what the V2 runner's capture took on the H200 is what 0.33's estimate measures (memory/cuda_graphs.py):
+    # planned within 0.2 GiB, GLM-4.x's wide attention included (the per-layer form alone planned 0.36 /
+    # 0.60 GiB where GLM-4.7's shapes and Air took 1.22 / 1.32)
     v2 = hopper_v2_graph_rows(NEWER)
     assert len(v2) >= 10
     fitted = fit_hopper_v2_graph_constants(NEWER)
@@ -844,9 +844,10 @@ def test_v1_runner_dense_forward_is_the_compiled_layer_memtrace_saw_warm() -> No
     """Qwen3-8B on the V1 runner (VLLM_USE_V2_MODEL_RUNNER=0) at 8192 tokens: from a cold compile cache the
     compile's example inputs are the peak (1.29 GiB logged); started again on the same machine, the cache
     warm, the peak is the forward (0.78 GiB logged: gate/up 384, SiLU 192 and hidden-size blocks, memtrace),
-    which Model Runner V2's forward scale gives (budget.forward_peak_bytes) and 0.18-0.19's would halve. The
-    LMCache A5000 row (the same knobs on 0.21, cache warm) then lands within 2 % (under: its graph estimate
-    takes the Ampere/Ada per-piece constant, 0.01 GiB over its log, and the budget 0.09 GiB under)."""
+    which Model Runner V2's forward scale gives (activation.forward_peak_bytes) and 0.18-0.19's would halve.
+    The LMCache A5000 row (the same knobs on 0.21, cache warm) then lands within 2 % (under: its graph
+    estimate takes the Ampere/Ada per-piece constant, 0.01 GiB over its log, and the budget 0.09 GiB
+    under)."""
     from benchmarks.gpu_truth.cases import LOGS
     from benchmarks.gpu_truth.logparse import parse, read_log
 

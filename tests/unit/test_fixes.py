@@ -1,4 +1,4 @@
-"""A rejected plan names the cheapest changes that fit (planning/fixes.py), checked by planning them.
+"""A rejected plan names the cheapest changes that fit (placement/fixes.py), checked by planning them.
 
 Every fix a scenario gets is applied to the spec (and, where it says so, to the nodes) and planned
 again: the plan must fit with the shape the fix announced, and the next smaller TP of that shape

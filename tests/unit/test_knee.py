@@ -1,4 +1,4 @@
-"""The load test's pure analysis (planning/knee.py): percentiles, throughput and the knee rule,
+"""The load test's pure analysis (planning/speed/knee.py): percentiles, throughput and the knee rule,
 on the sweeps of tests/fixtures/loadtest-sweeps.yaml."""
 
 from __future__ import annotations

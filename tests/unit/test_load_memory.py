@@ -1,4 +1,4 @@
-"""What "Model loading took" counts beyond the parameters (planning/load_memory.py), against the H200 loads.
+"""What "Model loading took" counts beyond the parameters (planning/memory/load.py), against the H200 loads.
 
 The load traces of benchmarks/gpu_truth (the memtrace plugin's ``load_model left`` lines, committed in
 ``logs/loads/`` and in the Qwen2.5 / Qwen3-8B V1 logs) list every block the load left allocated by site;

@@ -1,4 +1,4 @@
-"""The planner's per-node-set memo (planning.nodes) decides exactly as walking every node does.
+"""The planner's per-node-set memo (planning.supply.nodes) decides exactly as walking every node does.
 
 Random clusters are built from the fixture's nodes (GFD, GKE, per-type resources, unknown and
 estimated GPU types, CPU nodes) with random readiness, cordons, GPU usage, outages held and

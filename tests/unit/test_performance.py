@@ -1,4 +1,4 @@
-"""The performance model (planning/performance.py) against the H200 load tests and on its own."""
+"""The performance model (planning/speed/performance.py) against the H200 load tests and on its own."""
 
 from __future__ import annotations
 

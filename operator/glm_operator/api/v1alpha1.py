@@ -924,7 +924,7 @@ class ServingSpec(_APIModel):
 
 
 class ServiceLevelObjective(_APIModel):
-    """Latency targets the planner sizes max-num-seqs for (planning/performance.py predicts them)."""
+    """Latency targets the planner sizes max-num-seqs for (planning/speed/performance.py predicts them)."""
 
     itl_milliseconds: float | None = Field(
         None, gt=0, le=10000, description="Inter-token latency target (a decode step), milliseconds."
@@ -1161,7 +1161,7 @@ class ConsideredShape(_APIModel):
 
 
 class PredictedSpeed(_APIModel):
-    """The performance model's prediction for one replica (glm_operator/planning/performance.py)."""
+    """The performance model's prediction for one replica (glm_operator/planning/speed/performance.py)."""
 
     concurrency: int = Field(..., ge=1, description="Concurrent requests predicted for: maxNumSeqs.")
     input_tokens: int = Field(..., ge=1, description="Prompt tokens per request.")

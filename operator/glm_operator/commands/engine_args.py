@@ -26,7 +26,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser, image_help: str = "") 
     engine.add_argument(
         "--vllm-version",
         default=None,
-        help="vLLM release instead of an image (0.33.0; >= 0.21 counts CUDA-graph memory in the KV budget)",
+        help="vLLM release instead of an image (0.33.0; >= 0.20 counts CUDA-graph memory in the KV budget)",
     )
 
 

@@ -1,7 +1,7 @@
 """The built-in autoscaler: query Prometheus, ``decide`` (pure), write status, re-reconcile.
 
 For every GLMDeployment with ``spec.autoscaling``, once per ``intervalSeconds`` on the leader:
-read the vLLM queue of its served model, call ``planning.autoscale.decide`` with the scaler state
+read the vLLM queue of its served model, call ``planning.scaling.autoscale.decide`` with the scaler state
 kept in status, and write ``status.desiredReplicas`` and ``status.autoscaler`` (never ``spec``;
 the autoscaler is those fields' only writer). The reconcile that follows spreads the new total over
 the GPU pools and scales the children.

@@ -35,10 +35,10 @@ FINGERPRINT_PARTS = ("labels", "allocatable", "unschedulable", "ready")
 
 
 def node_fingerprint(node: Mapping[str, Any], label_keys: frozenset[str] = frozenset()) -> tuple[str, ...]:
-    """What placement reads from a node: its placement labels (planning.nodes.placement_labels,
+    """What placement reads from a node: its placement labels (planning.supply.nodes.placement_labels,
     plus ``label_keys``), allocatable, schedulability, readiness. Not taints: the node lifecycle
     controller's come and go with readiness (planning reads the Ready condition, see
-    planning.outages), and a re-plan of every GLMDeployment on each of them was most of the
+    planning.supply.outages), and a re-plan of every GLMDeployment on each of them was most of the
     operator's CPU in the 1,000-node benchmark. Not other labels: the controller-manager adds
     beta.kubernetes.io/os and /arch to every new node, and NFD or topology controllers relabel
     nodes; none of them changes a plan."""
@@ -221,7 +221,7 @@ class OwnedObjects:
 
 class ClusterCache:
     def __init__(self, node_label_keys: frozenset[str] = frozenset()) -> None:
-        """``node_label_keys``: node labels kept beyond planning.nodes.PLACEMENT_LABEL_PREFIXES
+        """``node_label_keys``: node labels kept beyond planning.supply.nodes.PLACEMENT_LABEL_PREFIXES
         (the node-groups file's nodeSelector keys)."""
         self.node_label_keys = node_label_keys
         self.nodes: dict[str, dict[str, Any]] = {}
@@ -243,7 +243,7 @@ class ClusterCache:
         name = str((node.get("metadata") or {}).get("name", ""))
         fp = node_fingerprint(node, self.node_label_keys)
         if self._fingerprints.get(name) == fp and name in self.nodes:
-            # Keep the dict: planning remembers each node's pools by its dict (planning.nodes),
+            # Keep the dict: planning remembers each node's pools by its dict (planning.supply.nodes),
             # and a heartbeat changes nothing placement reads.
             return False
         old = self._fingerprints.get(name)

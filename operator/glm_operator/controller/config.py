@@ -43,8 +43,8 @@ class OperatorConfig:
     identity: str = field(default_factory=default_identity)
     metrics_port: int | None = None  # operator's own /metrics; None = off
     metrics_host: str = "0.0.0.0"
-    # Node groups of autoscalers other than Karpenter (--node-groups-file; planning.pools), and how
-    # long a pod waiting for a new node keeps its place in the plan (planning.capacity).
+    # Node groups of autoscalers other than Karpenter (--node-groups-file; planning.supply.pools), and how
+    # long a pod waiting for a new node keeps its place in the plan (planning.supply.capacity).
     node_groups: Mapping[str, Any] | None = None
     node_provisioning_grace_seconds: float = 600.0
 

@@ -2,9 +2,9 @@
 
 The replica total is ``spec.replicas``, or the autoscaler's ``status.desiredReplicas`` when
 ``spec.autoscaling`` is set (clamped to its bounds). The GPU supply is the nodes' free GPUs plus
-what node autoscalers can add (``planning.capacity``); while the spec is unchanged, replicas on a
+what node autoscalers can add (``planning.supply.capacity``); while the spec is unchanged, replicas on a
 NotReady/Unknown node keep their GPUs for the node grace period and on a cordoned node until they
-are drained (``planning.outages``). ``plan_placement`` spreads the total over the GPU types.
+are drained (``planning.supply.outages``). ``plan_placement`` spreads the total over the GPU types.
 
 The result is a ``PlanStep``: either a fitting plan with what the later steps need, or a
 ``Failure`` whose reason and message say which field to change and how.

@@ -155,7 +155,7 @@ def max_context_for(result: FitResult, concurrency: float = 1.0) -> int:
 
     Activation and weights do not depend on max_model_len in the V1 engine (chunked prefill), so the
     pool is fixed, except for DSA models, whose profiling run reserves prefill workspaces that grow by
-    ``dsa_workspace_bytes_per_context_token`` per token of max_model_len (planning/budget.py): there the
+    ``dsa_workspace_bytes_per_context_token`` per token of max_model_len (memory.workspaces): there the
     pool at context L is ``available + k x (max_model_len - L)``, solved for L. The answer is rounded
     down to whole blocks.
     """
@@ -165,7 +165,7 @@ def max_context_for(result: FitResult, concurrency: float = 1.0) -> int:
     k = result.dsa_workspace_bytes_per_context_token
     if k and not result.per_request_state_bytes_per_gpu:
         # L x concurrency x bpt / DCP = available + k x max_model_len - k(L) x L, where the workspace
-        # factor in k(L) is 5 up to 256K tokens and 2 above (budget.dsa_workspace_factor): solved per side
+        # factor in k(L) is 5 up to 256K tokens and 2 above (workspaces.dsa_workspace_factor): solved per side
         per_token = result.kv_cache_bytes_per_token_per_gpu / result.decode_context_parallel_size
         pool = result.available_kv_cache_gib_per_gpu * GIB + k * result.max_model_len
         per_factor = k / dsa_workspace_factor(result.max_model_len)

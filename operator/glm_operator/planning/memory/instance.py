@@ -26,17 +26,16 @@ DEFAULT_MAX_NUM_SEQS = 256
 
 # The budget model's stated error on KV-cache tokens, from its leave-one-model-out errors on the start-ups in
 # tests/fixtures/vllm-startups.csv (benchmarks/calibration/fit_errors.py prints them): the worst over-promise
-# of a
-# held-out model (ours above the log) is 9.2 % on vLLM < 0.18 (Qwen3-235B-FP8, whose fused-MoE workspace only
-# GLM-4.6 pins once it is held out; median 0.35 %), 1.0 % on 0.18-0.19 (28 rows) and 1.65 % on >= 0.20 (51
-# predicted rows, 47 of them H200 start-ups each within 0.5 %: median 0.10 %; the 1.65 % is Qwen2.5-7B on an
-# RTX 4090, whose V1 graph estimate, 0.53 GiB, is above the H200's 0.39 with the same FlashAttention 2, and
+# of a held-out model (ours above the log) is 9.2 % on vLLM < 0.18 (Qwen3-235B-FP8, whose fused-MoE workspace
+# only GLM-4.6 pins once it is held out; median 0.35 %), 1.0 % on 0.18-0.19 (28 rows) and 1.65 % on >= 0.20
+# (60 predicted rows, 56 of them H200 start-ups each within 0.53 %: median 0.11 %; the 1.65 % is Qwen2.5-7B on
+# an RTX 4090, whose V1 graph estimate, 0.53 GiB, is above the H200's 0.39 with the same FlashAttention 2, and
 # the next, 0.8 %, Qwen3-Coder-30B on L40S). Kept global at 10 %: the operator's vLLM 0.33 profiles every
 # model with Model Runner V2, whose forward and sampler are measured (H200) but whose CUDA-graph estimate
-# rests on the 0.27.1 Qwen3-32B and GLM-5.2 rows and is not pinned at TP > 1 (budget.py: if it does not shrink
-# with TP as the V1 runner's does, GLM at TP 8 plans 1.1-1.4 GiB per GPU too much, 4-5 % of a GLM-5.x FP8
-# budget on H200, inside this margin). A plan whose concurrency is within this of minConcurrency may start
-# below it.
+# rests on the 0.27.1 Qwen3-32B and GLM-5.2 rows and is not pinned at TP > 1 (docs/memory-model.md, 7.5: if
+# it does not shrink with TP as the V1 runner's does, GLM at TP 8 plans 1.1-1.4 GiB per GPU too much, 4-5 %
+# of a GLM-5.x FP8 budget on H200, inside this margin). A plan whose concurrency is within this of
+# minConcurrency may start below it.
 KV_TOKEN_ERROR = 0.10
 
 
@@ -77,16 +76,17 @@ class FitInput:
     custom_all_reduce: bool = True
     enforce_eager: bool = False
     # vLLM found its torch.compile artifacts in its cache (no compile in the profiling run, see
-    # budget.compile_transient_bytes); the operator's pods keep no compile cache, so False for every plan
+    # memory.activation.compile_transient_bytes); the operator's pods keep no compile cache, so False for
+    # every plan
     compile_cache_warm: bool = False
     constants: BudgetConstants = DEFAULT_CONSTANTS
     weights_gib: float | None = None
     guarantee_min_concurrency: bool = False
     vllm_version: Version = DEFAULT_VERSION
     # which model runner profiles the model (vLLM >= 0.20): None is the release's choice for the architecture
-    # (planning.engine.model_runner_v2); True/False is what VLLM_USE_V2_MODEL_RUNNER=1/0 forces
+    # (ReleaseRules.uses_model_runner_v2); True/False is what VLLM_USE_V2_MODEL_RUNNER=1/0 forces
     model_runner_v2: bool | None = None
-    # the FlashAttention generation (planning.engine.flash_attn_version): None is vLLM's choice for the GPU;
+    # the FlashAttention generation (releases.flash_attn_version): None is vLLM's choice for the GPU;
     # 2/3 is what --attention-config.flash_attn_version forces
     flash_attn_version: int | None = None
 

@@ -75,7 +75,7 @@ class Variant:
     notes: tuple[str, ...] = ()
     key: str = ""  # unique within the plan: gpu_product, + resource / labeller when one type has several
     new_node_replicas: int = 0  # of ``replicas``, those that wait for nodes a node autoscaler adds
-    node_pools: tuple[str, ...] = ()  # the autoscaler pools (planning.pools) this variant can grow into
+    node_pools: tuple[str, ...] = ()  # the autoscaler pools (supply.pools) this variant can grow into
     # The memory budget of one GPU (the limiting pipeline stage), GiB: the GPU's memory, and what
     # vLLM takes out of gpu_memory_utilization of it before the KV cache (CUDA graphs: only when the
     # release counts them in the budget; otherwise they are captured in the headroom).
@@ -83,9 +83,9 @@ class Variant:
     activation_gib: float = 0.0
     non_torch_gib: float = 0.0
     cudagraph_gib: float = 0.0
-    # predicted speed of one replica at max_num_seqs concurrent chat-like requests (planning.performance)
+    # predicted speed of one replica at max_num_seqs concurrent chat-like requests (speed.performance)
     speed: Speed | None = None
-    # the predicted knee (planning.performance.modelled_knee), max_num_seqs when not reached: the
+    # the predicted knee (speed.performance.modelled_knee), max_num_seqs when not reached: the
     # autoscaler's target of running requests per replica
     knee_concurrency: int = 0
     # the shapes compared for goodput (rule 3), the chosen one marked; () when there was no choice
@@ -164,7 +164,7 @@ class Plan:
     shortfall_replicas: int
     uncertain: tuple[str, ...] = field(default=())
     vllm_version: str = ""  # the release the memory budget was planned for
-    fixes: tuple[Fix, ...] = ()  # when nothing fits: changes that would fit, cheapest first (planning.fixes)
+    fixes: tuple[Fix, ...] = ()  # when nothing fits: changes that would fit, cheapest first (placement.fixes)
     license: str = ""  # the model's licence as the catalog records it; "" outside the catalog
 
     @property

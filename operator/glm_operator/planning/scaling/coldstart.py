@@ -4,7 +4,7 @@ A replica's cold start is the time from its pod's creation to its Ready conditio
 the node a node autoscaler launches for it (minutes on a cloud), image pull, model download and
 load, CUDA graph capture. ``measured_cold_start(pods)`` is the median over the pods that became
 Ready, so one slow or fast pod does not swing it; 0 when none has. The autoscaler uses it to size
-its scale-down window (``planning.autoscale``).
+its scale-down window (``scaling.autoscale``).
 """
 
 from __future__ import annotations

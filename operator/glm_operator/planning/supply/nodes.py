@@ -41,7 +41,7 @@ from glm_operator.catalog.gpus import (
 
 # Node label keys placement reads (by prefix): the GPU type and size (GPU Feature Discovery, GKE,
 # EKS, Karpenter's well-known labels) and the node pool a node belongs to (Karpenter, GKE). The
-# keys of the node-groups file's nodeSelectors are added by the caller (planning.pools). Other
+# keys of the node-groups file's nodeSelectors are added by the caller (supply.pools). Other
 # labels (kubelet's and the controller-manager's beta.kubernetes.io/*, topology, NFD features,
 # users' own) never change a plan, so a node cache can drop them and need not re-plan on them.
 PLACEMENT_LABEL_PREFIXES = (
@@ -79,7 +79,7 @@ class GpuPool:
     held_gpus: int | None = None  # node in an outage grace period: only these (own pods') GPUs count
     estimated: GpuType | None = None  # not in the catalog: sized from the node's labels
     unknown_reason: str = ""  # not in the catalog and not estimable: why
-    elastic_pool: str = ""  # a node a node autoscaler can add (planning.capacity), not one that exists
+    elastic_pool: str = ""  # a node a node autoscaler can add (supply.capacity), not one that exists
     # Derived from the fields above when the pool is made: a node set's pools are shared by every
     # plan until a node changes (see _NodeSet), so placement's grouping and counting read these
     # instead of recomputing them on each plan. Slots: a thousand pools per node set stay small.
