@@ -1,21 +1,11 @@
 """The vLLM release a plan is made for, and what its memory accounting does, as one table (pure).
 
-vLLM's start-up accounting changed between releases, so the planner needs the release the pods will
-run. It comes from their image (``spec.serving.image``, else the operator's ``--default-image``), read
-with :func:`glm_operator.catalog.vllm.image_version`; a tag that is no version (``latest``, a digest)
-is planned as the default image's release, and the plan says so.
-
-:data:`RELEASES` has one row per release where a rule of the budget changes, each column a rule read
-in vLLM's source; :func:`release_rules` gives the row a release falls in. Releases between the rows
-(and the patch releases) follow the row below them. The table was read in 0.10-0.12, 0.18, 0.19,
-0.20, 0.21, 0.22, 0.24, 0.26, 0.27, 0.28 and 0.33; where a row starts at a release that was not read,
-its comment says so. docs/memory-model.md explains each rule's effect on the budget.
-
-Which releases are supported: from :data:`OLDEST_SUPPORTED` (0.9.0, the oldest release whose start-ups
-the budget constants are fitted on) on. An older image is refused with that minimum
-(:func:`unsupported_release`); a release newer than the newest read (:data:`NEWEST_READ`, its patch
-releases included) is planned with the newest row's rules, and the plan says so in its notes, since a
-release that changes its accounting would then be planned as if it had not.
+vLLM's start-up accounting changed between releases, so the planner needs the release the pods will run,
+read from their image (an unversioned tag is planned as the default image's release, and the plan says
+so). :data:`RELEASES` has one row per release where a rule of the budget changes, each column a rule read
+in vLLM's source; :func:`release_rules` gives the row a release falls in. Images older than
+:data:`OLDEST_SUPPORTED` are refused naming it; releases newer than :data:`NEWEST_READ` are planned with
+the newest row and a note. docs/memory-model.md, 1.2 ("The release table") has the table and the reasons.
 """
 
 from __future__ import annotations

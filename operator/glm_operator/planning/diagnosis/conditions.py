@@ -1,33 +1,10 @@
 """Status conditions and phase of a GLMDeployment (pure, kstatus-consistent).
 
-``set_condition`` follows LeaderWorkerSet's ``setCondition``: it returns a new list,
-``lastTransitionTime`` moves only when the status flips, and every condition carries the
-``observedGeneration`` it was computed for.
-
-``summarize`` derives the whole set from what the controller observed:
-
-- Planned:          the planner's outcome (Unknown until a plan exists).
-- Available:        True when every desired replica is ready (vacuously at 0 replicas).
-- Progressing:      True while the rollout moves (replicas not yet updated or not yet ready, or
-                    surplus ones still going away); False when it is complete or stalled.
-- Degraded:         True when the plan failed or a diagnosis explains why pods do not serve.
-- MetricsAvailable: the autoscaler's view of its metric; absent when autoscaling is off.
-
-Phase, first match wins:
-
-| phase     | when                                                                           |
-|-----------|--------------------------------------------------------------------------------|
-| Pending   | no plan yet and never planned                                                  |
-| Planning  | no plan yet for this generation, but an earlier one existed                    |
-| Failed    | the plan failed; or no replica is ready and a diagnosis needs a spec change    |
-| Degraded  | some diagnosis (including only-capacity ones such as InsufficientGPU)          |
-| Deploying | Progressing                                                                    |
-| Ready     | Available=True, Progressing=False, Degraded=False                              |
-
-Ready is exactly kstatus' "Current": Available True, Progressing False, Degraded False and
-``observedGeneration == generation`` on every condition (``is_ready`` checks it). While a
-diagnosis stalls the rollout, Progressing is False with reason ``RolloutStalled`` and Degraded
-True, so tools see "stalled", not "in progress forever".
+``summarize`` derives Planned, Available, Progressing, Degraded and MetricsAvailable, and the phase,
+from what the controller observed, so that Ready means exactly kstatus' "Current" and a stalled rollout
+reads as stalled, not as in progress forever. ``set_condition`` moves ``lastTransitionTime`` only when a
+status flips, as LeaderWorkerSet's ``setCondition`` does. docs/planning.md ("Status: conditions and
+phase") has the table.
 """
 
 from __future__ import annotations

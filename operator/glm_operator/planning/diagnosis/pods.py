@@ -1,32 +1,10 @@
 """Diagnose why vLLM pods do not become ready, from pod objects alone (pure).
 
-Input: pods as the Kubernetes API returns them (dicts). Output: ``Diagnosis`` entries, one per
-reason, each with the pods concerned, a message saying what happened and a ``fix`` in terms of
-the GLMDeployment spec. This is the seeds' troubleshooting table ("symptom -> cause -> fix", checked
-layer by layer: scheduling, image, loading, GPU memory, runtime) turned into rules:
-
-| layer      | symptom in the pod status                                   | reason               |
-|------------|-------------------------------------------------------------|----------------------|
-| scheduling | PodScheduled=False/Unschedulable, "Insufficient nvidia.com/…"| InsufficientGPU      |
-| scheduling | PodScheduled=False/Unschedulable, anything else             | Unschedulable        |
-| image      | waiting ErrImagePull / ImagePullBackOff / InvalidImageName  | ImagePullFailed      |
-| config     | waiting CreateContainerConfigError (missing Secret/key)     | ContainerConfigError |
-| host RAM   | terminated OOMKilled                                        | OOMKilled            |
-| GPU memory | "Free memory on device … less than desired GPU memory …"   | GPUMemoryInUse       |
-| GPU memory | "CUDA out of memory" / OutOfMemoryError                     | GPUOutOfMemory       |
-| KV cache   | "No available memory for the cache blocks"                  | KVCacheTooSmall      |
-| KV cache   | "max seq len (X) is larger than … KV cache (Y)" (V0) or     | ContextTooLong       |
-|            | "… estimated maximum model length is Y" (V1)               |                      |
-| runtime    | CrashLoopBackOff / non-zero exit, none of the above         | CrashLoop            |
-
-vLLM's errors are read from the container's termination message: the rendered pods use
-``terminationMessagePolicy: FallbackToLogsOnError``, so the kubelet copies the tail of the log
-there when vLLM dies. A container that is ready is healthy whatever its history; a container
-that is not ready is judged on its current state, or on its last termination while it restarts
-(so a crash-looping pod keeps its diagnosis between crashes instead of flapping).
-
-Entries come out in the table's order (scheduling first), pods sorted by name: the result is
-deterministic for a given set of pods, whatever the order of the input.
+``diagnose_pods`` checks the pods layer by layer (scheduling, image, config, host RAM, GPU memory, KV
+cache, runtime) and gives one ``Diagnosis`` per reason, with the pods concerned, what happened and a
+``fix`` in terms of the GLMDeployment spec, so ``Degraded`` names the cause and the change that helps.
+vLLM's own errors come from the termination message the kubelet copies from the log. The result is
+deterministic for a given set of pods. docs/planning.md ("Why pods do not serve") has the table.
 """
 
 from __future__ import annotations

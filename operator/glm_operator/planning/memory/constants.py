@@ -1,14 +1,10 @@
 """The measured and fitted constants of vLLM's non-KV memory, a row per profiling run and graph estimate
 (pure).
 
-vLLM's profiling run and CUDA-graph estimate changed between releases and between its two model runners,
-so the constants come in rows: :class:`ProfilingConstants` for each profiling run (``older`` before vLLM
-0.18, ``mid`` 0.18-0.19, ``v1`` the V1 model runner from 0.20, ``v2`` Model Runner V2) and
-:class:`GraphConstants` for each graph estimate; :class:`~.settings.ProfilingRun` says which run a budget uses
-(``memory.settings``). Each figure's comment says whether it is measured (a log or memtrace line) or
-fitted, and on which start-ups; ``benchmarks/calibration`` refits them (by the dotted names
-:func:`constant` and :func:`with_constants` read and write) and prints the errors. docs/memory-model.md
-explains every term they enter.
+:class:`ProfilingConstants` rows (``older``, ``mid``, ``v1``, ``v2``) and :class:`GraphConstants` rows, chosen
+by the budget's :class:`~.settings.ProfilingRun`; each figure's comment says whether it is measured or
+fitted and on which start-ups. ``benchmarks/calibration`` refits them by the dotted names :func:`constant` and
+:func:`with_constants` read and write. docs/memory-model.md ("The constants") lists them with their rows.
 """
 
 from __future__ import annotations

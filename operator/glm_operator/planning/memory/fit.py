@@ -1,17 +1,10 @@
 """The memory fit of one vLLM instance, in vLLM's own start-up accounting (pure).
 
-Per GPU rank and pipeline stage (``Worker.determine_available_memory``, ``vllm/v1/worker/gpu_worker.py``)::
-
-    available = total x gpu_memory_utilization - weights - activation peak - non-torch - CUDA graphs
-    blocks    = floor(available / (block_size x KV bytes per token))     (the fewest over the stages)
-    tokens    = blocks x block_size x DCP
-    sequences = blocks / ceil(ceil(max_model_len / DCP) / block_size)
-
-:func:`estimate_fit` takes those steps in order: check the input, weights per rank
-(``memory.weights``), the engine settings of the release (``planning.releases``), the budget
-(``memory.activation``, ``memory.non_torch``, ``memory.cuda_graphs``), the KV capacity
-(``memory.kv_cache``) and the verdict against ``minConcurrency``. docs/memory-model.md explains every term,
-the vLLM source it follows and the start-ups that pin it.
+:func:`estimate_fit` reproduces ``Worker.determine_available_memory`` per rank and pipeline stage:
+requested memory minus weights, activation peak, non-torch memory and CUDA graphs is the KV cache, in
+blocks, tokens and sequences of the context, and the verdict against ``minConcurrency``. Each term is a
+module of ``memory``; docs/memory-model.md ("The budget equation", then a section per term) explains
+every term, the vLLM source it follows and the start-ups that pin it.
 """
 
 from __future__ import annotations

@@ -1,28 +1,10 @@
 """What vLLM's "Model loading took" counts beyond the parameters (pure).
 
-"Model loading took X GiB" is ``torch.cuda.memory_allocated`` after ``load_model`` minus before it
-(``DeviceMemoryProfiler``, ``vllm/utils/mem_utils.py``; ``get_current_memory_usage`` in
-``vllm/platforms/cuda.py``, 0.26.0). Beside the parameters the planner counts from the config it holds,
-each measured on the H200 by the memtrace plugin's load trace (``benchmarks/gpu_truth/logs/loads/``,
-``logs/qwen25-*``, ``logs/qwen3-8b-v1-b8k``: the blocks ``load_model`` left allocated, by allocation site):
-
-* **the RoPE cos/sin cache**: one per stage (``get_rope`` shares it between layers, ``_ROPE_DICT``),
-  max_position_embeddings x rotary dim in the model dtype (``rotary_embedding/base.py`` L59-63):
-  8 MiB for Qwen2.5-7B, 10 MiB for Qwen3 (40960 x 128), 24.75 MiB for GLM-4.7-Flash and GLM-5 (202752 x 64).
-* **DeepGEMM's workspace**: 32.0 MiB from ``_apply_pdl`` in ``deep_gemm._lazy_init``
-  (``vllm/utils/deep_gemm.py`` L195-262, SM90+), which the first MoE or FP8 layer triggers: every MoE and
-  FP8 start-up on the H200 has it (GLM-4.7-Flash, GLM-5(-FP8), Qwen3-30B-A3B-FP8, Qwen3-8B FP8 online),
-  the dense bf16 ones do not (Qwen2.5, Qwen3-8B).
-* **glm4_moe's fp32 router**: GLM-4.5-4.7 and GLM-4.7-Flash build the MoE gate as an fp32 ``nn.Linear``
-  (``vllm/model_executor/models/glm4_moe.py`` L138-146: "the gate isn't an nn.Linear", dtype float32),
-  4 B per weight, replicated on every rank (23.0 MiB over GLM-4.7-Flash's 46 MoE layers).
-* **the caching allocator's rounding** (:func:`allocator_waste_bytes`): a weight of 10 MiB or more gets its
-  own segment rounded up to 2 MiB, and the unsplit rest of a block counts as allocated. Since vLLM loads
-  under ``max_split_size_mb:20`` (``Worker._scoped_allocator_max_split``, ``vllm/v1/worker/gpu_worker.py``,
-  in 0.24.0 and 0.26.0, not in 0.19.0), blocks of 20 MiB or more are never split: Qwen2.5-7B's 259.0 MiB
-  gate_up, 129.5 MiB down, 31.5 MiB qkv and 24.5 MiB o_proj take 260, 130, 32 and 26 MiB, 99 MiB in all,
-  which is the whole gap between its 14,533.6 MiB of tensors and the logged 14.29 GiB (0.24 on an RTX 4090
-  and 0.26 on the H200 alike); 0.19 splits a rest above 1 MiB, 57 MiB, and logs 14.25 GiB.
+The figure is what ``load_model`` left allocated: beside the parameters, the RoPE cos/sin cache,
+DeepGEMM's workspace, glm4_moe's fp32 router and the CUDA caching allocator's rounding of large weights
+(:func:`allocator_waste_bytes`), each measured on the H200 by the memtrace load trace.
+docs/memory-model.md, 3.3 ("What loading adds beyond the parameters") has the formulas, vLLM's source
+lines and the measurements.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What each weight precision would give, by the performance model (pure; shown by ``glm-operator plan``).
 
-The planner's ``quantization: auto`` compares only a bf16 first fit with native fp8 (placement rule 3).
+The planner's ``quantization: auto`` compares only a bf16 first fit with native fp8 (``placement.ranking``).
 This module plans the same request once per pinned precision and ranks the results by predicted
 output tokens/s per GPU, so a user also sees what int8/int4 (or fp8 where auto does not compare it)
 would buy before choosing it.

@@ -1,14 +1,9 @@
 """Does the vLLM image serve the model? A pure check of the image tag against the catalog.
 
-Each GLM architecture has a first vLLM release that serves it (``catalog/data/vllm.yaml``, with
-per-model overrides in ``models.yaml``). ``check_image(image, model)``:
-
-- tag names a release older than the model's minimum -> ``error`` (the caller reports
-  ``Planned=False`` and creates nothing: the pod would fail at model load);
-- tag names a release older than the oldest the memory plan covers (``planning.releases``) -> ``error``;
-- tag is not a version (``latest``, ``glm51``, a digest only) -> ``warning``: the operator cannot
-  tell, it says what it would need;
-- architecture unknown to the catalog (inline ``model.config``) -> ``warning``.
+``check_image(image, model)`` gives an error for a release older than the model's first or than the
+oldest the memory plan covers (the pod would fail at model load, so nothing is created), a warning where
+the tag is no version or the architecture is unknown to the catalog. docs/planning.md ("Does the image
+serve the model?").
 """
 
 from __future__ import annotations

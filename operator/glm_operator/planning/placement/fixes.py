@@ -1,30 +1,9 @@
 """The cheapest changes that would make a rejected plan fit (pure).
 
-When nothing fits, ``all_fixes(request, allowed, plan_fn, max_nodes)`` plans the request again with
-each relaxation of what the user ruled out, and keeps those that fit, each with the shape it would
-get. A fix is never written as text alone: it is a plan that succeeded. The relaxations, alone and
-combined:
-
-- **a GPU type the cluster has but ``gpu.products`` excludes** (every known type in the pools the
-  planner sees, nodes a node autoscaler can add included): ``gpu.products`` with it appended;
-- **``gpu.allowMultiNode: true``** (when it is off and PP is not pinned); where the nodes of a type
-  are too few, the same with extra nodes like its largest one, up to the planner's most nodes per
-  replica, which says how many nodes of that type one replica needs;
-- **a lower precision** where ``quantization`` is pinned (fp8, int8, int4 that a checkpoint or vLLM's
-  load-time FP8 provides; the checkpoint the variant loads is named), or, under ``quantization: auto``
-  with ``allowedQuantizations``, that list with the lower precision added.
-
-Order, cheapest first: what the cluster's nodes can run before what needs nodes added, then GPUs
-per replica, nodes per replica, GPU memory per replica (the smaller GPU of the same count), and
-fewer changes. Only the cheapest fix of each *kind* (the
-set of fields changed: another GPU type, multi-node, more nodes, each lower precision) is shown, so
-the list gives different ways out rather than five GPU types; a kind is dropped when a subset of its
-changes fits at the same or lower cost (another GPU type *and* fp8 is kept only when it takes fewer
-GPUs than that type alone). ``shown_fixes`` keeps the first ``MAX_FIXES`` of those; ``cheapest_on``
-gives a rejected GPU type the cheapest fix that still serves on it.
-
-Cost: at most (excluded types + 1) x 3 x (lower precisions + 1) plans, run only for a plan without
-variants; the fits are shared with the planner's memo, so a re-plan of the same spec is cheap.
+When nothing fits, ``all_fixes`` plans the request again with what the user ruled out relaxed (another
+GPU type, multi-node and more nodes, a lower precision), alone and combined, and keeps those that fit,
+cheapest first and one per kind of change. A fix is never text alone: it is a plan that succeeded, with
+the shape it gets. docs/planning.md ("When nothing fits") has the relaxations, the order and the cost.
 """
 
 from __future__ import annotations

@@ -2,20 +2,9 @@
 
 ``plan_placement(request) -> Plan`` takes a :class:`~.request.PlacementRequest` (spec values and the GPU
 pools of the nodes) and returns a frozen :class:`~.result.Plan` whose ``details`` say why each decision
-was taken, in these steps:
-
-1. resolve the model and the context length (``candidates``);
-2. group the pools into candidate variants, one GPU type each, filtered and ordered by
-   ``gpu.products`` (``groups``);
-3. per group, the first candidate shape that holds ``minConcurrency`` (``candidates``), on one node, then
-   over nodes (PP) where ``allowMultiNode`` says so, compared for goodput (``ranking``); a group with
-   none is rejected with its smallest fix (``rejections``);
-4. replicas fill the preferred variant first, then the next; variants left without replicas stay as
-   ready alternatives;
-5. when nothing fits, the request is planned again with the spec's limits relaxed, and ``Plan.fixes``
-   lists the changes that would fit, cheapest first (``fixes``).
-
-docs/planning.md has the rules with their reasons.
+was taken: candidate variants one GPU type each, the first shape that holds ``minConcurrency`` on each,
+compared for goodput, replicas filling the preferred variant first, and the cheapest fixes when nothing
+fits. docs/planning.md ("Placement, step by step") has the steps and the rules with their reasons.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """``spec.gpu.products``: which GPU types a deployment may use, in order of preference.
 
-A name in the list is, in this order:
-
-1. a catalog GPU type (its GFD product name, a catalog alias or a label value the catalog maps to
-   it): allowed whether or not a node has it now (an autoscaler may add one; until then the plan
-   says "no schedulable node has ...");
-2. otherwise the GPU product label (``nvidia.com/gpu.product``, compared case-insensitively) of nodes
-   in the cluster whose GPU is not in the catalog but is estimated from their labels (memory and
-   compute capability, see :mod:`glm_operator.catalog.estimated_gpus`);
-3. anything else is an input error naming the field: a label of nodes that cannot be estimated
-   (the reason is given: which labels they lack), or a name that is neither in the catalog nor on any
-   node (a typo, or nodes that are gone: the deployment plans again when a node with it appears).
-
-An estimated product can only be named while its nodes exist, since nothing else says what it is.
+A name is a catalog GPU type (allowed whether or not a node has it now, since an autoscaler may add one),
+else the product label of nodes whose GPU is estimated from their labels (only while they exist), else an
+input error naming the field and why. docs/planning.md ("Which GPU types").
 """
 
 from __future__ import annotations

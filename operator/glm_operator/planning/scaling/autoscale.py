@@ -1,82 +1,12 @@
 """Autoscaling decision: replicas from the vLLM request queue. Pure: state in, state out.
 
-``decide(sample, policy, state, now, observed) -> Decision`` is a purely computational function
-with no side effects: no clock, no globals, no I/O. The operator's timer fetches a
-:class:`QueueSample` from Prometheus, calls ``decide`` and persists ``Decision.state`` (a small
-JSON document, see :meth:`ScalerState.to_dict`) next to the replicas it writes.
-
-Why not the plain HPA rule on the queue
----------------------------------------
-HPA computes ``desired = ceil(current * metric / target)``, which assumes the metric falls in
-proportion to the replica count. The vLLM waiting queue does not: it is zero whenever the replicas
-keep up, however busy they are, and grows without bound once they do not. An HPA on
-``vllm:num_requests_waiting`` therefore scales down to ``minReplicas`` as soon as the queue
-drains, builds a queue again, scales up (paying a cold start of many minutes), and so on. It also
-adds replicas again and again for one queue while the first new replicas are still loading.
-
-The load we scale on
---------------------
-Let ``K`` be the target concurrency of one replica (running sequences, from the plan: the predicted
-knee, where doubling the load raises throughput < 10 % while ITL rises > 20 %, else max-num-seqs), ``q`` the
-``targetQueueLength`` (waiting requests per replica the user accepts), ``tol`` the tolerance, and
-
-* ``D = waiting + running``: the requests in the system. Unlike ``waiting``, this barely depends on
-  the replica count (Little's law: arrival rate times time in system), so a proportional rule on
-  it is sound, and it stays high while replicas are busy with an empty queue;
-* ``n = max(current, ready)``: ready replicas plus those still starting. Starting replicas count
-  as capacity: a queue they will absorb does not cause a second scale-up;
-* ``K' = max(K, running / ready)``: replicas observed running more sequences than the plan says
-  can hold at least that many. Only where ``K`` is max-num-seqs: a knee below it is an operating
-  point the replicas exceed by design (vLLM admits up to max-num-seqs), so ``K' = K`` there.
-
-Per replica, ``d = D / n``. Then the raw recommendation is
-
-* scale up when ``d > K' + q * (1 + tol)`` (every replica full and its queue above target,
-  with HPA's tolerance on the queue): ``ceil(D / (K' + q))``, the count at which each replica
-  holds ``K'`` running and at most ``q`` waiting;
-* scale down when ``d < K' * (1 - tol)``: ``ceil(D / (K' * (1 - tol)))``, the smallest count
-  that would still run the present load with ``tol`` of its slots free, so that the smaller
-  count does not immediately queue and scale up again;
-* otherwise hold ``n``.
-
-The band between the two thresholds is the hysteresis; a scale-up lands below the scale-up
-threshold and a scale-down lands inside the band, so neither undoes the other.
-
-Then, in this order (HPA's ``normalizeDesiredReplicasWithBehaviors`` semantics):
-
-1. **Stabilisation.** Raw recommendations are kept with their time. Scale up only to the *lowest*
-   recommendation of the last ``scaleUpStabilizationSeconds``; scale down only to the *highest* of
-   the last ``scaleDownStabilizationSeconds``, or of the last six measured cold starts (pod
-   created -> Ready, node provisioning included) when that is longer. A flapping queue therefore
-   cannot reverse the direction inside a window, and a burst that returns sooner than a new
-   replica could start finds the replicas still there.
-2. **Rate limit per interval.** Within one ``intervalSeconds`` period replicas grow at most by
-   ``max(max_scale_up_step, ceil(start * max_scale_up_percent / 100))`` and shrink by at most
-   ``max_scale_down_step``, where ``start`` is the count at the start of the period (derived from
-   the scale events kept in the state).
-3. **Bounds** ``[minReplicas, maxReplicas]`` (they override the rate limit, as in HPA).
-4. **GPU capacity.** Never more than ``observed.capacity`` replicas (what the GPU pools can host);
-   the shortfall is reported in the reason and in ``Decision.shortfall``. Capacity wins over
-   ``minReplicas``.
-
-No sample (Prometheus down, empty result, stale sample): hold ``current`` (only bounds and
-capacity apply), reason says metrics are unavailable, state unchanged. A missing metric is never
-read as zero load. Scaling up from zero replicas needs a load source outside vLLM (no replica, no
-metric): with a vLLM-only sample a deployment at 0 stays at 0.
-
-Scale to zero
--------------
-With ``min_replicas == 0`` the load rule above never goes below one replica; only idleness does:
-once every sample for ``idle_seconds`` showed no running and no waiting request (``idle_since`` in
-the state), the decision is 0 at once (no rate limit: nothing is served). A wake-up
-(``ObservedReplicas.wake_requested``: a request at the gateway for a model without a ready
-replica) takes a deployment at 0 to 1 whatever the metrics say (there are none at zero), and resets
-the idle clock; capacity still applies (0 when no GPU can host it: the reason says so).
-
-State is bounded: recommendations older than the longest window are dropped, and of several
-recommendations with the same (bounds-clamped) value only the newest is kept, since it dominates
-the older ones for both the minimum and the maximum; so at most ``maxReplicas - minReplicas + 1``
-entries. Scale events older than one interval are dropped.
+``decide(sample, policy, state, now, observed) -> Decision`` turns one sample of vLLM's running and
+waiting requests into a replica count. It scales on the requests in the system per replica against the
+plan's knee, not on the queue alone (which drains to zero whenever the replicas keep up, so HPA's
+proportional rule on it flaps), counts replicas still starting as capacity, then applies HPA's
+stabilisation windows, a rate limit per interval, the replica bounds and the GPU capacity; only idleness
+takes a deployment to zero. No clock, no globals, no I/O: the operator's timer persists ``Decision.state``
+next to the replicas it writes. docs/planning.md ("Autoscaling") has the rule, its formulas and why.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """Load-test results: latency percentiles and throughput per concurrency, and the knee (pure).
 
-A load test (``glm-operator loadtest``, the I/O in :mod:`glm_operator.clients.openai_load`) runs a
-closed loop at each concurrency *c* of a sweep: *c* workers, each sending its next streamed request
-when the previous one ends, with fixed input and output lengths. Per request it records a
-:class:`RequestSample`: TTFT (request sent to first streamed token), the inter-token latencies (ITL:
-the gaps between streamed chunks that carry tokens), the output tokens and whether it failed.
-
-``summarize_level`` turns one level's samples into a :class:`LevelResult`: TTFT and ITL p50/p95
-(nearest rank, over every request's first token and every gap of every request), and output
-tokens/s = output tokens of the successful requests / the level's wall-clock time.
-
-``find_knee`` applies the rule, over the levels by increasing concurrency: the knee is the first
-level *c_i* such that going to the next level *c_(i+1)* raises output tokens/s by less than
-``min_throughput_gain`` (default 10 %) while it raises ITL p50 by more than ``min_itl_rise``
-(default 20 %): beyond the knee more concurrency buys latency, not throughput. A level with failed
-requests ends the search (the knee is at most the level before it). No knee when no step
-qualifies: the sweep has not reached it (raise the top concurrency). The percentages compare like
-with like only when the steps grow by a steady factor (1, 2, 4, 8 or 1, 4, 16).
+``summarize_level`` turns one level of ``glm-operator loadtest`` (the I/O is in
+:mod:`glm_operator.clients.openai_load`) into TTFT and ITL percentiles and output tokens/s; ``find_knee``
+finds the first level from which more concurrency buys latency rather than throughput. The performance
+model applies the same rule to its predictions, and the autoscaler aims each replica at that knee.
+docs/operations.md ("Load-testing a deployment") defines the figures and the rule.
 """
 
 from __future__ import annotations

@@ -1,25 +1,10 @@
 """Capacity: GPUs free on existing nodes plus GPUs node autoscalers can still add (pure).
 
 ``capacity_pools(...)`` returns the :class:`~glm_operator.planning.supply.nodes.GpuPool` tuple the planner
-works on. Besides one pool per GPU type per existing node, it adds *virtual nodes* (pools whose
-``elastic_pool`` names the autoscaler pool) for:
-
-1. **Headroom** of each elastic pool (:mod:`glm_operator.planning.supply.pools`): the machines it may still
-   launch within its limits (``new_machines``; an unbounded pool gets one largest machine per
-   requested replica, times the pipeline depth when multi-node is allowed). The planner fills a
-   GPU type's existing free GPUs before these (``Variant.new_node_replicas`` counts the replicas
-   that wait for new machines), and with ``gpu.products`` the preference order still decides
-   between types.
-2. **Pods waiting for a node** (stickiness): a pod of this GLMDeployment that the scheduler could
-   not place (``PodScheduled=False``, ``Unschedulable``), whose node affinity matches an elastic
-   pool, and that was created less than ``grace_seconds`` ago, keeps its GPUs: the machine the
-   autoscaler is launching for it is already counted in the pool's ``status.resources`` (so no
-   longer in its headroom) but has not appeared as a Node yet. Without this, the replica would be
-   re-planned elsewhere (or reported short) while its node boots. At most the pool's in-flight
-   GPUs (in use per its status, minus those on its Ready nodes) are kept this way, so a pod the
-   pool cannot provide (limit reached) is not mistaken for one that waits.
-
-Pure: no Kubernetes client, no clock (``now`` is passed in).
+works on: the existing nodes' pools plus virtual nodes for each elastic pool's headroom and for the pods
+of this GLMDeployment that wait for a machine being launched (so their replica keeps its place while the
+node boots). No Kubernetes client, no clock (``now`` is passed in). docs/planning.md ("Where the GPUs
+come from").
 """
 
 from __future__ import annotations

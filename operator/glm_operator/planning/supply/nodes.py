@@ -1,23 +1,10 @@
 """Kubernetes Node dicts -> GPU pools (pure).
 
-A *pool* is one GPU type on one node: its count, how a pod requests it (the extended resource name)
-and how a pod is pinned to that type (a nodeSelector label). Two cases:
-
-* ``nvidia.com/gpu`` in ``status.allocatable``: the type comes from the node labels, checked in the
-  order GPU Feature Discovery (``nvidia.com/gpu.product``), GKE (``cloud.google.com/gke-accelerator``),
-  EKS (``k8s.amazonaws.com/accelerator``), Karpenter (``karpenter.k8s.aws/instance-gpu-name``); the
-  label that identified it becomes the nodeSelector.
-* per-type resources on mixed machines (``nvidia.com/a100-80gb``, ``nvidia.com/rtx-4090``): each
-  known resource name is its own pool; the resource request itself pins the type, so no nodeSelector
-  is needed (GFD's single product label cannot describe two types on one node).
-
-Cordoned nodes (``spec.unschedulable``) and nodes whose Ready condition is not True are skipped,
-except those passed in ``held`` (node -> resource -> GPUs the deployment's own pods hold there, see
-``glm_operator.planning.supply.outages``): a node in its outage grace period stays a pool, but only the GPUs
-already held count as free, so running replicas keep their place and new ones go elsewhere. GPUs
-already requested by running pods can be passed as ``gpus_used`` (node -> resource -> count). Work is
-O(nodes) once per list of Node dicts (a node cache hands the same dicts until a node changes), then
-O(nodes in ``gpus_used``) per call; nothing here talks to the apiserver.
+A *pool* is one GPU type on one node: its count, how a pod requests it (the extended resource name) and
+how a pod is pinned to that type (a nodeSelector label, or the per-type resource itself on mixed
+machines). Unready and cordoned nodes count only where held through an outage, and then only with the
+GPUs the deployment's own pods hold there. Work is O(nodes) once per list of Node dicts, then O(nodes in
+``gpus_used``) per call. docs/planning.md ("Where the GPUs come from") has the label order.
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
 """Node outages and the grace period that keeps running replicas where they are (pure).
 
-A GPU node that stops reporting (kubelet hiccup, network partition) is marked ``Ready=Unknown`` by
-the node lifecycle controller, one whose kubelet reports a problem is ``Ready=False``, and a node
-being maintained is cordoned (``spec.unschedulable``). The node lifecycle controller itself waits
-300 s (the default ``tolerationSeconds`` of the not-ready/unreachable taints) before it evicts
-pods. Moving a model elsewhere costs a 10-20 minute cold start, so the planner does the same: a
-node in an outage is *held* for the replicas already running on it, and given up only when
-
-* it is ``NotReady``/``Unknown`` for longer than the grace period, counted from the Ready
-  condition's ``lastTransitionTime``. A change from False to Unknown restarts the count (the
-  condition moves), which errs on the side of keeping the replicas; the node lifecycle
-  controller's taints are not used: after a short recovery they can still carry the
-  ``timeAdded`` of the previous outage and would cut the next grace short;
-* it is deleted (it is then not in the node list at all);
-* the pods on it are gone (a drain after a cordon evicts them: nothing is left to hold).
-
-A cordoned node that is otherwise Ready has no expiry: its pods keep serving, and a cordon stops
-new pods, not running ones. While held, a node contributes only the GPUs the deployment's own
-pods already hold there, so new replicas (scale-up) go where capacity is.
-
-``node_outage(node, now, grace)`` is the one decision; ``held_gpus`` and ``next_expiry`` derive from
-it. Times are timezone-aware datetimes; nothing here reads a clock.
+A node that is briefly ``NotReady``/``Unknown`` or cordoned is held for the replicas already on it, since
+moving a model costs a cold start of many minutes; it is given up once the outage outlasts the grace
+period (as the node lifecycle controller waits before it evicts), the node is deleted or its pods are
+gone. ``node_outage(node, now, grace)`` is the one decision; ``held_gpus`` and ``next_expiry`` derive from
+it. Nothing here reads a clock. docs/planning.md ("Node outages").
 """
 
 from __future__ import annotations

@@ -1,36 +1,10 @@
 """Node autoscaler pools: GPU machines that do not exist yet but can be added (pure).
 
-An *elastic pool* is a group of GPU machines a node autoscaler launches on demand: a Karpenter
-``NodePool`` (``karpenter.sh/v1``), or a node group of the cluster autoscaler / GKE node
-auto-provisioning declared to the operator in a node-groups file. This module reads both into
-:class:`ElasticPool`: GPU type, the label that pins pods to it, the GPUs per machine of each
-machine shape it may launch, and its *headroom* (GPUs it may still add).
-
-Karpenter NodePool, read from its spec and status:
-
-* GPU type: the template labels first (``spec.template.metadata.labels``, as GPU Feature
-  Discovery / GKE / EKS / Karpenter name the type), then a single-valued ``In`` requirement on one
-  of those label keys, then the instance types it allows (``node.kubernetes.io/instance-type In
-  [...]``, mapped through the catalog's instance types). A type recognised from a label is pinned
-  by that label (Karpenter's scheduling simulation knows template labels and requirements); a type
-  known only from instance types is pinned by ``karpenter.sh/nodepool=<name>``.
-* Machine shapes: the catalog instance types the requirements allow (of that GPU type), else a
-  ``karpenter.k8s.aws/instance-gpu-count In [...]`` requirement, else the template label
-  ``nvidia.com/gpu.count``. A pool whose machine size cannot be told is not used (and said so).
-* Headroom: ``spec.limits`` minus ``status.resources`` (what its nodes and in-flight NodeClaims
-  hold now) for ``nvidia.com/gpu``; ``cpu``/``memory`` limits are turned into machines with the
-  catalog's machine shapes. No limit on any of them: unbounded.
-
-Node groups (other autoscalers), one YAML file the operator reads (``--node-groups-file``)::
-
-    nodeGroups:
-      - name: gpu-h100                 # the group's name (for messages)
-        gpuProduct: H100               # catalog name or alias
-        gpusPerNode: 8
-        maxNodes: 4                    # the autoscaler's max size of this group
-        nodeSelector: {cloud.google.com/gke-nodepool: gpu-h100}   # labels its nodes carry
-
-Headroom = (maxNodes - nodes now matching nodeSelector) x gpusPerNode.
+Karpenter ``NodePool`` objects and the node groups of other autoscalers (the ``--node-groups-file``
+document) become :class:`ElasticPool`: the GPU type, the label that pins pods to it, the GPUs per machine
+of each machine shape it may launch, and the GPUs it may still add within its limits. The planner can
+then place a replica on a machine that will be launched for it, and no more than the pool can give.
+docs/planning.md ("Where the GPUs come from") has how each field is read.
 """
 
 from __future__ import annotations
