@@ -145,25 +145,9 @@ def attention_piece_bytes_per_token(
 ) -> float:
     """What the compiled layer piece around a GQA/MHA attention holds per token at the profiling run's peak,
     on one rank (vLLM >= 0.20; 0 for MLA, :func:`mla_attention_live_bytes`): ``ATTENTION_PIECE_Q_BUFFERS``
-    bf16 buffers of the query width (heads / TP x head_dim): the fused qkv output, the normed and rotated
-    queries, the attention output. Where the query is wider than the MLP's share of a token it is the
-    forward's peak: GLM-4.5-Air (96 heads of 128 over a 4096 hidden, the GLM-4.5/4.6/4.7 attention) holds
-    977 / 1921 MiB in it at 8192 / 16384 tokens and 256 sequences on the H200 (memtrace, vLLM 0.26.0: the
-    224 MiB qkv output and 192 MiB query blocks among nine), 4.97 / 4.89 query widths per token, where the
-    fitted MoE forward rate gave 3.1; GLM-4.7's shapes (12 of its layers) 1009 MiB at 8192 tokens.
-
-    One Air start-up shape holds two such sets (19 blocks of the same compiled kernels, the qkv output
-    twice) and two hidden-size outputs beside them: 512 sequences at 16384 tokens, 4073 + 256 MiB, at 32768
-    and at 131072 tokens of context alike. The single set held at 256 sequences (4096, 8192 and 16384
-    tokens), at 512 sequences with 8192 tokens, at 1024 with 16384 (there the profiling peak is the
-    sampler pass, which the doubled set would have passed), at 768 and at 1024 with 32768 (memtrace: the
-    workspace manager's 4096 MiB beside 9 blocks, 3809 MiB; 42-43 and 32 tokens a request). The profiling
-    run gives min(max_num_seqs, tokens) requests tokens // requests each and the remainder to the last
-    (``_dummy_run``, vLLM 0.26 ``gpu_model_runner.py`` L5859-5862), so the doubled shape is the only one
-    measured with 257-512 requests of 32 tokens or more each: planned so, which keeps the doubled set for
-    the unmeasured shapes of that kind (384 x 16384, 512 x 32768) [open: why the run keeps two layers'
-    buffers there; neither "more than 256 requests of >= 32 tokens" nor "of equal length" held at 768 and
-    1024 x 32768; measured on vLLM 0.26's V1 runner alone].
+    bf16 buffers of the query width (heads / TP x head_dim), and that set twice with two hidden-size outputs
+    for 257-512 requests of at least ``ATTENTION_PIECE_TWO_SETS_TOKENS_PER_REQUEST`` tokens each.
+    docs/memory-model.md, 4.2 ("Attention piece") has the memtrace measurements and the open question.
     """
     if arch.is_mla:
         return 0.0
@@ -181,20 +165,10 @@ def sampler_peak_bytes(
 ) -> float:
     """The profiling run's dummy sampler pass over min(max_num_seqs, max_num_batched_tokens) rows.
 
-    Model Runner V2 (vLLM >= 0.20 where it is the default; ``_dummy_sampler_run`` in ``vllm/v1/worker/gpu/
-    model_runner.py``, read in 0.26.0): the logits of the rows in bf16 and nothing of the vocabulary's
-    size beside them (temperature, min-p and top-k/top-p work in place, the Gumbel sample keeps a few
-    values per row), ``v2.sampler_bytes`` = 2 per row and vocabulary entry, plus the model's last
-    hidden states and the rows picked from them. At TP > 1 ``LogitsProcessor._gather_logits`` all-gathers
-    the rank's slice into a [TP x rows, vocabulary / TP] buffer and reshapes it into a copy
-    (``all_gather`` in ``base_device_communicator.py``): 2 + 2 / TP bytes more per entry at its peak.
-    Measured (``gpu_truth memtrace``, Qwen3-8B on the H200, 8192 rows): 2374 MiB of bf16 logits, 8192 x
-    151,936 x 2 B, and 160 MiB of hidden states, 2548 MiB in all.
-
-    The V1 runner, which vLLM 0.20-0.32 still use for some models
-    (``ReleaseRules.uses_model_runner_v2``): :func:`v1_sampler_pass_bytes`, the same with
-    FlashInfer's sampler or PyTorch's, beside the same hidden states (GLM-4.7-Flash at 16384 tokens and 1024
-    rows, memtrace: the 2195.5 MiB pass, the 640 MiB fused-MoE workspace and the forward's 64 MiB output).
+    Model Runner V2: the rows' bf16 logits (``v2.sampler_bytes`` per entry, plus the all-gathered copy at
+    TP > 1); the V1 runner: :func:`v1_sampler_pass_bytes`; both beside the forward's hidden states and the
+    rows picked from them. Before 0.20 a fitted rate per row and vocabulary entry. docs/memory-model.md,
+    4.4 ("Sampler pass") has the vLLM source and the measurements.
     """
     rows = min(settings.max_num_seqs, settings.max_num_batched_tokens)
     run = settings.profiling_run
@@ -254,23 +228,12 @@ def mla_profile_upprojection_bytes(arch: ModelArchitecture, tp: int, settings: B
 
 
 def compile_transient_bytes(arch: ModelArchitecture, tp: int, settings: BudgetSettings) -> float:
-    """What a cold ``torch.compile`` allocates inside vLLM's profiling run, on one rank (vLLM >= 0.20).
-
-    The first forward of the profiling run compiles the model (``compilation/compiler_interface.py`` L376
-    in 0.26.0, ``standalone_compile`` with the real example inputs), and what Inductor allocates there counts
-    in the torch peak. The H200 start-ups of ``benchmarks/gpu_truth`` (every one a cold compile, as in a
-    pod: the operator keeps no compile cache) show it, allocation by allocation in the ``gpu_truth
-    memtrace`` lines, as the peak of every run whose forward and sampler are small: Qwen3-30B-A3B-FP8 at
-    2048 tokens and 32 sequences peaks at 609.5 MiB, all of it inside that call, where its embedding is
-    151,936 x 2048 x 2 B = 594.5 MiB; Qwen3-8B peaks at 1.19 / 1.29 GiB at 2048 / 8192 tokens (embedding
-    1.16 GiB) and gpt-oss-20b at 1.12 / 1.17 GiB at 4096 / 8192 (embedding 1.08 GiB)::
+    """What a cold ``torch.compile`` allocates inside vLLM's profiling run, on one rank (vLLM >= 0.20)::
 
         compile_transient = padded vocab / TP x hidden x 2 B + 2 x max_num_batched_tokens x hidden x 2 B
 
-    [inferred: the block sizes inside the compile were not printed; the figure is the embedding table's and
-    two hidden-state buffers of the batch, within 0.02 GiB on those five start-ups]. A warm compile cache
-    skips it: the two Qwen2.5 logs on an RTX 4090 (vLLM 0.24, "torch.compile took 3-4 s", a partial cache
-    hit) keep less than their embedding. With ``--enforce-eager`` nothing is compiled.
+    0 with ``--enforce-eager`` or a warm compile cache (the operator's pods keep none). docs/memory-model.md,
+    4.5 ("Cold torch.compile transient") has the start-ups it is measured on.
     """
     if settings.enforce_eager or settings.compile_cache_warm or settings.generation != Generation.NEWER:
         return 0.0

@@ -72,20 +72,10 @@ def newer_cudagraph_capture_sizes(
 
 def qk_norm_graph_bytes_per_capture(q_width: int, tokens: int) -> float:
     """What each piecewise capture after the first keeps for a query-normed glm4_moe model (GLM-4.5/4.6/4.7,
-    ``use_qk_norm``), above what the same attention without the norm keeps (GLM-4.5-Air), on one rank of
-    the V1 runner's estimate: ``QK_NORM_GRAPH_QUERY_BUFFERS`` bf16 query buffers of ``tokens`` (the sampled
-    capture size) x ``q_width`` (heads / TP x head_dim), each rounded up as PyTorch's caching allocator
-    rounds a large allocation, and nothing while such a buffer stays under its 10 MiB large-allocation
-    threshold (then it shares a segment).
-
-    Measured (DEBUG "Estimated PIECEWISE CUDA graph memory", vLLM 0.26 on the H200, 504-token sample):
-    GLM-4.7's shapes at query width 12288 (11.8 MiB a buffer) sample 24 MiB per graph at 12 layers, 256
-    and 1024 sequences alike, and ~26 at 6 layers (from the total), so not per layer; at 10240 (80 heads,
-    9.8 MiB) and at 6144 (the attention of a TP-2 rank, 5.9 MiB) 1 MiB, as Air (4). A rate per query
-    element fitted on the two 12288 rows (3.74 B) planned 0.55 / 0.90 GiB of graphs those two shapes do
-    not take. So GLM-4.5/4.6/4.7 take it at TP 1 only with vLLM's 512-token ceiling, and at TP 2 where the
-    capture sizes reach 1024 (data-center Blackwell) [inferred: why large blocks stay per graph and small
-    ones are reused is not read in the allocator].
+    ``use_qk_norm``) on one rank of the V1 runner's estimate: ``QK_NORM_GRAPH_QUERY_BUFFERS`` bf16 query
+    buffers of ``tokens`` (the sampled capture size) x ``q_width``, each rounded up as PyTorch's caching
+    allocator rounds a large allocation, and nothing while one stays under its 10 MiB threshold.
+    docs/memory-model.md, 7.4 ("Query-normed glm4_moe") has the measurements.
     """
     buffer = q_width * tokens * 2
     if buffer < ALLOCATOR_MIN_LARGE_ALLOC:
@@ -97,37 +87,15 @@ def qk_norm_graph_bytes_per_capture(q_width: int, tokens: int) -> float:
 def cudagraph_bytes(
     layers_on_rank: int, settings: BudgetSettings, c: BudgetConstants = DEFAULT_CONSTANTS, tp: int = 1
 ) -> float:
-    """Memory of CUDA graphs on one rank (0 with --enforce-eager); see "CUDA graphs, vLLM >= 0.18" in the
-    module docstring.
+    """Memory of CUDA graphs on one rank (0 with --enforce-eager), as the release estimates it.
 
-    vLLM < 0.18 (graphs captured after the KV cache): ``graphs_older.bytes_per_piece`` per layer and
-    capture size. vLLM >= 0.18, the V1 model runner's estimate (0.18-0.19, and 0.20-0.32 for models off
-    Model Runner V2's list), not divided by TP::
-
-        bytes_per_piece x layers on the rank x capture sizes
-        + (bytes_per_decode_seq [+ mla_bytes_per_decode_seq for MLA])
-          x min(max_num_seqs, largest capture size)
-
-    (capture sizes: :func:`newer_cudagraph_capture_sizes`, with the model's own ceiling where its vLLM config
-    sets one, :data:`MODEL_MAX_CAPTURE_SIZE`) plus ``fp8_online_mla_graph_bytes_per_layer`` per layer when
-    an MLA model's bf16 checkpoint is quantized at load, and, for DSA models with a bf16 KV cache,
-    ``dsa_graph_bytes_per_index_head_token`` x index heads x max_model_len per decode request: the FULL
-    decode graph keeps the indexer's paged-MQA logits
-    (``fp8_fp4_paged_mqa_logits``, ``model_executor/layers/sparse_attn_indexer.py`` 0.26 L582-590, output
-    [B, max_model_len] fp32 per index head before the weighted sum, as the logged estimates scale:
-    GLM-5-FP8 0.28 / 1.01 / 1.91 GiB at 64 / 256 / 512 requests, GLM-5 0.13 GiB at 32, all at 32k
-    tokens; fitted at 1.41 B, under the 4 B of fp32 logits). With an fp8 KV cache the one H200 log
-    (GLM-5, 128 requests at 128k tokens, 0.22 GiB) shows no such term: FlashMLA-sparse's fp8 path
-    reserves its buffers when the model is built.
-    FULL decode graphs under FlashAttention 2 (Ampere, Ada; ``graph_q_width`` 0) keep no split-KV
-    accumulators: on the H200 with ``--attention-config.flash_attn_version=2`` the FULL first capture is
-    0 MiB for Qwen2.5-7B and -0.5B (114 and 28 with FlashAttention 3) and each further graph 2 MiB (1).
-    A query-normed glm4_moe model (GLM-4.5/4.6/4.7) can sample far more per piecewise graph than any other
-    model measured: :func:`qk_norm_graph_bytes_per_capture` for every capture but the first.
-    Model Runner V2 on Hopper: ``graphs_v2_hopper``'s per layer and capture size plus its
-    ``bytes_per_decode_q_element`` per query element on the rank and decode request (see
-    "Model Runner V2 (vLLM 0.33 ...)" in the module docstring); elsewhere (0.33 for every model):
-    ``graphs_v2.bytes_per_piece`` per layer and capture size, divided by TP.
+    Before vLLM 0.18 a figure per layer and capture size. The V1 runner's estimate (0.18-0.19, and
+    0.20-0.32 for models off Model Runner V2's list), not divided by TP: per layer and capture size, plus
+    per decode request (MLA, FlashAttention 3's query width, the DSA indexer's logits with a bf16 KV
+    cache), the query-normed glm4_moe step (:func:`qk_norm_graph_bytes_per_capture`) and FP8-online MLA
+    per layer. Model Runner V2: per layer and capture size, on Hopper plus per query element and decode
+    request, elsewhere divided by TP. docs/memory-model.md, 7.2-7.5 ("CUDA graphs") has the formulas, the
+    constants and the logged estimates they are fitted on.
     """
     if settings.enforce_eager:
         return 0.0

@@ -34,28 +34,11 @@ FUSION_FLAG_BYTES_PER_RANK = 256 * 4  # BarrierFlagCount int32 flags
 def fusion_workspace_bytes(hidden_size: int, tp: int, pp: int, settings: BudgetSettings) -> float:
     """FlashInfer's all-reduce fusion workspace on one rank (vLLM >= 0.18; 0 when the pass is off).
 
-    vLLM's ``AllReduceFusionPass`` (``vllm/compilation/passes/fusion/allreduce_rms_fusion.py``) is on by
-    default with TP > 1 on compute capability 9.0 and 10.x when FlashInfer is installed
-    (``enable_allreduce_rms_fusion`` in ``vllm/config/vllm.py``; 0.18-0.21 also require PP = 1 and
-    DP = 1; off with ``--enforce-eager``, which disables torch.compile). The pass is built while the
-    profiling run compiles the model, after the worker's memory snapshot, so its workspace counts as
-    memory the profiling run took: "non-torch forward increase memory" in 0.18-0.21, ``total_consumed``
-    in 0.33. It sizes ``max_token_num = min(FUSION_MAX_SIZE_MIB / (hidden x 2 B), max_num_batched_tokens)``
-    and FlashInfer's ``trtllm_create_ipc_workspace_for_all_reduce_fusion``
-    (``flashinfer/comm/trtllm_ar.py``) allocates three buffers through ``SymmDeviceMemory``
-    (``flashinfer/comm/mnnvl.py``, cuMemCreate, outside PyTorch)::
-
-        buffer  = TP x max_token_num x hidden x 2 B
-        flags   = TP x 256 x 4 B
-        lamport = 3 x TP x max_token_num x hidden x 2 B
-
-    each plus a 2 KiB signal pad, rounded up to 2 MiB; FlashInfer <= 0.6.14 (vLLM 0.18-0.26) also rounds
-    each one up to the recommended multicast granularity, 512 MiB on Hopper and Blackwell [inferred from
-    the logs: 3 x 512 MiB = 1.5 GiB is what vLLM 0.19 on H100 logs above the 0.10-0.12 figures at TP 2 and
-    TP 4 alike, llm-d-planner sweep], although multicast is not used. FlashInfer 0.6.x refuses GPUs without
-    multicast (``CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED``: NVSwitch systems have it, PCIe cards do not);
-    this model counts the workspace on every 9.0/10.x GPU (an H100 PCIe pair plans 1.5 GiB too little KV
-    on vLLM 0.18-0.26, never too much).
+    vLLM's ``AllReduceFusionPass`` is on by default with TP > 1 on compute capability 9.0 and 10.x and is
+    built after the worker's memory snapshot, so its three buffers (``TP x max_token_num x hidden x 2 B``,
+    the flags and the Lamport buffer) count as memory the profiling run took; FlashInfer <= 0.6.14
+    (vLLM 0.18-0.26) rounds each up to 512 MiB. docs/memory-model.md, 6.1 ("FlashInfer's all-reduce fusion
+    workspace") has the sizes, the sources and what is inferred.
     """
     if settings.generation == Generation.OLDER or settings.enforce_eager or tp <= 1 or hidden_size <= 0:
         return 0.0
@@ -82,21 +65,10 @@ def non_torch_bytes(
 ) -> float:
     """Memory outside PyTorch's allocator that grows after vLLM's first snapshot, per rank.
 
-    vLLM >= 0.20: everything the instance holds after profiling beyond weights and the transient peak
-    (0.33 ``memory_profiling``: ``total_consumed`` from cudaMemGetInfo, so persistent buffers of the
-    profiling run count here too); NCCL, custom all-reduce and cuBLAS handles are created before the
-    snapshot (0.33 ``Worker.init_device``), so one fitted figure for any TP. Pipeline parallel adds
-    ``non_torch.pp_gib`` on every rank, measured, not derived: the one PP log (Qwen3-32B PP=2,
-    first stage) keeps 0.25 GiB less than the model says while the TP=2 log of the same box keeps
-    0.13 GiB more. Candidates [inferred, not separated by the data]: the PP-only buffers of the 0.33
-    runner (``vllm/v1/worker/gpu/model_runner.py``: ``PPHandler``, ``make_empty_intermediate_tensors``
-    of hidden + residual x max_num_batched_tokens on non-first stages) and NCCL's point-to-point
-    buffers, which NCCL sets up lazily at the first send/recv, after the snapshot.
-
-    vLLM 0.18-0.19: ``non_torch.gib`` (measured at TP 1), plus at TP > 1 ``non_torch.tp_gib``
-    (fitted; the custom all-reduce's 0.41 GiB of 0.10-0.12 is the same size) and the fusion workspace.
-    Both generations from 0.18 on add :func:`fusion_workspace_bytes` (``hidden_size`` of the model; 0
-    leaves it out).
+    One figure per profiling run (cuBLAS handles, the custom all-reduce or NCCL at TP > 1, PP buffers on
+    Model Runner V2), plus :func:`fusion_workspace_bytes` from 0.18 on (``hidden_size`` of the model; 0
+    leaves it out). docs/memory-model.md, 6 ("Non-torch memory") has each figure and the rows it is
+    measured or fitted on.
     """
     nt = c.non_torch
     fusion = fusion_workspace_bytes(hidden_size, tp, pp, settings)

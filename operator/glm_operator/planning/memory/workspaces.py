@@ -100,19 +100,9 @@ def moe_workspace_bytes(
 def triton_experts_workspace_bytes(arch: ModelArchitecture, tp: int, tokens: int) -> float:
     """The fused-MoE workspace vLLM 0.26's modular Triton experts take from the workspace manager.
 
-    ``FusedMoEModularKernel._allocate_buffers`` (``vllm/model_executor/layers/fused_moe/modular_kernel.py``
-    L1051-1110, 0.26.0) asks ``current_workspace_manager().get_simultaneous`` for one buffer of
-    max(workspace13, output) elements and one of workspace2, in the activation dtype (bf16), with the shapes
-    of ``TritonExperts.workspace_shapes`` (``experts/triton_moe.py`` L181-195), M = max_num_batched_tokens (no
-    chunking), k = top-k, K = hidden, N = 2 x I/TP (gate and up)::
-
-        workspace13 = M x k x max(N / 2, K)       (cache2 of the activation, then the output view)
-        output      = M x K
-        workspace2  = M x k x max(N, K)           (cache1 of w13, then cache3 of w2)
-
-    For GLM-5 (K 6144, I 2048, k 8) that is 2 x M x 8 x 6144 x 2 B = 192 KiB per token, 3.0 GiB at 16384
-    tokens; the buffer stays allocated at its high-water mark (``vllm/v1/worker/workspace.py``
-    ``_ensure_workspace_size``), so the profiling run's peak holds it beside the next layer's attention.
+    One bf16 buffer of max(workspace13, output) and one of workspace2 in ``TritonExperts.workspace_shapes``'
+    shapes, at M = max_num_batched_tokens; it stays at its high-water mark. GLM-5: 192 KiB per token, 3.0 GiB
+    at 16384 tokens. docs/memory-model.md, 5.1 ("Fused-MoE workspace") has the source lines.
     """
     if not arch.is_moe:
         return 0.0
