@@ -19,17 +19,21 @@ def _plan(**extra: Any) -> Any:
 
 
 def test_close_call_is_flagged_and_guarantee_moves_to_the_next_configuration() -> None:
-    base = variant(_plan(), H100)
+    tp4 = {"gpu": {"tensorParallelSize": 4, "memoryUtilization": 0.92}}
+    base = variant(_plan(**tp4), H100)
     # minConcurrency just under the prediction: fits, but inside the stated error
     tight = math.floor(base.max_concurrency)
     assert tight * 1.0 > base.max_concurrency * (1 - KV_TOKEN_ERROR)
-    flagged = _plan(minConcurrency=tight)
+    flagged = _plan(minConcurrency=tight, **tp4)
     v = variant(flagged, H100)
     assert v.tensor_parallel_size == base.tensor_parallel_size
     assert any("KV-token error" in u for u in flagged.uncertain)
+    # with the guarantee that shape no longer fits: TP 4 is refused, the planner's own choice holds it
+    refused = _plan(minConcurrency=tight, guaranteeMinConcurrency=True, **tp4)
+    assert all(v.gpu_product != H100 for v in refused.variants)
     guaranteed = _plan(minConcurrency=tight, guaranteeMinConcurrency=True)
     g = variant(guaranteed, H100)
-    assert g.tensor_parallel_size > base.tensor_parallel_size
+    assert g.gpus_per_replica > base.gpus_per_replica
     assert g.max_concurrency * (1 - KV_TOKEN_ERROR) >= tight
 
 

@@ -248,16 +248,17 @@ def test_status_shows_the_shapes_auto_compared_and_the_args_follow_the_chosen_on
     d = compute_desired(observe(body(model={"id": "zai-org/GLM-4.7-Flash"}, gpu={"products": ["H100"]})))
     (variant,) = d.status["plan"]["variants"]
     considered = variant["considered"]
-    assert [(c["quantization"], c["tensorParallelSize"], c["chosen"], c["firstFit"]) for c in considered] == [
-        ("fp8", 1, True, False),
-        ("bf16", 1, False, True),
-    ]
+    shapes = [(c["quantization"], c["tensorParallelSize"], c["chosen"], c["firstFit"]) for c in considered]
+    assert shapes[0] == ("fp8", 1, True, False) and ("bf16", 1, False, True) in shapes
+    assert all(c["lost"] for c in considered[1:]) and not considered[0].get("lost")
+    per_gpu = [c["outputTokensPerSecondPerGPU"] for c in considered[1:]]
+    assert per_gpu == sorted(per_gpu, reverse=True)
     assert considered[0]["outputTokensPerSecondPerGPU"] == variant["predicted"]["outputTokensPerSecondPerGPU"]
     assert considered[0]["maxNumSeqs"] == variant["maxNumSeqs"] and considered[0]["meetsSLO"] is True
     dep = next(o for o in d.objects if o["kind"] == "Deployment")
     a = args_of(dep)
     assert flag(a, "--quantization") == "fp8" and flag(a, "--max-num-seqs") == str(variant["maxNumSeqs"])
-    # with bf16 as the floor nothing is compared and no --quantization is rendered
+    # with bf16 as the floor only bf16 shapes are compared and no --quantization is rendered
     floor = compute_desired(
         observe(
             body(
@@ -268,5 +269,5 @@ def test_status_shows_the_shapes_auto_compared_and_the_args_follow_the_chosen_on
         )
     )
     (kept,) = floor.status["plan"]["variants"]
-    assert kept["quantization"] == "bf16" and not kept.get("considered")
+    assert kept["quantization"] == "bf16" and all(c["quantization"] == "bf16" for c in kept["considered"])
     assert "--quantization" not in args_of(next(o for o in floor.objects if o["kind"] == "Deployment"))

@@ -169,8 +169,12 @@ def test_the_precisions_are_ranked_by_predicted_tokens_per_gpu() -> None:
     per_gpu = [a.tokens_per_s_per_gpu for a in ranked]
     assert per_gpu == sorted(per_gpu, reverse=True) and per_gpu[-1] > 0
     by_precision = {a.quantization: a.variant for a in ranked}
-    assert by_precision["bf16"].tensor_parallel_size == _h100(plan({**AIR})).tensor_parallel_size
-    assert by_precision["fp8"].tensor_parallel_size < by_precision["bf16"].tensor_parallel_size
+    # each planned like the pinned precision: the same GPU type and shape as that plan's first variant
+    for precision in ("bf16", "fp8"):
+        pinned = plan({**AIR, "quantization": precision}).variants[0]
+        shape = (pinned.gpu_product, pinned.tensor_parallel_size, pinned.decode_context_parallel_size)
+        got = by_precision[precision]
+        assert (got.gpu_product, got.tensor_parallel_size, got.decode_context_parallel_size) == shape
 
 
 def test_the_modelled_knee_follows_the_load_test_rule_and_caps_at_max_num_seqs() -> None:

@@ -706,6 +706,12 @@ def _asdict_spec_hash(ctx: WorkloadContext) -> str:
     data = dataclasses.asdict(ctx)
     for excluded in ("replicas", "annotations", "owner"):
         del data[excluded]
+    # fields added since, at their defaults, are left out (so an upgrade rolls no pod)
+    for added, default in (("decode_context_parallel_size", 1), ("data_parallel_size", 1)):
+        if data[added] == default:
+            del data[added]
+    if data["speculative_config"] is None:
+        del data["speculative_config"]
     return names.compute_spec_hash(data)
 
 
@@ -769,6 +775,11 @@ def test_spec_hash_is_the_asdict_hash(overrides: dict[str, Any]) -> None:
 def test_spec_hash_value_is_pinned() -> None:
     ctx = make_ctx(**HASH_CONTEXTS[2], **HASH_CONTEXTS[3])
     assert ctx.spec_hash == "90aaabcbd6"
+    # a shape that uses the added fields hashes them (and so rolls its pods when they change)
+    dcp = make_ctx(**HASH_CONTEXTS[2], **HASH_CONTEXTS[3], decode_context_parallel_size=1)
+    assert dcp.spec_hash == "90aaabcbd6"
+    mtp = make_ctx(**HASH_CONTEXTS[2], **HASH_CONTEXTS[3], speculative_config='{"method":"mtp"}')
+    assert mtp.spec_hash != "90aaabcbd6"
 
 
 @settings(max_examples=50)

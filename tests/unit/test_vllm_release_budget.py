@@ -24,6 +24,7 @@ from glm_operator.planning.memory.fit import estimate_fit
 from glm_operator.planning.memory.instance import fit_input
 from glm_operator.planning.placement.plan import plan_placement
 from glm_operator.planning.placement.request import placement_request_from_spec
+from glm_operator.planning.placement.result import Plan
 from glm_operator.planning.releases import (
     DEFAULT_ENGINE,
     DEFAULT_VERSION,
@@ -115,15 +116,23 @@ def _plan(spec: dict[str, Any], default_image: str = DEFAULT_VLLM_IMAGE) -> Any:
     return plan_placement(placement_request_from_spec(spec, parse_gpu_pools(NODES), default_image))
 
 
+def _simplest_fit(plan: Plan) -> str:
+    """The shape of the simplest candidate that fits the plan's one variant."""
+    (variant,) = plan.variants
+    return next(c.shape for c in variant.considered if c.first_fit)
+
+
 def test_placement_follows_the_spec_image_else_the_default_image() -> None:
     default = _plan(NINE_B_ON_L4)
     assert default.vllm_version == VLLM_VERSION
-    assert [v.tensor_parallel_size for v in default.variants] == [2]
     assert any("CUDA-graph memory counted in the KV-cache budget" in d for d in default.details)
+    # 0.33 counts its CUDA graphs in the budget: TP 1 holds a 16k sequence only at the raised utilization
+    assert _simplest_fit(default) == "bf16 TP=1 at utilization 0.95"
     old_spec = {**NINE_B_ON_L4, "serving": {"image": "vllm/vllm-openai:v0.11.0"}}
     old = _plan(old_spec)
-    assert old.vllm_version == "0.11.0" and [v.tensor_parallel_size for v in old.variants] == [1]
-    assert _plan(NINE_B_ON_L4, default_image="vllm/vllm-openai:v0.11.0").variants[0].tensor_parallel_size == 1
+    # 0.11 captures them after the KV cache: TP 1 fits at its own default utilization
+    assert old.vllm_version == "0.11.0" and _simplest_fit(old) == "bf16 TP=1"
+    assert _simplest_fit(_plan(NINE_B_ON_L4, default_image="vllm/vllm-openai:v0.11.0")) == "bf16 TP=1"
     # the spec's image wins over the operator's default
     assert _plan(old_spec, default_image=DEFAULT_VLLM_IMAGE).vllm_version == "0.11.0"
 
@@ -149,7 +158,7 @@ def test_an_unversioned_image_plans_for_the_default_release_with_a_note_in_statu
     desired = compute_desired(observed)
     assert desired.plan is not None and desired.plan.vllm_version == "0.11.0"
     (variant,) = [v for v in desired.status["plan"]["variants"] if v["replicas"]]
-    assert variant["tensorParallelSize"] == 1  # 0.11.0's plan, not 0.33.0's (TP=2)
+    assert _simplest_fit(desired.plan) == "bf16 TP=1"  # 0.11.0's plan: 0.33.0's needs a raised utilization
     assert any("vllm/vllm-openai:nightly has no version tag" in n for n in variant["notes"])
     planned = next(e for e in desired.events if e.reason == "Planned")
     assert "assumes vLLM 0.11.0" in planned.message
@@ -182,11 +191,15 @@ def test_plan_takes_the_default_image_option(capsys: pytest.CaptureFixture[str],
     doc = tmp_path / "g.yaml"
     doc.write_text(yaml.safe_dump({"kind": "GLMDeployment", "metadata": {"name": "g"}, "spec": NINE_B_ON_L4}))
     base = ("plan", "-f", str(doc), "--nodes", str(FIXTURE), "-o", "json")
+
+    def simplest(plan: dict[str, Any]) -> str:
+        return next(c["shape"] for c in plan["variants"][0]["considered"] if c["first_fit"])
+
     code, out, _ = _run(capsys, *base)
-    assert code == 0 and json.loads(out)["variants"][0]["tensor_parallel_size"] == 2
+    assert code == 0 and simplest(json.loads(out)) == "bf16 TP=1 at utilization 0.95"
     code, out, _ = _run(capsys, *base, "--image", "vllm/vllm-openai:v0.11.0")
     plan = json.loads(out)
-    assert code == 0 and plan["vllm_version"] == "0.11.0" and plan["variants"][0]["tensor_parallel_size"] == 1
+    assert code == 0 and plan["vllm_version"] == "0.11.0" and simplest(plan) == "bf16 TP=1"
     code, out, _ = _run(capsys, "plan", "-f", str(doc), "--nodes", str(FIXTURE), "--vllm-version", "0.11.0")
     assert code == 0 and "vLLM 0.11.0" in out
 

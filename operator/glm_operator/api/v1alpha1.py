@@ -264,6 +264,12 @@ class ModelSpec(_APIModel):
         return self
 
 
+DCP_DIVIDES_TP_MESSAGE = (
+    "decodeContextParallelSize must divide tensorParallelSize (its ranks split the tensor-parallel group); "
+    "set tensorParallelSize 0 to let the planner choose it"
+)
+
+
 class GPUSpec(_APIModel):
     """Which GPUs may be used and how one replica is split across them."""
 
@@ -277,7 +283,14 @@ class GPUSpec(_APIModel):
                     "pipelineParallelSize > 1 spreads one replica over several nodes and requires "
                     "allowMultiNode: true",
                     field_path=".pipelineParallelSize",
-                )
+                ),
+                _cel(
+                    "!has(self.decodeContextParallelSize) || !has(self.tensorParallelSize) || "
+                    "self.tensorParallelSize == 0 || self.decodeContextParallelSize == 0 || "
+                    "self.tensorParallelSize % self.decodeContextParallelSize == 0",
+                    DCP_DIVIDES_TP_MESSAGE,
+                    field_path=".decodeContextParallelSize",
+                ),
             ]
         }
     )
@@ -336,6 +349,34 @@ class GPUSpec(_APIModel):
             "Off: a model that fits on no single node is reported as not plannable."
         ),
     )
+    decode_context_parallel_size: int = Field(
+        0,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "self in [0, 1, 2, 4, 8, 16, 32]",
+                    "decodeContextParallelSize must be 0 (let the planner choose), 1 (off) or a power of two "
+                    "up to 32",
+                )
+            ]
+        },
+        description=(
+            "Decode context parallelism (vLLM --decode-context-parallel-size): each of that many ranks of "
+            "the tensor-parallel group keeps 1/N of every sequence's KV cache, instead of every rank "
+            "keeping all of it (what MLA models do under TP). 0: the planner chooses where vLLM supports "
+            "it (MLA models); 1: off; N pins it (it must divide the tensor-parallel size)."
+        ),
+    )
+    data_parallel_size: int = Field(
+        0,
+        ge=0,
+        le=64,
+        description=(
+            "Data-parallel attention ranks of one replica, each serving its own requests with the MoE "
+            "experts spread over all of the replica's GPUs (vLLM --data-parallel-size with "
+            "--enable-expert-parallel; MoE models, one node). 0: the planner chooses; 1: off; N pins it."
+        ),
+    )
 
     @field_validator("tensor_parallel_size")
     @classmethod
@@ -345,6 +386,23 @@ class GPUSpec(_APIModel):
                 "tensorParallelSize must be 0 (let the planner choose) or a power of two up to 32"
             )
         return value
+
+    @field_validator("decode_context_parallel_size")
+    @classmethod
+    def _dcp_power_of_two(cls, value: int) -> int:
+        if value not in TENSOR_PARALLEL_SIZES:
+            raise ValueError(
+                "decodeContextParallelSize must be 0 (let the planner choose), 1 (off) or a power of two up "
+                "to 32"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _dcp_divides_tp(self) -> GPUSpec:
+        tp, dcp = self.tensor_parallel_size, self.decode_context_parallel_size
+        if tp and dcp and tp % dcp:
+            raise ValueError(DCP_DIVIDES_TP_MESSAGE)
+        return self
 
     @model_validator(mode="after")
     def _pp_needs_multi_node(self) -> GPUSpec:
@@ -923,6 +981,56 @@ class ServingSpec(_APIModel):
         return value
 
 
+class SpeculativeDecodingSpec(_APIModel):
+    """Multi-token-prediction (MTP) speculative decoding with the model's own next-token layers."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                _cel(
+                    "!has(self.numSpeculativeTokens) || self.mode == 'On'",
+                    "numSpeculativeTokens pins the draft length and needs mode: On",
+                    field_path=".numSpeculativeTokens",
+                )
+            ]
+        }
+    )
+
+    mode: Literal["Auto", "On", "Off"] = Field(
+        "Off",
+        description=(
+            "Off: no speculative decoding. Auto: the planner serves MTP where the performance model "
+            "predicts more output tokens per second per GPU at the plan's concurrency. On: always (the "
+            "model must have MTP layers, num_nextn_predict_layers > 0)."
+        ),
+    )
+    num_speculative_tokens: int | None = Field(
+        None,
+        ge=1,
+        le=8,
+        description=(
+            "Draft tokens per step (vLLM --speculative-config num_speculative_tokens) with mode: On. "
+            "Absent: the planner chooses."
+        ),
+    )
+    acceptance_rate: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description=(
+            "The measured share of draft tokens accepted, averaged over draft positions (vLLM's "
+            "'Avg Draft acceptance rate' or vllm:spec_decode_num_accepted_tokens / "
+            "vllm:spec_decode_num_draft_tokens). Absent: the published figure for the model family."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _tokens_need_on(self) -> SpeculativeDecodingSpec:
+        if self.num_speculative_tokens is not None and self.mode != "On":
+            raise ValueError("numSpeculativeTokens pins the draft length and needs mode: On")
+        return self
+
+
 class ServiceLevelObjective(_APIModel):
     """Latency targets the planner sizes max-num-seqs for (planning/speed/performance.py predicts them)."""
 
@@ -1014,6 +1122,10 @@ class GLMDeploymentSpec(_APIModel):
         json_schema_extra={"default": {}},
         description="GPU types, memory utilisation and parallelism.",
     )
+    speculative_decoding: SpeculativeDecodingSpec | None = Field(
+        None,
+        description="MTP speculative decoding (vLLM --speculative-config). Absent: off.",
+    )
     slo: ServiceLevelObjective | None = Field(
         None,
         description=(
@@ -1091,7 +1203,16 @@ class PlanVariant(_APIModel):
     gpu_product: str = Field(..., description="GPU type (catalog name) of this variant.")
     tensor_parallel_size: int = Field(..., ge=1, description="GPUs per pipeline stage (vLLM TP).")
     pipeline_parallel_size: int = Field(1, ge=1, description="Pipeline stages (nodes) per replica.")
-    gpus_per_replica: int = Field(..., ge=1, description="GPUs one replica uses: TP x PP.")
+    decode_context_parallel_size: int = Field(
+        1, ge=1, description="Decode-context-parallel ranks of the TP group (vLLM DCP): 1/N of the KV each."
+    )
+    data_parallel_size: int = Field(
+        1, ge=1, description="Data-parallel attention ranks of one replica, experts spread over all its GPUs."
+    )
+    speculative_tokens: int = Field(
+        0, ge=0, description="MTP draft tokens per step (0: no speculative decoding)."
+    )
+    gpus_per_replica: int = Field(..., ge=1, description="GPUs one replica uses: TP x PP x DP.")
     nodes_per_replica: int = Field(1, ge=1, description="Nodes one replica spans.")
     quantization: str = Field(..., description="Weight precision chosen for this variant.")
     kv_cache_dtype: str = Field(..., description="KV cache precision chosen for this variant.")
@@ -1144,10 +1265,24 @@ class PlanVariant(_APIModel):
 
 
 class ConsideredShape(_APIModel):
-    """A shape the planner compared for goodput (quantization: auto, bf16 against native fp8)."""
+    """A shape that fits, compared for goodput: precision, parallel layout, MTP and engine knobs."""
 
+    shape: str | None = Field(
+        None, max_length=256, description="The shape in words (fp8 TP=8 DCP=8 + MTP=1)."
+    )
     quantization: str = Field(..., description="Weight precision of the shape.")
     tensor_parallel_size: int = Field(..., ge=1, description="Its tensor-parallel size.")
+    pipeline_parallel_size: int = Field(1, ge=1, description="Its pipeline stages (nodes).")
+    decode_context_parallel_size: int = Field(1, ge=1, description="Its decode-context-parallel size.")
+    data_parallel_size: int = Field(
+        1, ge=1, description="Its data-parallel attention ranks (expert parallel)."
+    )
+    speculative_tokens: int = Field(0, ge=0, description="Its MTP draft tokens per step.")
+    gpu_memory_utilization: float | None = Field(
+        None, description="The raised gpu-memory-utilization it needs (absent: vLLM's default)."
+    )
+    gpus: int = Field(1, ge=1, description="GPUs one replica of it uses.")
+    max_concurrency: float = Field(0, ge=0, description="Full-context sequences one replica of it holds.")
     max_num_seqs: int = Field(..., ge=1, description="The max-num-seqs it would get (spec.slo included).")
     output_tokens_per_second_per_gpu: float = Field(
         ...,
@@ -1156,8 +1291,9 @@ class ConsideredShape(_APIModel):
         description="Predicted output tokens/s per GPU at that max-num-seqs (chat-like requests).",
     )
     meets_slo: bool = Field(True, alias="meetsSLO", description="Whether the prediction meets spec.slo.")
-    first_fit: bool = Field(False, description="The first shape that fits (what a fit check alone picks).")
+    first_fit: bool = Field(False, description="The simplest shape that fits (what a fit check alone picks).")
     chosen: bool = Field(False, description="The shape this variant serves.")
+    lost: str | None = Field(None, max_length=512, description="Why it is not the shape served.")
 
 
 class PredictedSpeed(_APIModel):

@@ -24,6 +24,7 @@ from glm_operator.render.context import (
     OwnerReference,
     SecretKeyRef,
     WorkloadContext,
+    speculative_config,
 )
 from glm_operator.render.monitoring import render_pod_monitor
 from glm_operator.render.objects import render_all
@@ -106,6 +107,9 @@ def workload_context(
         kv_cache_dtype=None if variant.kv_cache_dtype in ("auto", "") else variant.kv_cache_dtype,
         extra_args=tuple(serving.extra_args),
         enable_expert_parallel=variant.enable_expert_parallel,
+        decode_context_parallel_size=variant.decode_context_parallel_size,
+        data_parallel_size=variant.data_parallel_size,
+        speculative_config=speculative_config(variant.speculative_tokens),
         trust_remote_code=bool(vllm_defaults and vllm_defaults.trust_remote_code),
         tool_call_parser=vllm_defaults.tool_call_parser if vllm_defaults else None,
         reasoning_parser=vllm_defaults.reasoning_parser if vllm_defaults else None,

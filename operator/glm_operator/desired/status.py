@@ -51,6 +51,9 @@ def _variant(v: Variant) -> PlanVariant:
         gpu_product=v.gpu_product,
         tensor_parallel_size=v.tensor_parallel_size,
         pipeline_parallel_size=v.pipeline_parallel_size,
+        decode_context_parallel_size=v.decode_context_parallel_size,
+        data_parallel_size=v.data_parallel_size,
+        speculative_tokens=v.speculative_tokens,
         gpus_per_replica=v.gpus_per_replica,
         nodes_per_replica=v.nodes_per_replica,
         quantization=v.quantization,
@@ -68,13 +71,22 @@ def _variant(v: Variant) -> PlanVariant:
         predicted=_predicted(v),
         considered=[
             ConsideredShape(
+                shape=c.shape,
                 quantization=c.quantization,
                 tensor_parallel_size=c.tensor_parallel_size,
+                pipeline_parallel_size=c.pipeline_parallel_size,
+                decode_context_parallel_size=c.decode_context_parallel_size,
+                data_parallel_size=c.data_parallel_size,
+                speculative_tokens=c.speculative_tokens,
+                gpu_memory_utilization=c.gpu_memory_utilization,
+                gpus=c.gpus,
+                max_concurrency=round(c.max_concurrency, 2),
                 max_num_seqs=c.max_num_seqs,
                 output_tokens_per_second_per_gpu=round(c.tokens_per_s_per_gpu, 1),
                 meets_slo=c.meets_slo,
                 first_fit=c.first_fit,
                 chosen=c.chosen,
+                lost=c.lost or None,
             )
             for c in v.considered
         ],

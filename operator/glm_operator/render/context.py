@@ -18,6 +18,7 @@ Rules encoded here (documented because users see their effect in the pod spec):
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -165,6 +166,9 @@ class WorkloadContext:
     dtype: str | None = None  # --dtype, e.g. "float16" on GPUs without bf16
     extra_args: tuple[str, ...] = ()  # appended last, verbatim
     enable_expert_parallel: bool = False  # --enable-expert-parallel (the plan shards MoE experts)
+    decode_context_parallel_size: int = 1  # --decode-context-parallel-size
+    data_parallel_size: int = 1  # --data-parallel-size: attention ranks of one replica (with expert parallel)
+    speculative_config: str | None = None  # --speculative-config JSON (MTP)
     trust_remote_code: bool = False  # --trust-remote-code (checkpoints with their own modelling code)
     tool_call_parser: str | None = None  # default --tool-call-parser; extraArgs can override it
     reasoning_parser: str | None = None  # default --reasoning-parser; extraArgs can override it
@@ -197,6 +201,8 @@ class WorkloadContext:
             "nodes_per_replica": self.nodes_per_replica,
             "max_model_len": self.max_model_len,
             "max_num_seqs": self.max_num_seqs,
+            "decode_context_parallel_size": self.decode_context_parallel_size,
+            "data_parallel_size": self.data_parallel_size,
         }
         for field_name, value in positive.items():
             if value < 1:
@@ -205,10 +211,17 @@ class WorkloadContext:
             raise ValueError(f"startup_timeout_seconds must be >= 60, got {self.startup_timeout_seconds}")
         if self.replicas < 0:
             raise ValueError(f"replicas must be >= 0, got {self.replicas}")
-        if self.gpus_per_replica != self.tensor_parallel_size * self.pipeline_parallel_size:
+        parallel = self.tensor_parallel_size * self.pipeline_parallel_size * self.data_parallel_size
+        if self.gpus_per_replica != parallel:
             raise ValueError(
                 f"gpus_per_replica ({self.gpus_per_replica}) must equal tensor_parallel_size"
-                f" x pipeline_parallel_size ({self.tensor_parallel_size} x {self.pipeline_parallel_size})"
+                f" x pipeline_parallel_size x data_parallel_size ({self.tensor_parallel_size} x "
+                f"{self.pipeline_parallel_size} x {self.data_parallel_size})"
+            )
+        if self.tensor_parallel_size % self.decode_context_parallel_size:
+            raise ValueError(
+                f"decode_context_parallel_size ({self.decode_context_parallel_size}) must divide"
+                f" tensor_parallel_size ({self.tensor_parallel_size})"
             )
         if self.gpus_per_replica % self.nodes_per_replica:
             raise ValueError(
@@ -249,13 +262,25 @@ class WorkloadContext:
         built without asdict's deep copy: json.dumps turns nested dataclasses into their fields.
         Cached: the context is frozen, and a LeaderWorkerSet reads it for its leader and workers.
         """
-        data = {name: getattr(self, name) for name in _HASHED_FIELDS}
+        data = {
+            name: getattr(self, name)
+            for name in _HASHED_FIELDS
+            if _ADDED_FIELDS.get(name, _KEEP) != getattr(self, name)
+        }
         return names.compute_spec_hash(data, default=_dataclass_fields)
 
 
 _HASHED_FIELDS = tuple(
     f.name for f in dataclasses.fields(WorkloadContext) if f.name not in ("replicas", "annotations", "owner")
 )
+#: fields added after the first release, hashed only where they differ from their default: an operator
+#: upgrade must not change the hash of (and so roll) every workload that does not use them
+_ADDED_FIELDS: dict[str, object] = {
+    "decode_context_parallel_size": 1,
+    "data_parallel_size": 1,
+    "speculative_config": None,
+}
+_KEEP = object()
 
 
 def _dataclass_fields(value: object) -> dict[str, Any]:
@@ -264,3 +289,11 @@ def _dataclass_fields(value: object) -> dict[str, Any]:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def speculative_config(tokens: int) -> str | None:
+    """vLLM's ``--speculative-config`` for ``tokens`` MTP draft tokens (the model's own next-token
+    layers), None for none."""
+    if tokens <= 0:
+        return None
+    return json.dumps({"method": "mtp", "num_speculative_tokens": tokens}, separators=(",", ":"))

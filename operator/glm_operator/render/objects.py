@@ -343,6 +343,10 @@ def build_vllm_args(ctx: WorkloadContext) -> list[str]:
     ]
     if ctx.pipeline_parallel_size > 1:
         args += ["--pipeline-parallel-size", str(ctx.pipeline_parallel_size)]
+    if ctx.data_parallel_size > 1:
+        args += ["--data-parallel-size", str(ctx.data_parallel_size)]
+    if ctx.decode_context_parallel_size > 1:
+        args += ["--decode-context-parallel-size", str(ctx.decode_context_parallel_size)]
     if ctx.multi_node:
         args += ["--distributed-executor-backend", "mp"]
     args += [
@@ -361,8 +365,11 @@ def build_vllm_args(ctx: WorkloadContext) -> list[str]:
         args += ["--dtype", ctx.dtype]
     if location.load_format is not None:
         args += ["--load-format", location.load_format]
-    if ctx.enable_expert_parallel and not sets_flag(ctx.extra_args, "--enable-expert-parallel"):
+    expert_parallel = ctx.enable_expert_parallel or ctx.data_parallel_size > 1
+    if expert_parallel and not sets_flag(ctx.extra_args, "--enable-expert-parallel"):
         args.append("--enable-expert-parallel")
+    if ctx.speculative_config is not None:
+        args += ["--speculative-config", ctx.speculative_config]
     if ctx.trust_remote_code and not sets_flag(ctx.extra_args, "--trust-remote-code"):
         args.append("--trust-remote-code")
     return args + _parser_defaults(ctx) + list(ctx.extra_args)

@@ -37,6 +37,7 @@ from glm_operator.planning.memory.kv_cache import (
 from glm_operator.planning.memory.layers import pp_layer_ranges
 from glm_operator.planning.memory.load import DEEP_GEMM_WORKSPACE_BYTES
 from glm_operator.planning.memory.non_torch import fusion_workspace_bytes, non_torch_bytes
+from glm_operator.planning.memory.parallel import decode_context_parallel_error
 from glm_operator.planning.memory.settings import BudgetSettings, query_width_per_rank
 from glm_operator.planning.memory.weights import (
     load_extra_bytes_per_stage,
@@ -78,6 +79,15 @@ def _check_fit_input(inp: FitInput) -> float:
     )
     if error:
         raise FitInputError(error)
+    dcp = decode_context_parallel_error(
+        model.architecture,
+        inp.tensor_parallel_size,
+        inp.decode_context_parallel_size,
+        inp.compute_capability,
+        inp.vllm_version,
+    )
+    if dcp:
+        raise FitInputError(dcp)
     if inp.max_model_len < 1:
         raise FitInputError("max_model_len must be >= 1")
     if inp.max_model_len > model.max_context:

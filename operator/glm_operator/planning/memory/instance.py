@@ -59,6 +59,10 @@ class FitInput:
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     decode_context_parallel_size: int = 1
+    # data-parallel attention ranks of the engine (expert parallel over data x tensor parallel ranks):
+    # the fit is one rank's; the replica holds data_parallel_size x its sequences
+    data_parallel_size: int = 1
+    num_speculative_tokens: int = 0  # MTP draft tokens per step (--speculative-config)
     quantization: str = "auto"
     kv_cache_dtype: str = "auto"
     # None: the release's own default (ReleaseRules.gpu_memory_utilization: 0.92 from vLLM 0.26)

@@ -1,16 +1,21 @@
-"""The shapes tried on one group, in order, and their memory fits (pure).
+"""The shapes tried on one group, in order of simplicity, and their memory fits (pure).
 
-A candidate is a (quantization, TP, PP): quantization from the spec, the checkpoint or ``auto``
-(bf16 > fp8 > int8 > int4 among ``allowedQuantizations``), TP dividing the attention heads and within
-one node, PP over nodes when allowed. They are sorted by precision, then PP, then TP (TP > 2 over
-PCIe counts as the next lower precision), and the first that holds ``minConcurrency`` is the pick.
+A candidate is one way to serve the model on one GPU type: the weights' precision (from the spec, the
+checkpoint or ``auto``: bf16 > fp8 > int8 > int4 among ``allowedQuantizations``), TP dividing the attention
+heads within one node, PP over nodes where allowed, decode context parallelism (DCP: each rank keeps
+1/DCP of an MLA model's tokens instead of all of them), data-parallel attention with expert parallelism
+(DP ranks serving their own requests, the experts spread over every GPU), MTP speculative tokens, and the
+engine knob of a higher ``gpu_memory_utilization``. They are sorted by simplicity (precision, then PP, GPUs,
+then the extra dimensions; TP > 2 over PCIe counts as the next lower precision): the first that holds
+``minConcurrency`` is what a pure fit check would pick, and ``ranking`` compares it with the others.
 Fits of catalog models are remembered across plans (a fit does not depend on the nodes).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from glm_operator.catalog.gpus import GpuType
@@ -22,6 +27,12 @@ from glm_operator.planning.memory.instance import (
     FitResult,
     fit_input,
     parallelism_error,
+)
+from glm_operator.planning.memory.parallel import (
+    MAX_SPECULATIVE_TOKENS,
+    decode_context_parallel_error,
+    mtp_layers,
+    supports_data_parallel_attention,
 )
 from glm_operator.planning.placement.groups import Group
 from glm_operator.planning.placement.request import (
@@ -39,6 +50,11 @@ MAX_PIPELINE_PARALLEL = 8  # nodes per replica the planner considers when choosi
 
 FP8_LOAD_PEAK_FRACTION = 0.95  # of a GPU's memory: room for the CUDA context while loading
 
+#: The ``gpu_memory_utilization`` a knob candidate raises vLLM's default to, where the spec sets none: more
+#: KV cache for less headroom beyond vLLM's own accounting (NCCL, fragmentation, a graph estimate that
+#: falls short). vLLM's default is 0.92 from 0.26; its recipes use up to 0.95.
+KNOB_UTILIZATION = 0.95
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -46,13 +62,28 @@ class Candidate:
     tp: int
     pp: int
     penalised: bool
+    dcp: int = 1  # decode context parallel ranks within the TP group
+    dp: int = 1  # data-parallel attention ranks, experts spread over dp x tp GPUs (expert parallel)
+    mtp: int = 0  # MTP speculative tokens
+    utilization: float | None = None  # a knob: gpu_memory_utilization above the release's default
 
     @property
-    def sort_key(self) -> tuple[float, int, int]:
+    def gpus(self) -> int:
+        """GPUs one replica uses."""
+        return self.tp * self.pp * self.dp
+
+    @property
+    def sort_key(self) -> tuple[float, int, int, int, int, int, int]:
+        """Simplicity: precision first (the quality floor), then fewer nodes and GPUs, then the extra
+        dimensions, the knob last."""
         return (
             PRECISION_RANK[self.quantization] + (PCIE_TP_PENALTY if self.penalised else 0.0),
             self.pp,
-            self.tp,
+            self.gpus,
+            self.dp,
+            self.dcp,
+            self.mtp,
+            int(self.utilization is not None),
         )
 
 
@@ -158,7 +189,10 @@ def _fit_input(
         request.engine,
         tensor_parallel_size=cand.tp,
         pipeline_parallel_size=cand.pp,
-        gpu_memory_utilization=request.gpu_memory_utilization,
+        decode_context_parallel_size=cand.dcp,
+        data_parallel_size=cand.dp,
+        num_speculative_tokens=cand.mtp,
+        gpu_memory_utilization=cand.utilization or request.gpu_memory_utilization,
         **settings,
     )
 
@@ -198,7 +232,8 @@ def _tp_options(request: PlacementRequest, model: ResolvedModel, limit: int) -> 
 # Bounded: emptied when full.
 _EVALUATIONS: dict[tuple[Any, ...], Evaluated] = {}
 
-_EVALUATIONS_KEPT = 512  # ~2 KiB each; the controller bench's 200 GLMDeployments (5 specs) use 25
+#: ~2 KiB each: a GLM-5.x plan on 8-GPU nodes tries about a hundred shapes per GPU type
+_EVALUATIONS_KEPT = 4096
 
 
 def evaluate(
@@ -259,10 +294,54 @@ def _evaluate_fit(
     return Evaluated(cand, model, fit)
 
 
+def _data_parallel_sizes(
+    request: PlacementRequest, model: ResolvedModel, tp: int, per_node: int
+) -> list[int]:
+    """Data-parallel attention ranks to try at ``tp``: the spec's, else 1 and, for MoE models vLLM serves
+    that way, each power of two whose GPUs fit on one node."""
+    if request.data_parallel_size:
+        return [request.data_parallel_size]
+    if not supports_data_parallel_attention(model.architecture):
+        return [1]
+    return [1, *(dp for dp in (2, 4, 8, 16, 32, 64) if dp * tp <= per_node)]
+
+
+def _decode_context_sizes(
+    request: PlacementRequest, model: ResolvedModel, tp: int, gpu: GpuType
+) -> list[int]:
+    """DCP sizes to try at ``tp``: the spec's, else 1 and each vLLM takes for the model, GPU and release."""
+    if request.decode_context_parallel_size:
+        return [request.decode_context_parallel_size]
+    arch, version = model.architecture, request.engine.version
+    return [1] + [
+        d
+        for d in (2, 4, 8, 16, 32)
+        if decode_context_parallel_error(arch, tp, d, gpu.compute_capability, version) is None
+    ]
+
+
+def _speculative_tokens(request: PlacementRequest, model: ResolvedModel) -> list[int]:
+    """MTP draft lengths to try: none with mode Off or a model without MTP layers, the pinned one with On,
+    else 0 (Auto only) and 1 to MAX_SPECULATIVE_TOKENS."""
+    if request.speculative_mode == "Off" or not mtp_layers(model.architecture):
+        return [0]
+    if request.speculative_tokens:
+        return [request.speculative_tokens]
+    tried = list(range(1, MAX_SPECULATIVE_TOKENS + 1))
+    return tried if request.speculative_mode == "On" else [0, *tried]
+
+
+def _utilizations(request: PlacementRequest) -> list[float | None]:
+    """The release's utilization, and the knob above it where the spec does not set one."""
+    if request.memory_utilization is not None or request.gpu_memory_utilization >= KNOB_UTILIZATION:
+        return [None]
+    return [None, KNOB_UTILIZATION]
+
+
 def candidates_for(
     request: PlacementRequest, model: ResolvedModel, group: Group, multi_node: bool
 ) -> tuple[list[Candidate], list[str]]:
-    """Ordered candidates for one group and the reasons some shapes were not considered."""
+    """Candidates for one group in order of simplicity, and the reasons some shapes were not considered."""
     notes: list[str] = []
     gpu = group.gpu
     per_node = group.max_gpus_per_node
@@ -283,21 +362,41 @@ def candidates_for(
             return [], notes
         tps = _tp_options(request, model, per_node)
         pps = [1]
+    mtps = _speculative_tokens(request, model)
+    utils = _utilizations(request)
     out = []
     for q in _precisions(request, model, gpu):
         if q == "fp8" and not gpu.fp8 and gpu.compute_capability < 8.0:
             continue
         for tp in tps:
+            # data-parallel attention stays on one node (vLLM's multi-node DP is not rendered)
+            dps = [1] if multi_node else _data_parallel_sizes(request, model, tp, per_node)
+            layouts = [(dcp, 1) for dcp in _decode_context_sizes(request, model, tp, gpu)]
+            layouts += [(1, dp) for dp in dps if dp > 1]
             for pp in pps:
                 if pp > 1 and group.nodes_with(tp) < pp:
                     continue
-                out.append(Candidate(q, tp, pp, penalised=tp > 2 and not gpu.nvlink))
+                for (dcp, dp), mtp, util in itertools.product(layouts, mtps, utils):
+                    penalised = tp * dp > 2 and not gpu.nvlink
+                    out.append(Candidate(q, tp, pp, penalised, dcp=dcp, dp=dp, mtp=mtp, utilization=util))
     out.sort(key=lambda c: c.sort_key)
     return out, notes
 
 
 def shape_text(c: Candidate) -> str:
-    return f"TP={c.tp}" + (f" x PP={c.pp}" if c.pp > 1 else "")
+    """The parallel layout in words: ``TP=8 DCP=8``, ``TP=1 x DP=8 (EP)``, ``TP=4 x PP=2``, ``+ MTP=1``."""
+    text = f"TP={c.tp}"
+    if c.dp > 1:
+        text += f" x DP={c.dp} (EP)"
+    if c.dcp > 1:
+        text += f" DCP={c.dcp}"
+    if c.pp > 1:
+        text += f" x PP={c.pp}"
+    if c.mtp:
+        text += f" + MTP={c.mtp}"
+    if c.utilization is not None:
+        text += f" at utilization {c.utilization:g}"
+    return text
 
 
 def describe_failure(ev: Evaluated, context: int) -> str:
@@ -317,9 +416,34 @@ def describe_failure(ev: Evaluated, context: int) -> str:
     )
 
 
+def evaluate_all(
+    request: PlacementRequest, base: ResolvedModel, group: Group, context: int, multi_node: bool
+) -> tuple[list[Evaluated], list[str]]:
+    """Every candidate of one group evaluated, in order of simplicity, and the shapes' notes. The
+    utilization knob is tried only for shapes that do not fit at vLLM's own utilization: it is a way to
+    fit, not a few per cent more throughput for less headroom."""
+    cands, notes = candidates_for(request, base, group, multi_node)
+    out: list[Evaluated] = []
+    fitting: set[Candidate] = set()
+    for cand in cands:  # a knob candidate sorts after the same shape at vLLM's utilization
+        if cand.utilization is not None and replace(cand, utilization=None) in fitting:
+            continue
+        ev = evaluate(request, base, group.gpu, cand, context)
+        if ev.fit is not None and ev.fit.fits:
+            fitting.add(cand)
+        out.append(ev)
+    return out, notes
+
+
+def fits(evaluated: list[Evaluated]) -> list[Evaluated]:
+    """The candidates that hold minConcurrency, in order."""
+    return [ev for ev in evaluated if ev.fit is not None and ev.fit.fits]
+
+
 def choose_first_fit(
     request: PlacementRequest, base: ResolvedModel, group: Group, context: int, multi_node: bool
 ) -> tuple[Evaluated | None, list[Evaluated], list[str]]:
+    """The simplest candidate that holds minConcurrency, the candidates tried up to it, and the notes."""
     cands, notes = candidates_for(request, base, group, multi_node)
     tried: list[Evaluated] = []
     for cand in cands:
@@ -331,7 +455,10 @@ def choose_first_fit(
 
 
 def best_failure(tried: list[Evaluated]) -> Evaluated | None:
+    """The failed candidate that came closest, at vLLM's own utilization where one was tried there."""
     fits = [t for t in tried if t.fit is not None]
+    at_default = [t for t in fits if t.candidate.utilization is None]
+    fits = at_default or fits
     if not fits:
         return None
     return max(

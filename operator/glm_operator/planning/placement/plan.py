@@ -25,9 +25,10 @@ from glm_operator.planning.placement.candidates import (
     best_failure,
     candidates_for,
     checkpoint_for,
-    choose_first_fit,
     describe_failure,
     evaluate,
+    evaluate_all,
+    fits,
     has_checkpoint,
     resolve_request_model,
     shape_text,
@@ -35,10 +36,10 @@ from glm_operator.planning.placement.candidates import (
 from glm_operator.planning.placement.fixes import all_fixes, shown_fixes
 from glm_operator.planning.placement.groups import Group, filter_by_products, groups_of, resolve_products
 from glm_operator.planning.placement.ranking import (
-    by_goodput,
     goodput_reason,
     max_num_seqs_by_kv,
     planned_seqs,
+    rank,
     slo_note,
 )
 from glm_operator.planning.placement.rejections import (
@@ -84,11 +85,13 @@ class _Chosen:
 
     def capacity(self, when_available: bool = False) -> int:
         """Replicas of the chosen shape the group's free GPUs hold (nodes autoscalers add included)."""
-        return self.group.capacity(self.pick.candidate.tp, self.pick.candidate.pp, when_available)
+        cand = self.pick.candidate
+        return self.group.capacity(cand.tp * cand.dp, cand.pp, when_available)
 
     def existing_capacity(self, when_available: bool = False) -> int:
         """Replicas of the chosen shape the nodes that exist now hold."""
-        return self.group.existing_capacity(self.pick.candidate.tp, self.pick.candidate.pp, when_available)
+        cand = self.pick.candidate
+        return self.group.existing_capacity(cand.tp * cand.dp, cand.pp, when_available)
 
 
 def _context_length(request: PlacementRequest, base: ResolvedModel) -> int:
@@ -127,31 +130,26 @@ def _check_pinned(request: PlacementRequest, base: ResolvedModel) -> None:
 def _choose_shape(
     request: PlacementRequest, base: ResolvedModel, group: Group, context: int, details: list[str]
 ) -> _Chosen | Rejection:
-    """The first fitting candidate on one group (one node per replica first, then several where
+    """The best-ranked shape that fits on one group (one node per replica first, then several where
     allowed or PP is pinned), or the group's rejection with the smallest fix."""
     gpu = group.gpu
     if needs_newer_gpu(base, gpu):
         return reject_group(request, base, group, context, [], [])
     multi_only = request.pipeline_parallel_size > 1
-    pick, tried, notes = (
-        (None, [], []) if multi_only else choose_first_fit(request, base, group, context, False)
-    )
-    if pick is None and (request.allow_multi_node or multi_only):
-        mpick, mtried, mnotes = choose_first_fit(request, base, group, context, True)
-        if mpick is not None:
-            if not multi_only:
-                details.append(
-                    f"{gpu.name}: no single node fits, using {mpick.candidate.pp} nodes per replica"
-                )
-            pick = mpick
-        tried += mtried
-        notes += mnotes
-    if pick is None:
-        return reject_group(request, base, group, context, tried, notes)
-    if pick.candidate.pp > 1:
-        return _Chosen(group, pick, tried)
-    best, considered = by_goodput(request, base, group, context, pick)
-    return _Chosen(group, best, tried, considered)
+    evaluated, notes = ([], []) if multi_only else evaluate_all(request, base, group, context, False)
+    fitting = fits(evaluated)
+    if not fitting and (request.allow_multi_node or multi_only):
+        more, more_notes = evaluate_all(request, base, group, context, True)
+        evaluated += more
+        notes += more_notes
+        fitting = fits(more)
+        if fitting and not multi_only:
+            details.append(f"{gpu.name}: no single node fits, using several nodes per replica")
+    if not fitting:
+        return reject_group(request, base, group, context, evaluated, notes)
+    first = next(i for i, ev in enumerate(evaluated) if ev is fitting[0])
+    best, considered = rank(request, base, group, context, fitting)
+    return _Chosen(group, best, evaluated[: first + 1], considered)
 
 
 def _order_by_preference(chosen: list[_Chosen], order: dict[str, int]) -> None:
@@ -203,12 +201,12 @@ def _variant(
         model_id=ev.model.model_id,
         tensor_parallel_size=cand.tp,
         pipeline_parallel_size=cand.pp,
-        gpus_per_replica=cand.tp * cand.pp,
+        gpus_per_replica=cand.gpus,
         nodes_per_replica=cand.pp,
         quantization=fit.quantization,
         quantization_flag=flag,
         kv_cache_dtype=request.kv_cache_dtype,
-        gpu_memory_utilization=request.gpu_memory_utilization,
+        gpu_memory_utilization=fit.gpu_memory_utilization,
         weights_gib_per_gpu=fit.weights_gib_per_gpu,
         available_kv_cache_gib_per_gpu=fit.available_kv_cache_gib_per_gpu,
         kv_cache_bytes_per_token_per_gpu=fit.kv_cache_bytes_per_token_per_gpu,
@@ -230,6 +228,9 @@ def _variant(
         speed=speed_at(max_num_seqs),
         knee_concurrency=knee.concurrency or max_num_seqs,
         considered=chosen.considered,
+        decode_context_parallel_size=cand.dcp,
+        data_parallel_size=cand.dp,
+        speculative_tokens=cand.mtp,
     )
 
 
@@ -413,8 +414,9 @@ def _variant_reason(
         f"(>= minConcurrency {request.min_concurrency:g}), {fit.weights_gib_per_gpu:.1f} GiB weights and "
         f"{fit.available_kv_cache_gib_per_gpu:.1f} GiB KV cache per GPU"
     )
-    if ev is tried[-1]:  # the first shape that fits: why not a smaller TP or a higher precision
-        reason += _why_not_smaller_or_higher(request, ev, tried, context)
+    # why not a smaller TP or a higher precision: what the candidates before the first fit gave
+    reason += _why_not_smaller_or_higher(request, tried[-1], tried, context)
+    if ev is tried[-1]:
         reason += _pcie_reason(request, base, group, ev, tried, context)
     elif ev.candidate.penalised:
         reason += (

@@ -1,10 +1,10 @@
-"""Shapes ranked by predicted goodput, and the max-num-seqs each is served with (pure).
+"""Every shape that fits ranked by predicted goodput, and the max-num-seqs each is served with (pure).
 
 ``max-num-seqs`` is what the KV cache holds at a typical 4k-token occupancy, clamped to
-[minConcurrency, 256], and lowered for ``spec.slo`` until the predicted latency meets it. Under
-``quantization: auto`` a 16-bit pick is compared with native fp8 at its smallest TP that fits, by
-predicted output tokens/s per GPU (``planning.speed``); another shape replaces the pick only when it
-meets the SLO where the pick does not, or gains ``GOODPUT_MARGIN``.
+[minConcurrency, 256], and lowered for ``spec.slo`` until the predicted latency meets it. The shapes that
+hold minConcurrency (every precision, TP, DCP, DP, PP, MTP draft and engine knob the candidates tried) are
+scored by predicted output tokens/s per GPU (``planning.speed``); walking from the simplest, a shape
+replaces the one kept only when it meets the SLO where that one does not, or gains ``GOODPUT_MARGIN``.
 """
 
 from __future__ import annotations
@@ -20,11 +20,8 @@ from glm_operator.planning.memory.instance import (
 )
 from glm_operator.planning.placement.candidates import (
     PRECISION_RANK,
-    Candidate,
     Evaluated,
-    candidates_for,
     checkpoint_for,
-    evaluate,
 )
 from glm_operator.planning.placement.groups import Group
 from glm_operator.planning.placement.request import (
@@ -46,6 +43,9 @@ MAX_NUM_SEQS_CAP = 256
 # GPU: below it the choice is within the performance model's error between shapes, not worth a change.
 GOODPUT_MARGIN = 0.05
 
+#: Shapes a variant lists as compared (status.plan, the plan page): the best ones, and the simplest
+SHOWN_SHAPES = 8
+
 
 def max_num_seqs_by_kv(request: PlacementRequest, fit: FitResult, context: int) -> int:
     if request.max_num_seqs:
@@ -56,36 +56,42 @@ def max_num_seqs_by_kv(request: PlacementRequest, fit: FitResult, context: int) 
     return max(floor, min(MAX_NUM_SEQS_CAP, by_kv))
 
 
-def _goodput_rivals(
-    request: PlacementRequest, base: ResolvedModel, group: Group, first: Candidate
-) -> list[Candidate]:
-    """The shapes compared with the first that fits (rule 3): native fp8 for a 16-bit pick under auto, in
-    TP order (the smallest that fits is taken); none over PCIe at TP > 2 unless the pick is, none that
-    loads another checkpoint than the one spec.model.source names."""
-    if PRECISION_RANK[first.quantization] != 0 or not group.gpu.native_fp8:
-        return []
-    if request.checkpoint_pinned and checkpoint_for(base, "fp8")[0] is not base:
-        return []
-    return [
-        c
-        for c in candidates_for(request, base, group, False)[0]
-        if c.quantization == "fp8" and (not c.penalised or first.penalised)
-    ]
+def _rankable(
+    request: PlacementRequest, base: ResolvedModel, group: Group, ev: Evaluated, first: Evaluated
+) -> bool:
+    """Whether a fit competes for goodput with the first that fits. Not: int8/int4 unless
+    ``allowedQuantizations`` names them (quality, not speed, is what rules them out), FP8 on GPUs without
+    FP8 tensor cores (W8A16 Marlin, a way to fit), FP8 that loads another checkpoint than the one
+    ``model.source`` names, TP > 2 over PCIe unless the first fit needs it."""
+    cand = ev.candidate
+    if ev is first:
+        return True
+    if PRECISION_RANK[cand.quantization] >= 2 and cand.quantization not in request.allowed_quantizations:
+        return False
+    if cand.quantization == "fp8":
+        if not group.gpu.native_fp8:
+            return False
+        if request.checkpoint_pinned and checkpoint_for(base, "fp8")[0] is not base:
+            return False
+    return not cand.penalised or first.candidate.penalised
 
 
-def by_goodput(
-    request: PlacementRequest, base: ResolvedModel, group: Group, context: int, first: Evaluated
+def rank(
+    request: PlacementRequest, base: ResolvedModel, group: Group, context: int, fits: list[Evaluated]
 ) -> tuple[Evaluated, tuple[Considered, ...]]:
-    """The first fit, or the rival of best predicted throughput per GPU when it wins (rule 3)."""
-    fits = [first]
-    for cand in _goodput_rivals(request, base, group, first.candidate):
-        ev = evaluate(request, base, group.gpu, cand, context)
-        if ev.fit is not None and ev.fit.fits:
-            fits.append(ev)
-            break  # the smallest TP of that precision that fits: replicas before TP
-    if len(fits) == 1:
-        return first, ()
-    scored = [(ev, _considered(request, ev, group.gpu, context, first=ev is first)) for ev in fits]
+    """The shape to serve among ``fits`` (candidates that hold minConcurrency, in order of simplicity),
+    and every one compared, best first.
+
+    Each is scored at its own max-num-seqs (``planned_seqs``, spec.slo included) by predicted output
+    tokens/s per GPU (``planning.speed``). Walking from the simplest, a shape replaces the one kept when it
+    meets spec.slo where that one does not, or gives ``GOODPUT_MARGIN`` more: within the margin the model
+    cannot tell two shapes apart, and the simpler one is the safer bet."""
+    first = fits[0]
+    scored = [
+        (ev, _considered(request, ev, group.gpu, context, first=ev is first))
+        for ev in fits
+        if _rankable(request, base, group, ev, first)
+    ]
     best, best_c = scored[0]
     for ev, c in scored[1:]:
         if (c.meets_slo and not best_c.meets_slo) or (
@@ -93,21 +99,52 @@ def by_goodput(
             and c.tokens_per_s_per_gpu > best_c.tokens_per_s_per_gpu * (1 + GOODPUT_MARGIN)
         ):
             best, best_c = ev, c
-    ranked = sorted((c for _, c in scored), key=lambda c: (not c.meets_slo, -c.tokens_per_s_per_gpu))
-    return best, tuple(replace(c, chosen=c is best_c) for c in ranked)
+    ranked = sorted(
+        (c for _, c in scored), key=lambda c: (c is not best_c, not c.meets_slo, -c.tokens_per_s_per_gpu)
+    )
+    shown = ranked[:SHOWN_SHAPES]
+    shown += [c for c in ranked[SHOWN_SHAPES:] if c.first_fit]  # the simplest shape stays in view
+    return best, tuple(replace(c, chosen=c is best_c, lost=_why_lost(c, best_c)) for c in shown)
+
+
+def _why_lost(c: Considered, best: Considered) -> str:
+    """Why a compared shape is not the one served ('' for the one that is)."""
+    if c is best:
+        return ""
+    if best.meets_slo and not c.meets_slo:
+        return "misses spec.slo"
+    if c.tokens_per_s_per_gpu <= best.tokens_per_s_per_gpu:
+        gap = 1 - c.tokens_per_s_per_gpu / max(best.tokens_per_s_per_gpu, 1e-9)
+        return f"{gap * 100:.0f} % fewer output tokens/s per GPU"
+    gain = c.tokens_per_s_per_gpu / max(best.tokens_per_s_per_gpu, 1e-9) - 1
+    margin = f"{GOODPUT_MARGIN:.0%}"
+    return f"{gain * 100:.0f} % more tokens/s per GPU than a simpler shape, within the {margin} margin"
 
 
 def _considered(
     request: PlacementRequest, ev: Evaluated, gpu: GpuType, context: int, first: bool
 ) -> Considered:
     assert ev.fit is not None
-    fit, arch = ev.fit, ev.model.architecture
+    fit, arch, cand = ev.fit, ev.model.architecture, ev.candidate
 
     def speed_at(n: int) -> Speed | None:
         return speed_of_fit(fit, arch, gpu, plan_workload(n, context))
 
     seqs, met = planned_seqs(request, fit, context, speed_at)
-    return Considered(fit.quantization, ev.candidate.tp, seqs, speed_at(seqs), met, first_fit=first)
+    return Considered(
+        quantization=fit.quantization,
+        tensor_parallel_size=cand.tp,
+        max_num_seqs=seqs,
+        speed=speed_at(seqs),
+        meets_slo=met,
+        first_fit=first,
+        pipeline_parallel_size=cand.pp,
+        decode_context_parallel_size=cand.dcp,
+        data_parallel_size=cand.dp,
+        speculative_tokens=cand.mtp,
+        gpu_memory_utilization=fit.gpu_memory_utilization if cand.utilization is not None else None,
+        max_concurrency=fit.max_concurrency * cand.dp,
+    )
 
 
 def planned_seqs(
@@ -159,7 +196,7 @@ def slo_note(
 def goodput_reason(considered: tuple[Considered, ...]) -> str:
     """Rule 3's comparison in words: what the chosen shape gives next to the first that fit, or next to
     the best other shape when it is the first."""
-    if not considered:
+    if len(considered) < 2:
         return ""
     pick = next(c for c in considered if c.chosen)
     others = [c for c in considered if not c.chosen]
@@ -178,5 +215,5 @@ def goodput_reason(considered: tuple[Considered, ...]) -> str:
     runner = others[0]
     return (
         f"; {mine}; best other shape {runner.shape}: {runner.tokens_per_s_per_gpu:.0f} "
-        f"(a shape must gain {GOODPUT_MARGIN * 100:g} % to replace the first that fits)"
+        f"(a shape must gain {GOODPUT_MARGIN * 100:g} % to replace a simpler one)"
     )

@@ -35,8 +35,9 @@ class PlanningInputError(ValueError):
 class PlacementRequest:
     """What to place. ``model`` is a catalog id/alias; ``model_config`` an inline HF config.json.
 
-    ``context_length=None`` means min(32768, the model's limit). ``tensor_parallel_size`` and
-    ``pipeline_parallel_size`` 0 mean "choose". ``gpu_products`` is the preference order ([] = any).
+    ``context_length=None`` means min(32768, the model's limit). ``tensor_parallel_size``,
+    ``pipeline_parallel_size``, ``decode_context_parallel_size`` and ``data_parallel_size`` 0 mean "choose".
+    ``gpu_products`` is the preference order ([] = any).
     ``engine`` is the vLLM release the pods run (its memory-budget rules).
     """
 
@@ -54,6 +55,11 @@ class PlacementRequest:
     tensor_parallel_size: int = 0
     pipeline_parallel_size: int = 0
     allow_multi_node: bool = False
+    decode_context_parallel_size: int = 0  # 0: choose; 1: off
+    data_parallel_size: int = 0  # 0: choose; 1: off
+    speculative_mode: str = "Off"  # spec.speculativeDecoding.mode: Off, Auto or On
+    speculative_tokens: int = 0  # its numSpeculativeTokens (0: the planner chooses)
+    acceptance_rate: float | None = None  # its acceptanceRate (None: the published figure)
     replicas: int = 1
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
@@ -97,6 +103,13 @@ def placement_request(
         tensor_parallel_size=spec.gpu.tensor_parallel_size,
         pipeline_parallel_size=spec.gpu.pipeline_parallel_size,
         allow_multi_node=spec.gpu.allow_multi_node,
+        decode_context_parallel_size=spec.gpu.decode_context_parallel_size,
+        data_parallel_size=spec.gpu.data_parallel_size,
+        speculative_mode=spec.speculative_decoding.mode if spec.speculative_decoding else "Off",
+        speculative_tokens=(spec.speculative_decoding.num_speculative_tokens or 0)
+        if spec.speculative_decoding
+        else 0,
+        acceptance_rate=spec.speculative_decoding.acceptance_rate if spec.speculative_decoding else None,
         replicas=spec.replicas if replicas is None else replicas,
         max_num_seqs=spec.serving.max_num_seqs,
         max_num_batched_tokens=_batched_tokens(spec.serving.extra_args),

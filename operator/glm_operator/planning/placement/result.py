@@ -15,7 +15,7 @@ from glm_operator.planning.speed.performance import (
 
 @dataclass(frozen=True)
 class Considered:
-    """A single-node shape compared for goodput: its max-num-seqs and predicted speed there."""
+    """A shape that fits, compared for goodput: its max-num-seqs and predicted speed there."""
 
     quantization: str
     tensor_parallel_size: int
@@ -23,7 +23,18 @@ class Considered:
     speed: Speed | None
     meets_slo: bool
     chosen: bool = False
-    first_fit: bool = False  # the first shape that fits in rule 3's order (what a pure fit check picks)
+    first_fit: bool = False  # the simplest shape that fits (what a pure fit check picks)
+    pipeline_parallel_size: int = 1
+    decode_context_parallel_size: int = 1
+    data_parallel_size: int = 1
+    speculative_tokens: int = 0
+    gpu_memory_utilization: float | None = None  # the knob, where it raised vLLM's default
+    max_concurrency: float = 0.0  # full-context sequences one replica holds
+    lost: str = ""  # why it is not the shape served
+
+    @property
+    def gpus(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size * self.data_parallel_size
 
     @property
     def tokens_per_s_per_gpu(self) -> float:
@@ -31,17 +42,37 @@ class Considered:
 
     @property
     def shape(self) -> str:
-        return f"{self.quantization} TP={self.tensor_parallel_size}"
+        text = f"{self.quantization} TP={self.tensor_parallel_size}"
+        if self.data_parallel_size > 1:
+            text += f" x DP={self.data_parallel_size} (EP)"
+        if self.decode_context_parallel_size > 1:
+            text += f" DCP={self.decode_context_parallel_size}"
+        if self.pipeline_parallel_size > 1:
+            text += f" x PP={self.pipeline_parallel_size}"
+        if self.speculative_tokens:
+            text += f" + MTP={self.speculative_tokens}"
+        if self.gpu_memory_utilization is not None:
+            text += f" at utilization {self.gpu_memory_utilization:g}"
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "shape": self.shape,
             "quantization": self.quantization,
             "tensor_parallel_size": self.tensor_parallel_size,
+            "pipeline_parallel_size": self.pipeline_parallel_size,
+            "decode_context_parallel_size": self.decode_context_parallel_size,
+            "data_parallel_size": self.data_parallel_size,
+            "speculative_tokens": self.speculative_tokens,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "gpus": self.gpus,
+            "max_concurrency": round(self.max_concurrency, 2),
             "max_num_seqs": self.max_num_seqs,
             "predicted": self.speed.to_dict() if self.speed else None,
             "meets_slo": self.meets_slo,
             "chosen": self.chosen,
             "first_fit": self.first_fit,
+            "lost": self.lost,
         }
 
 
@@ -88,8 +119,11 @@ class Variant:
     # the predicted knee (speed.performance.modelled_knee), max_num_seqs when not reached: the
     # autoscaler's target of running requests per replica
     knee_concurrency: int = 0
-    # the shapes compared for goodput (rule 3), the chosen one marked; () when there was no choice
+    # the shapes that fit, compared for goodput (``ranking``), the chosen one marked
     considered: tuple[Considered, ...] = ()
+    decode_context_parallel_size: int = 1
+    data_parallel_size: int = 1  # attention ranks of a replica (max_num_seqs is each rank's)
+    speculative_tokens: int = 0  # MTP draft tokens per step
 
     @property
     def headroom_gib(self) -> float:
@@ -132,6 +166,9 @@ class Variant:
             "predicted": self.speed.to_dict() if self.speed else None,
             "knee_concurrency": self.knee_concurrency,
             "considered": [c.to_dict() for c in self.considered],
+            "decode_context_parallel_size": self.decode_context_parallel_size,
+            "data_parallel_size": self.data_parallel_size,
+            "speculative_tokens": self.speculative_tokens,
         }
 
 

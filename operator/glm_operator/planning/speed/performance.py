@@ -223,6 +223,22 @@ def decode_step_terms(
     )
 
 
+def decode_context_parallel_s(
+    arch: ModelArchitecture, batch: int, tp: int, dcp: int, gpu: GpuType, c: PerfConstants
+) -> float:
+    """What decode context parallelism adds to a decode step: per attention layer, the ranks gather each
+    other's queries and combine their partial outputs with the log-sum-exp (``cp_lse_ag_out_rs`` in vLLM's
+    attention layer), two collectives of ``batch x heads / TP x (latent + 1)`` bf16 values [inferred: the
+    sizes from the code, the cost at the all-reduce's uncalibrated link figures]; 0 without DCP."""
+    if dcp <= 1:
+        return 0.0
+    link = c.nvlink_allreduce_gbs if gpu.nvlink else c.pcie_allreduce_gbs
+    width = (arch.kv_lora_rank + arch.qk_rope_head_dim) if arch.is_mla else arch.head_dim
+    values = batch * max(1, arch.num_attention_heads // max(1, tp)) * (width + 1) * 2.0
+    per_call = c.allreduce_latency_s + (dcp - 1) / dcp * values / (link * 1e9)
+    return 2 * arch.attention_layers * per_call
+
+
 def decode_step_s(
     arch: ModelArchitecture,
     weights: ModelWeights,
@@ -234,10 +250,16 @@ def decode_step_s(
     c: PerfConstants = DEFAULT_PERF,
     same_experts: bool = False,
     tp: int = 1,
+    dcp: int = 1,
 ) -> float:
-    """One decode step of ``batch`` sequences at ``context`` tokens each (seconds)."""
-    terms = decode_step_terms(arch, weights, kv_bytes_per_token, batch, context, gpu, fp8, same_experts)
-    return terms.seconds(c) + allreduce_s(arch, batch, tp, gpu, c)
+    """One decode step of ``batch`` sequences at ``context`` tokens each (seconds); with DCP each rank
+    reads its 1/DCP of every sequence's KV cache."""
+    terms = decode_step_terms(arch, weights, kv_bytes_per_token, batch, context / dcp, gpu, fp8, same_experts)
+    return (
+        terms.seconds(c)
+        + allreduce_s(arch, batch, tp, gpu, c)
+        + decode_context_parallel_s(arch, batch, tp, dcp, gpu, c)
+    )
 
 
 def prefill_compute_s(
@@ -267,6 +289,7 @@ def predict_speed(
     fp8: bool,
     c: PerfConstants = DEFAULT_PERF,
     same_experts: bool = False,
+    dcp: int = 1,
 ) -> Speed | None:
     """Closed-loop speed of one instance (module docstring); None where the GPU's speed is unknown.
 
@@ -281,10 +304,11 @@ def predict_speed(
     w = model_weights(arch, tp, weights_bytes_per_gpu * pp, bytes_per_param)
     kv = kv_bytes_per_token_per_gpu * pp
     n, i, o = max(1, workload.concurrency), workload.input_tokens, max(1, workload.output_tokens)
-    step = decode_step_s(arch, w, kv, n, i + o / 2, gpu, fp8, c, same_experts, tp)
+    step = decode_step_s(arch, w, kv, n, i + o / 2, gpu, fp8, c, same_experts, tp, dcp)
     prefill = prefill_compute_s(arch, w, i, tp, gpu, fp8, c)
     round_s = c.request_overhead_s + o * step + n * prefill
-    ttft = c.request_overhead_s + prefill + decode_step_s(arch, w, kv, n, i, gpu, fp8, c, same_experts, tp)
+    first_step = decode_step_s(arch, w, kv, n, i, gpu, fp8, c, same_experts, tp, dcp)
+    ttft = c.request_overhead_s + prefill + first_step
     if not math.isfinite(round_s) or round_s <= 0:
         return None
     return Speed(
@@ -330,6 +354,7 @@ def speed_of_fit(
         fp8=precision == "fp8" and gpu.native_fp8,
         c=c,
         same_experts=same_experts,
+        dcp=fit.decode_context_parallel_size,
     )
 
 

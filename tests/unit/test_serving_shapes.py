@@ -1,0 +1,65 @@
+"""Serving shapes beyond TP: decode context parallelism, the ranking of every shape that fits, MTP and DP."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from glm_operator.planning.placement.plan import plan_placement
+from glm_operator.planning.placement.request import placement_request_from_spec
+from glm_operator.planning.placement.result import Plan
+from glm_operator.planning.supply.nodes import GpuPool, parse_gpu_pools
+
+
+def gpu_nodes(product: str, count: int = 1, gpus: int = 8) -> tuple[GpuPool, ...]:
+    """``count`` Ready nodes of ``gpus`` GPUs of ``product`` (GPU Feature Discovery labels)."""
+    return parse_gpu_pools(
+        [
+            {
+                "metadata": {"name": f"{product.lower()}-{i}", "labels": {"nvidia.com/gpu.product": product}},
+                "status": {
+                    "allocatable": {"nvidia.com/gpu": str(gpus)},
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            }
+            for i in range(count)
+        ]
+    )
+
+
+def plan(spec: dict[str, Any], pools: tuple[GpuPool, ...]) -> Plan:
+    return plan_placement(placement_request_from_spec(spec, pools))
+
+
+GLM52_64K = {
+    "model": {"id": "zai-org/GLM-5.2"},
+    "quantization": "fp8",
+    "contextLength": 65536,
+    "minConcurrency": 8,
+}
+
+
+def test_glm52_fp8_at_64k_for_8_sequences_fits_one_8_h200_node_with_decode_context_parallel() -> None:
+    # TP 8 keeps MLA's latent on every rank: 4.5 sequences. DCP 8 keeps 1/8 of each sequence per rank.
+    tp_only = plan({**GLM52_64K, "gpu": {"decodeContextParallelSize": 1}}, gpu_nodes("NVIDIA-H200"))
+    assert not tp_only.fits
+    p = plan(GLM52_64K, gpu_nodes("NVIDIA-H200"))
+    assert p.fits
+    (v,) = p.variants
+    assert (v.tensor_parallel_size, v.pipeline_parallel_size, v.nodes_per_replica) == (8, 1, 1)
+    assert v.decode_context_parallel_size > 1 and v.max_concurrency >= 8
+    assert "DCP=" in v.reason
+
+
+def test_a_dsa_model_takes_dcp_on_hopper_only_from_four_ranks_and_vllm_033() -> None:
+    from glm_operator.catalog.models import resolve_model
+    from glm_operator.planning.memory.parallel import decode_context_parallel_error
+
+    arch = resolve_model("zai-org/GLM-5.2").architecture
+    assert decode_context_parallel_error(arch, 8, 8, 9.0, (0, 33, 0)) is None
+    assert "fewer than 32 heads" in (decode_context_parallel_error(arch, 2, 2, 9.0, (0, 33, 0)) or "")
+    assert "0.33" in (decode_context_parallel_error(arch, 8, 8, 9.0, (0, 26, 0)) or "")
+    assert decode_context_parallel_error(arch, 2, 2, 10.0, (0, 33, 0)) is None  # Blackwell: FlashInfer-sparse
+    # GLM-4.5 (GQA, 8 KV heads): DCP only above TP 8
+    gqa = resolve_model("zai-org/GLM-4.5").architecture
+    assert decode_context_parallel_error(gqa, 8, 2, 9.0, (0, 33, 0)) is not None
+    assert decode_context_parallel_error(gqa, 16, 2, 9.0, (0, 33, 0)) is None
