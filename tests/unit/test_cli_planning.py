@@ -246,7 +246,13 @@ def test_plan_prints_the_goodput_comparison_of_auto(
     text += "  gpu: {products: [H100]}\n"
     code, out, _ = run(capsys, "plan", "-f", write(tmp_path, text), "--nodes", str(FIXTURE))
     assert code == 0
-    (compared,) = [line for line in out.splitlines() if line.startswith("compared NVIDIA-H100-80GB-HBM3: ")]
-    assert "fp8 TP=1 at max-num-seqs" in compared and compared.count("<- chosen") == 1
-    assert "bf16 TP=1 at max-num-seqs" in compared and "(first fit)" in compared
+    lines = out.splitlines()
+    head = lines.index(
+        "shapes compared on NVIDIA-H100-80GB-HBM3, best first (predicted at each one's max-num-seqs):"
+    )
+    shapes = [line for line in lines[head + 1 :] if line.startswith("  ")]
+    assert shapes[0].startswith("  * fp8 TP=1 ") and shapes[0].endswith("served")
+    assert sum(line.startswith("  * ") for line in shapes) == 1
+    (simplest,) = [line for line in shapes if "(simplest fit)" in line]
+    assert simplest.startswith("    bf16 TP=1 ") and "fewer output tokens/s per GPU" in simplest
     assert "chosen over bf16 TP=1 (the first shape that fits) for throughput" in out

@@ -206,7 +206,7 @@ def test_the_modelled_knee_follows_the_load_test_rule_and_caps_at_max_num_seqs()
     # every variant of the fixture's plans: the knee is within [1, max-num-seqs]
     for model in ("GLM-4.5-Air", "GLM-4.7-Flash", "GLM-4-32B-0414"):
         for variant in plan({"model": {"id": model}}).variants:
-            assert 1 <= variant.knee_concurrency <= variant.max_num_seqs
+            assert 1 <= variant.knee_concurrency <= variant.max_num_seqs * variant.data_parallel_size
 
 
 def test_tensor_parallel_steps_pay_the_all_reduce_and_pcie_pays_more() -> None:

@@ -88,7 +88,7 @@ def test_glm47_flash_on_l4_needs_tp4_because_on_the_fly_fp8_loads_bf16_first() -
     # fp8 at TP=4 (its smallest TP that loads) reads half the bytes per step, so auto takes it.
     p = plan({"model": {"id": "GLM-4.7-Flash"}, "contextLength": 32768, "gpu": {"products": ["L4"]}})
     v = variant(p, L4)
-    assert v.tensor_parallel_size == 4 and v.quantization == "fp8" and v.quantization_flag == "fp8"
+    assert v.gpus_per_replica == 4 and v.quantization == "fp8" and v.quantization_flag == "fp8"
     assert "PCIe" in v.reason and "chosen over bf16 TP=4 (the first shape that fits)" in v.reason
     bf16_only = {"model": {"id": "GLM-4.7-Flash"}, "allowedQuantizations": ["bf16"], "contextLength": 32768}
     kept = variant(plan({**bf16_only, "gpu": {"products": ["L4"]}}), L4)
@@ -105,7 +105,7 @@ def test_glm47_flash_on_l4_needs_tp4_because_on_the_fly_fp8_loads_bf16_first() -
         ),
         L4,
     )
-    assert pinned.tensor_parallel_size == 4 and pinned.quantization_flag == "fp8"
+    assert pinned.gpus_per_replica == 4 and pinned.quantization_flag == "fp8"
     assert "on-the-fly FP8 loads the bf16 checkpoint first" in pinned.reason
 
 
@@ -219,12 +219,12 @@ def test_allowed_quantizations_rule_out_a_checkpoint_and_name_the_fix() -> None:
 
 
 def test_glm51_fp8_needs_two_h100_nodes() -> None:
-    # Any GPU type: one 8-GPU H200 or B200 node holds the FP8 weights (TP8, no PP).
+    # Any GPU type: one 8-GPU H200 or B200 node holds the FP8 weights (no PP).
     spec: dict[str, Any] = {"model": {"id": "GLM-5.1"}, "quantization": "fp8", "contextLength": 32768}
     anywhere = plan(spec)
     assert anywhere.fits
     assert {v.gpu_product for v in anywhere.variants} == {"NVIDIA-B200", "NVIDIA-H200"}
-    assert all(v.pipeline_parallel_size == 1 and v.tensor_parallel_size == 8 for v in anywhere.variants)
+    assert all(v.nodes_per_replica == 1 and v.gpus_per_replica == 8 for v in anywhere.variants)
     # Only 80 GB types: no single node fits.
     spec["gpu"] = {"products": [H100, A100]}
     p = plan(spec)
@@ -399,7 +399,7 @@ def test_plan_invariants(
     for v in p.variants:
         members = [x for x in pools if x.gpu_product == v.gpu_product and x.resource_name == v.resource_name]
         assert members, "a variant uses exactly one GPU type from existing pools"
-        assert v.gpus_per_replica == v.tensor_parallel_size * v.pipeline_parallel_size
+        assert v.gpus_per_replica == v.tensor_parallel_size * v.pipeline_parallel_size * v.data_parallel_size
         assert v.tensor_parallel_size <= max(x.gpu_count for x in members)  # never more than one node holds
         assert arch.num_attention_heads % v.tensor_parallel_size == 0
         assert parallelism_error(arch, v.tensor_parallel_size) is None

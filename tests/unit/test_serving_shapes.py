@@ -38,16 +38,22 @@ GLM52_64K = {
 }
 
 
-def test_glm52_fp8_at_64k_for_8_sequences_fits_one_8_h200_node_with_decode_context_parallel() -> None:
-    # TP 8 keeps MLA's latent on every rank: 4.5 sequences. DCP 8 keeps 1/8 of each sequence per rank.
-    tp_only = plan({**GLM52_64K, "gpu": {"decodeContextParallelSize": 1}}, gpu_nodes("NVIDIA-H200"))
-    assert not tp_only.fits
+def test_glm52_fp8_at_64k_for_8_sequences_fits_one_8_h200_node() -> None:
+    # TP 8 keeps MLA's latent on every rank: 4.5 sequences. DCP 8 keeps 1/8 of each sequence per rank;
+    # data-parallel attention keeps each rank's own requests only.
+    tp_only = {"decodeContextParallelSize": 1, "dataParallelSize": 1}
+    assert not plan({**GLM52_64K, "gpu": tp_only}, gpu_nodes("NVIDIA-H200")).fits
     p = plan(GLM52_64K, gpu_nodes("NVIDIA-H200"))
     assert p.fits
     (v,) = p.variants
-    assert (v.tensor_parallel_size, v.pipeline_parallel_size, v.nodes_per_replica) == (8, 1, 1)
-    assert v.decode_context_parallel_size > 1 and v.max_concurrency >= 8
-    assert "DCP=" in v.reason
+    assert (v.gpus_per_replica, v.pipeline_parallel_size, v.nodes_per_replica) == (8, 1, 1)
+    assert v.max_concurrency >= 8
+    assert v.decode_context_parallel_size > 1 or v.data_parallel_size > 1
+    shapes = {c.shape for c in v.considered}
+    assert "fp8 TP=8 DCP=8" in shapes  # decode context parallelism alone holds it too
+    dcp = plan({**GLM52_64K, "gpu": {"dataParallelSize": 1}}, gpu_nodes("NVIDIA-H200"))
+    (d,) = dcp.variants
+    assert (d.tensor_parallel_size, d.data_parallel_size) == (8, 1) and d.decode_context_parallel_size > 1
 
 
 def test_a_dsa_model_takes_dcp_on_hopper_only_from_four_ranks_and_vllm_033() -> None:

@@ -212,16 +212,19 @@ def _table(plan: Plan) -> str:
             )
         if v.considered:
             lines.append(
-                f"compared {v.gpu_product}: "
-                + "; ".join(
-                    f"{c.shape} at max-num-seqs {c.max_num_seqs}: "
+                f"shapes compared on {v.gpu_product}, best first (predicted at each one's max-num-seqs):"
+            )
+            width = max(len(c.shape) for c in v.considered)
+            for c in v.considered:
+                why = "served" if c.chosen else c.lost
+                lines.append(
+                    f"  {'*' if c.chosen else ' '} {c.shape.ljust(width)}  {c.gpus} GPUs  "
+                    f"{c.max_concurrency:.1f} sequences  max-num-seqs {c.max_num_seqs}  "
                     f"{c.tokens_per_s_per_gpu:.0f} tokens/s per GPU"
                     + ("" if c.meets_slo else " (misses spec.slo)")
-                    + (" (first fit)" if c.first_fit else "")
-                    + (" <- chosen" if c.chosen else "")
-                    for c in v.considered
+                    + (" (simplest fit)" if c.first_fit else "")
+                    + f"  {why}"
                 )
-            )
         lines += [f"note {v.gpu_product}: {n}" for n in v.notes]
     for r in plan.rejected:
         lines.append(f"rejected {r.gpu_product}: {r.reason}")

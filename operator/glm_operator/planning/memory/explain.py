@@ -141,6 +141,19 @@ def fit_notes(inp: FitInput, layout: CheckpointQuantization | None) -> list[str]
             f"available KV cache memory given as {inp.available_kv_cache_gib:.2f} GiB (budget not computed)"
         )
     arch, tp = inp.model.architecture, inp.tensor_parallel_size
+    if inp.data_parallel_size > 1:
+        notes.append(
+            f"data-parallel attention (DP={inp.data_parallel_size}, experts spread over "
+            f"{inp.data_parallel_size * tp} GPUs): the figures are one rank's; its copies of the non-expert "
+            "weights and the MoE workspace of every rank's tokens are modelled from vLLM 0.33's code, not "
+            "measured on a multi-GPU machine"
+        )
+    if inp.decode_context_parallel_size > 1:
+        notes.append(
+            f"decode context parallelism (DCP={inp.decode_context_parallel_size}): each rank keeps 1/"
+            f"{inp.decode_context_parallel_size} of every sequence's KV cache as vLLM 0.33's code does; the "
+            "ranks' exchange at each decode step is modelled, not measured on a multi-GPU machine"
+        )
     block_quantized = layout is not None and layout.group_size == FP8_BLOCK * FP8_BLOCK
     if arch.is_moe and block_quantized and tp > 1 and (arch.moe_intermediate_size // tp) % FP8_BLOCK:
         notes.append(

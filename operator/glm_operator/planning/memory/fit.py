@@ -117,12 +117,14 @@ def _weights_per_gpu(
     deep_gemm = rules.deep_gemm_pdl and inp.compute_capability >= 9.0
     workspace = DEEP_GEMM_WORKSPACE_BYTES if deep_gemm and (arch.is_moe or precision == "fp8") else 0.0
 
-    def loaded(tp: int, pp: int) -> tuple[float, ...]:
-        params = weights_bytes_per_stage(arch, tp, pp, precision, layout)
-        extra = load_extra_bytes_per_stage(arch, tp, pp, precision, layout, scoped)
+    def loaded(tp: int, pp: int, ep: int = 1) -> tuple[float, ...]:
+        params = weights_bytes_per_stage(arch, tp, pp, precision, layout, ep)
+        extra = load_extra_bytes_per_stage(arch, tp, pp, precision, layout, scoped, ep)
         return tuple(p + e + workspace for p, e in zip(params, extra, strict=True))
 
-    weights = loaded(inp.tensor_parallel_size, inp.pipeline_parallel_size)
+    tp, dp = inp.tensor_parallel_size, inp.data_parallel_size
+    # data-parallel attention runs with expert parallelism over every GPU of the replica
+    weights = loaded(tp, inp.pipeline_parallel_size, dp * tp if dp > 1 else 1)
     logged = logged_weights(model, precision)
     if logged is not None:
         # vLLM loads more than the config counts (weights.LOGGED_WEIGHTS): scale up to its own
@@ -162,6 +164,7 @@ def _budget_settings(inp: FitInput, precision: str) -> BudgetSettings:
         max_model_len=inp.max_model_len,
         compute_capability=inp.compute_capability,
         decode_context_parallel_size=inp.decode_context_parallel_size,
+        data_parallel_size=inp.data_parallel_size,
         generation=rules.generation,
         fusion_workspace_rounded=rules.fusion_workspace_rounded,
         fp8_experts=precision == "fp8",
@@ -319,4 +322,6 @@ def estimate_fit(inp: FitInput) -> FitResult:
             inp.model.architecture, settings
         ),
         vllm_version=format_version(inp.vllm_version),
+        data_parallel_size=inp.data_parallel_size,
+        num_speculative_tokens=inp.num_speculative_tokens,
     )

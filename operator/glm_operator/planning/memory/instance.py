@@ -166,6 +166,8 @@ class FitResult:
     cudagraph_capture_gib: float = 0.0
     dsa_workspace_bytes_per_context_token: float = 0.0
     vllm_version: str = ""
+    data_parallel_size: int = 1  # the engine's DP ranks: the figures are one rank's
+    num_speculative_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -199,6 +201,8 @@ class FitResult:
             "uncertain": list(self.uncertain),
             "notes": list(self.notes),
             "vllm_version": self.vllm_version,
+            "data_parallel_size": self.data_parallel_size,
+            "num_speculative_tokens": self.num_speculative_tokens,
         }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from glm_operator.catalog.models import ModelArchitecture
+from glm_operator.planning.memory.parallel import routed_experts_per_rank
 
 MIB = 2**20
 #: ``deep_gemm._lazy_init`` -> ``_apply_pdl`` on SM90+ (read in 0.26.0; measured 32.0 MiB on the H200)
@@ -90,6 +91,7 @@ def weight_tensor_sizes(
     first: bool,
     last: bool,
     linear_bytes: float,
+    ep: int = 1,
 ) -> list[float]:
     """Bytes of the large weight tensors of one rank, in the order vLLM builds them: the embedding,
     then per layer the attention projections (fused as vLLM fuses them) and the MLP or fused experts,
@@ -120,8 +122,8 @@ def weight_tensor_sizes(
             kv = max(1.0, arch.num_kv_heads / tp) * arch.head_dim
             out += [(q + 2 * kv) * h, q * h]
         if arch.is_moe and start + index >= arch.first_k_dense_replace:
-            inter = arch.moe_intermediate_size / tp
-            out += [arch.n_routed_experts * 2 * inter * h, arch.n_routed_experts * h * inter]
+            count, inter = routed_experts_per_rank(arch, tp, ep)
+            out += [count * 2 * inter * h, count * h * inter]
             if arch.shared_expert_intermediate_size:
                 shared = arch.shared_expert_intermediate_size / tp
                 out += [2 * shared * h, h * shared]

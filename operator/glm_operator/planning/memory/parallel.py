@@ -8,6 +8,8 @@ docs/memory-model.md ("Parallel layouts") has the sources and the memory each ta
 
 from __future__ import annotations
 
+import math
+
 from glm_operator.catalog.models import ModelArchitecture
 from glm_operator.catalog.vllm import Version
 
@@ -65,6 +67,16 @@ def supports_data_parallel_attention(arch: ModelArchitecture) -> bool:
     models with MLA attention, whose latent KV tensor parallelism keeps on every rank (GQA models with 8
     KV heads gain no KV room from it)."""
     return arch.is_moe and arch.attention in ("mla", "mla+dsa")
+
+
+def routed_experts_per_rank(arch: ModelArchitecture, tp: int, ep: int = 1) -> tuple[float, float]:
+    """(routed experts one rank holds, intermediate size of each there). Tensor parallelism shards every
+    expert's intermediate size; expert parallelism over ``ep`` ranks (data x tensor parallel) gives each rank
+    whole experts, the first E % ep ranks one more (vLLM 0.33 ``expert_map_manager.py`` L66-79): the fuller
+    rank is planned."""
+    if ep <= 1:
+        return float(arch.n_routed_experts), arch.moe_intermediate_size / max(1, tp)
+    return float(math.ceil(arch.n_routed_experts / ep)), float(arch.moe_intermediate_size)
 
 
 def mtp_layers(arch: ModelArchitecture) -> int:

@@ -30,13 +30,8 @@ VOCAB_PADDING = 64
 class BudgetSettings:
     """The engine settings the non-KV memory depends on (beyond the model and TP/PP).
 
-    Data parallelism is not among them: every budget here is for one engine with DP = 1, the only layout
-    the operator renders (``--data-parallel-*`` are managed flags that ``serving.extraArgs`` may not set,
-    ``glm_operator.api.vllm_args``). What DP > 1 would add per rank in vLLM 0.33, not modelled: with expert
-    parallel the fused-MoE layers switch to all-to-all kernels (``use_all2all_kernels`` is ``use_ep and
-    dp_size > 1``, ``vllm/model_executor/layers/fused_moe/config.py`` L1035-1038) and their dispatch/combine
-    buffers, and the DP ranks pad each step, the captured graphs included, to a common batch
-    (``vllm/v1/worker/gpu/dp_utils.py``).
+    With data parallelism each DP rank is an engine of its own (its own KV budget and max-num-seqs); the
+    budget here is one rank's.
     """
 
     max_num_batched_tokens: int
@@ -52,6 +47,9 @@ class BudgetSettings:
     max_model_len: int = 0
     compute_capability: float = 9.0
     decode_context_parallel_size: int = 1
+    # data-parallel attention ranks, with expert parallelism over data x tensor parallel ranks: every rank's
+    # fused-MoE layers run on the tokens all ranks gathered (``memory.workspaces``)
+    data_parallel_size: int = 1
     # the release's constant family (ReleaseRules.generation)
     generation: Generation = Generation.OLDER
     # FlashInfer <= 0.6.14 (vLLM 0.18-0.26): fusion buffers rounded up to 512 MiB, no fusion with PP

@@ -29,6 +29,7 @@ from glm_operator.planning.memory.load import (
     router_fp32_extra_bytes,
     weight_tensor_sizes,
 )
+from glm_operator.planning.memory.parallel import routed_experts_per_rank
 from glm_operator.planning.memory.settings import VOCAB_PADDING
 
 
@@ -119,12 +120,16 @@ def _linear_attention_elements(arch: ModelArchitecture, tp: int) -> _Elements:
     return _Elements(linear, other)
 
 
-def _mlp_elements(arch: ModelArchitecture, tp: int, layer: int) -> _Elements:
+def _mlp_elements(arch: ModelArchitecture, tp: int, layer: int, ep: int = 1) -> _Elements:
     h = arch.hidden_size
+    # GLM-5.x's MoE under data-parallel attention with TP > 1 runs sequence-parallel: its dense MLPs and
+    # shared experts are whole on every rank (vLLM 0.33 ``models/deepseek_v32/nvidia/model.py`` L78-116)
+    mlp_tp = 1 if ep > 1 and tp > 1 and arch.attention == "mla+dsa" else tp
     if not arch.is_moe or layer < arch.first_k_dense_replace:
-        return _Elements(3.0 * h * arch.intermediate_size / tp, 0.0)
-    experts = arch.n_routed_experts * 3.0 * h * arch.moe_intermediate_size / tp
-    shared = 3.0 * h * arch.shared_expert_intermediate_size / tp
+        return _Elements(3.0 * h * arch.intermediate_size / mlp_tp, 0.0)
+    count, inter = routed_experts_per_rank(arch, tp, ep)
+    experts = count * 3.0 * h * inter
+    shared = 3.0 * h * arch.shared_expert_intermediate_size / mlp_tp
     router = arch.n_routed_experts * h + arch.n_routed_experts
     return _Elements(experts + shared, float(router))
 
@@ -136,7 +141,7 @@ def count_parameters(arch: ModelArchitecture) -> float:
 
 
 def _stage_elements(
-    arch: ModelArchitecture, tp: int, start: int, end: int, first: bool, last: bool
+    arch: ModelArchitecture, tp: int, start: int, end: int, first: bool, last: bool, ep: int = 1
 ) -> _Elements:
     kinds = layer_kinds(arch)
     total = _Elements()
@@ -146,7 +151,7 @@ def _stage_elements(
             total = total + _linear_attention_elements(arch, tp)
         else:
             total = total + _attention_elements(arch, tp, has_idx)
-        total = total + _mlp_elements(arch, tp, layer)
+        total = total + _mlp_elements(arch, tp, layer, ep)
     vocab_rank = math.ceil(math.ceil(arch.vocab_size / VOCAB_PADDING) * VOCAB_PADDING / tp)
     if first:
         total = total + _Elements(0.0, float(vocab_rank * arch.hidden_size))
@@ -159,16 +164,22 @@ def _stage_elements(
 
 @functools.lru_cache(maxsize=4096)
 def weights_bytes_per_stage(
-    arch: ModelArchitecture, tp: int, pp: int, precision: str, layout: CheckpointQuantization | None
+    arch: ModelArchitecture,
+    tp: int,
+    pp: int,
+    precision: str,
+    layout: CheckpointQuantization | None,
+    ep: int = 1,
 ) -> tuple[float, ...]:
-    """Weight bytes held by one rank of each pipeline stage."""
+    """Weight bytes held by one rank of each pipeline stage (``ep`` > 1: whole routed experts spread over
+    that many expert-parallel ranks, everything else sharded by ``tp`` alone)."""
     other_bytes, linear_bytes = element_bytes(arch, precision, layout)
     layout = stored_layout(precision, layout)
     kept = layout.unquantized if layout is not None else ()
     out = []
     ranges = pp_layer_ranges(arch.num_layers, pp)
     for stage, (start, end) in enumerate(ranges):
-        el = _stage_elements(arch, tp, start, end, first=stage == 0, last=stage == pp - 1)
+        el = _stage_elements(arch, tp, start, end, first=stage == 0, last=stage == pp - 1, ep=ep)
         k = _unquantized_linear(arch, tp, start, end, kept) if kept else 0.0
         copies = 0.0
         if precision not in ("bf16", "fp16") and "self_attn" not in kept:
@@ -202,6 +213,7 @@ def load_extra_bytes_per_stage(
     precision: str,
     layout: CheckpointQuantization | None,
     scoped_max_split: bool,
+    ep: int = 1,
 ) -> tuple[float, ...]:
     """What "Model loading took" counts beyond the weights on one rank of each pipeline stage: the RoPE
     cache, glm4_moe's fp32 router and the caching allocator's rounding of the weight tensors
@@ -215,7 +227,7 @@ def load_extra_bytes_per_stage(
     for stage, (start, end) in enumerate(pp_layer_ranges(arch.num_layers, pp)):
         first, last = stage == 0, stage == pp - 1
         moe_layers = sum(1 for n in range(start, end) if arch.is_moe and n >= arch.first_k_dense_replace)
-        sizes = weight_tensor_sizes(arch, tp, kinds[start:end], start, first, last, tensor_bytes)
+        sizes = weight_tensor_sizes(arch, tp, kinds[start:end], start, first, last, tensor_bytes, ep)
         out.append(
             rope_cache_bytes(arch, other_bytes)
             + router_fp32_extra_bytes(arch, moe_layers, other_bytes)

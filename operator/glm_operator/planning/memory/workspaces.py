@@ -69,9 +69,17 @@ def moe_workspace_bytes(
         return 0.0
     if settings is not None and settings.generation != Generation.OLDER:
         # the workspace manager exists from 0.18 on (0.19 ``Worker.init_device``: init_workspace_manager)
-        inter = arch.moe_intermediate_size / tp
+        # With data-parallel attention (expert parallel), the fused-MoE kernel runs on the tokens every DP
+        # rank gathered (allgather_reducescatter, vLLM's default all-to-all: nothing splits the MoE work over
+        # DP), top-k of all experts, on whole experts: M = DP x max_num_batched_tokens, I per expert unsplit
+        # (vLLM 0.33 ``fused_moe/modular_kernel.py`` L1354-1368) [inferred from the code; not measured]
+        dp = max(1, settings.data_parallel_size)
+        expert_tp = 1 if dp > 1 else tp
+        inter = arch.moe_intermediate_size / expert_tp
         k = arch.num_experts_per_tok or 1
         per_token = k * (max(2 * inter, arch.hidden_size) + inter) * 2
+        tokens = settings.max_num_batched_tokens * dp
+        gathered = dp * settings.max_num_batched_tokens * arch.hidden_size * 2.0 if dp > 1 else 0.0
         # the workspace manager is the fused-MoE layer's, whichever model runner profiles; its size follows
         # the expert kernels: FP8 block-scaled grouped GEMMs (GLM-5.x FP8 on H200 with vLLM 0.28 and 0.33)
         # hold far more than the bf16 / MXFP4 kernels (0.19 sweep; Qwen3-MoE bf16 on 0.24, gpt-oss on 0.28)
@@ -83,15 +91,17 @@ def moe_workspace_bytes(
         # GLM-4.7's shapes and GLM-4.5-Air on Model Runner V2 (0.26, forced) peak at 2.24 / 1.95 GiB as on V1
         hopper_bf16 = settings.unquantized_experts and is_hopper(compute_capability)
         run = settings.profiling_run
-        if run == ProfilingRun.V1 or (run == ProfilingRun.V2 and hopper_bf16):
+        # expert parallel: the modular kernel's buffers for whole experts at M gathered tokens, as read (the
+        # fitted scales below belong to TP-sharded experts)
+        if run == ProfilingRun.V1 or (run == ProfilingRun.V2 and hopper_bf16) or dp > 1:
             # the V1 runner of vLLM >= 0.20 (H200, 0.26: the Triton fused-MoE backend for bf16 and FP8 experts
             # alike, "Using TRITON Fp8 MoE backend" in the GLM-5-FP8 and Qwen3-30B-A3B-FP8 logs): the
             # TritonExperts buffers as vLLM 0.26 requests them (triton_experts_workspace_bytes)
-            tokens = settings.max_num_batched_tokens
-            return c.v1.moe_workspace_scale * triton_experts_workspace_bytes(arch, tp, tokens)
+            triton = triton_experts_workspace_bytes(arch, expert_tp, tokens)
+            return c.v1.moe_workspace_scale * triton + gathered
         # FP8 block-scaled experts take Model Runner V2's larger scale under either runner
         scale = c.v2.moe_workspace_scale if settings.fp8_experts else c.profiling(run).moe_workspace_scale
-        return scale * per_token * settings.max_num_batched_tokens
+        return scale * per_token * tokens + gathered
     if tp <= 1 or compute_capability < MOE_WORKSPACE_MIN_COMPUTE_CAPABILITY:
         return 0.0
     return c.older_moe_workspace_gib * GIB

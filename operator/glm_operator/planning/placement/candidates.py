@@ -285,7 +285,8 @@ def _evaluate_fit(
                 kv_cache_dtype=request.kv_cache_dtype,
                 max_num_batched_tokens=request.max_num_batched_tokens,
                 max_num_seqs=request.max_num_seqs,
-                min_concurrency=request.min_concurrency,
+                # every data-parallel rank is an engine with its own KV cache and requests
+                min_concurrency=request.min_concurrency / cand.dp,
                 guarantee_min_concurrency=request.guarantee_min_concurrency,
             )
         )
@@ -421,12 +422,17 @@ def evaluate_all(
 ) -> tuple[list[Evaluated], list[str]]:
     """Every candidate of one group evaluated, in order of simplicity, and the shapes' notes. The
     utilization knob is tried only for shapes that do not fit at vLLM's own utilization: it is a way to
-    fit, not a few per cent more throughput for less headroom."""
+    fit, not a few per cent more throughput for less headroom; data-parallel attention only where no
+    single GPU holds the model."""
     cands, notes = candidates_for(request, base, group, multi_node)
     out: list[Evaluated] = []
     fitting: set[Candidate] = set()
     for cand in cands:  # a knob candidate sorts after the same shape at vLLM's utilization
         if cand.utilization is not None and replace(cand, utilization=None) in fitting:
+            continue
+        # data-parallel attention is for models that need several GPUs: one that fits a GPU is served by
+        # independent replicas, with no exchange between them (the candidates come in GPU order)
+        if cand.dp > 1 and not request.data_parallel_size and any(c.gpus == 1 for c in fitting):
             continue
         ev = evaluate(request, base, group.gpu, cand, context)
         if ev.fit is not None and ev.fit.fits:

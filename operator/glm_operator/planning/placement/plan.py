@@ -20,6 +20,7 @@ from glm_operator.planning.memory.instance import (
 from glm_operator.planning.placement.candidates import (
     MAX_PIPELINE_PARALLEL,
     PRECISION_RANK,
+    Candidate,
     Evaluated,
     allowed_by_spec,
     best_failure,
@@ -40,6 +41,7 @@ from glm_operator.planning.placement.ranking import (
     max_num_seqs_by_kv,
     planned_seqs,
     rank,
+    rank_speed,
     slo_note,
 )
 from glm_operator.planning.placement.rejections import (
@@ -55,10 +57,7 @@ from glm_operator.planning.placement.request import (
 )
 from glm_operator.planning.placement.result import Considered, Plan, Rejection, Variant
 from glm_operator.planning.speed.performance import (
-    Speed,
     modelled_knee,
-    plan_workload,
-    speed_of_fit,
 )
 from glm_operator.planning.supply.nodes import group_pools
 
@@ -184,9 +183,7 @@ def _variant(
     _, flag = checkpoint_for(base, cand.quantization)
     arch, gpu = ev.model.architecture, group.gpu
 
-    def speed_at(n: int) -> Speed | None:
-        return speed_of_fit(fit, arch, gpu, plan_workload(n, context))
-
+    speed_at = rank_speed(fit, arch, gpu, context)
     max_num_seqs, met = planned_seqs(request, fit, context, speed_at)
     if (request.slo_itl_ms or request.slo_ttft_ms) and not request.max_num_seqs:
         notes = [
@@ -210,8 +207,8 @@ def _variant(
         weights_gib_per_gpu=fit.weights_gib_per_gpu,
         available_kv_cache_gib_per_gpu=fit.available_kv_cache_gib_per_gpu,
         kv_cache_bytes_per_token_per_gpu=fit.kv_cache_bytes_per_token_per_gpu,
-        kv_cache_tokens=fit.kv_cache_tokens,
-        max_concurrency=fit.max_concurrency,
+        kv_cache_tokens=fit.kv_cache_tokens * cand.dp,
+        max_concurrency=fit.max_concurrency * cand.dp,
         max_num_seqs=max_num_seqs,
         max_model_len=context,
         replicas=replicas,
@@ -226,7 +223,7 @@ def _variant(
         non_torch_gib=fit.non_torch_gib,
         cudagraph_gib=fit.cudagraph_gib,
         speed=speed_at(max_num_seqs),
-        knee_concurrency=knee.concurrency or max_num_seqs,
+        knee_concurrency=(knee.concurrency or max_num_seqs) * cand.dp,
         considered=chosen.considered,
         decode_context_parallel_size=cand.dcp,
         data_parallel_size=cand.dp,
@@ -328,7 +325,12 @@ def _why_not_smaller_or_higher(
     assert ev.fit is not None
     cand, fit = ev.candidate, ev.fit
     out = ""
-    failed = [t for t in tried if t is not ev]
+    # plain shapes only: the extra dimensions and the knob are ways the ranking adds, not smaller shapes
+    failed = [
+        t
+        for t in tried
+        if t is not ev and t.candidate.dp == 1 and t.candidate.dcp == 1 and t.candidate.utilization is None
+    ]
     smaller = [
         t for t in failed if t.candidate.quantization == cand.quantization and t.candidate.tp < cand.tp
     ]
@@ -357,7 +359,7 @@ def _pcie_reason(
     assert ev.fit is not None
     gpu, cand, fit = group.gpu, ev.candidate, ev.fit
     if cand.penalised:
-        return f"; TP={cand.tp} over PCIe (no NVLink) is slow, chosen because no shape with TP <= 2 fits"
+        return f"; {_pcie_shape(cand)} over PCIe (no NVLink) is slow, chosen because no shape on 2 GPUs fits"
     if gpu.nvlink or request.quantization != "auto" or PRECISION_RANK[fit.quantization] == 0:
         return ""
     # did a higher precision fit only with TP > 2 over PCIe?
@@ -373,6 +375,11 @@ def _pcie_reason(
                     f"TP={cand.tp} was preferred (set quantization: {c.quantization} to force it)"
                 )
     return ""
+
+
+def _pcie_shape(cand: Candidate) -> str:
+    """The shape that crosses PCIe, in words: TP=4, or 4 GPUs in TP=1 x DP=4."""
+    return f"TP={cand.tp}" if cand.dp == 1 else f"{cand.gpus} GPUs in {shape_text(cand)}"
 
 
 def _checkpoint_notes(base: ResolvedModel, ev: Evaluated) -> list[str]:
@@ -419,9 +426,8 @@ def _variant_reason(
     if ev is tried[-1]:
         reason += _pcie_reason(request, base, group, ev, tried, context)
     elif ev.candidate.penalised:
-        reason += (
-            f"; TP={ev.candidate.tp} over PCIe (no NVLink) is slow, chosen because no shape with TP <= 2 fits"
-        )
+        shape = _pcie_shape(ev.candidate)
+        reason += f"; {shape} over PCIe (no NVLink) is slow, chosen because no shape on 2 GPUs fits"
     reason += goodput_reason(chosen.considered)
     notes: list[str] = [*request.engine.notes, *fit.notes]
     if gpu.memory_source.startswith(NOT_IN_CATALOG):

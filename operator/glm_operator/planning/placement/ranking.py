@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from glm_operator.catalog.gpus import GpuType
-from glm_operator.catalog.models import ResolvedModel
+from glm_operator.catalog.models import ModelArchitecture, ResolvedModel
 from glm_operator.planning.memory.instance import (
     FitResult,
 )
@@ -127,9 +127,7 @@ def _considered(
     assert ev.fit is not None
     fit, arch, cand = ev.fit, ev.model.architecture, ev.candidate
 
-    def speed_at(n: int) -> Speed | None:
-        return speed_of_fit(fit, arch, gpu, plan_workload(n, context))
-
+    speed_at = rank_speed(fit, arch, gpu, context)
     seqs, met = planned_seqs(request, fit, context, speed_at)
     return Considered(
         quantization=fit.quantization,
@@ -145,6 +143,18 @@ def _considered(
         gpu_memory_utilization=fit.gpu_memory_utilization if cand.utilization is not None else None,
         max_concurrency=fit.max_concurrency * cand.dp,
     )
+
+
+def rank_speed(
+    fit: FitResult, arch: ModelArchitecture, gpu: GpuType, context: int
+) -> Callable[[int], Speed | None]:
+    """The predicted speed of a replica whose every engine (data-parallel rank) holds ``n`` sequences: the
+    unit of max-num-seqs, which vLLM applies per data-parallel rank."""
+
+    def speed_at(n: int) -> Speed | None:
+        return speed_of_fit(fit, arch, gpu, plan_workload(n * fit.data_parallel_size, context))
+
+    return speed_at
 
 
 def planned_seqs(

@@ -65,6 +65,7 @@ from glm_operator.catalog.gpus import GpuType
 from glm_operator.catalog.models import ModelArchitecture
 from glm_operator.planning.memory.constants import GIB
 from glm_operator.planning.memory.instance import FitResult
+from glm_operator.planning.memory.parallel import routed_experts_per_rank
 from glm_operator.planning.speed.knee import Knee, LevelResult, find_knee
 
 
@@ -131,24 +132,29 @@ class ModelWeights:
 
     read_bytes: float  # non-expert weights read by every step (input embedding excluded)
     expert_bytes: float  # routed experts on the GPU
-    active_params: float  # parameters one token multiplies on this GPU (for FLOPs)
+    active_params: float  # non-expert parameters one of the GPU's own tokens multiplies (for FLOPs)
     layers: int
     moe_layers: int = 0
+    # routed-expert parameters one token of the whole batch multiplies on this GPU: its k experts' share
+    # here (1/TP of each, or with expert parallelism k/EP whole experts on average)
+    expert_active_params: float = 0.0
 
 
 def model_weights(
-    arch: ModelArchitecture, tp: int, weights_bytes: float, bytes_per_param: float
+    arch: ModelArchitecture, tp: int, weights_bytes: float, bytes_per_param: float, ep: int = 1
 ) -> ModelWeights:
-    """Split the GPU's ``weights_bytes`` (the fit's figure) into what a step reads and the routed experts."""
+    """Split the GPU's ``weights_bytes`` (the fit's figure) into what a step reads and the routed experts
+    (``ep`` > 1: whole experts spread over that many expert-parallel GPUs)."""
     moe_layers = max(0, arch.num_layers - arch.first_k_dense_replace) if arch.is_moe else 0
-    per_expert = 3.0 * arch.hidden_size * arch.moe_intermediate_size / tp
-    expert_params = moe_layers * arch.n_routed_experts * per_expert
-    expert_bytes = expert_params * bytes_per_param
+    count, inter = routed_experts_per_rank(arch, tp, ep)
+    per_expert = 3.0 * arch.hidden_size * inter
+    expert_bytes = moe_layers * count * per_expert * bytes_per_param
     embedding_bytes = 0.0 if arch.tie_word_embeddings else arch.vocab_size / tp * arch.hidden_size * 2.0
     read_bytes = max(0.0, weights_bytes - expert_bytes - embedding_bytes)
     dense_params = read_bytes / bytes_per_param
-    active = dense_params + moe_layers * (arch.num_experts_per_tok or 0) * per_expert
-    return ModelWeights(read_bytes, expert_bytes, active, arch.num_layers, moe_layers)
+    share = count / arch.n_routed_experts if arch.n_routed_experts else 0.0
+    expert_active = moe_layers * (arch.num_experts_per_tok or 0) * per_expert * share
+    return ModelWeights(read_bytes, expert_bytes, dense_params, arch.num_layers, moe_layers, expert_active)
 
 
 def experts_touched(arch: ModelArchitecture, batch: int, same_experts: bool = False) -> float:
@@ -213,11 +219,16 @@ def decode_step_terms(
     gpu: GpuType,
     fp8: bool,
     same_experts: bool = False,
+    replica_batch: int = 0,
 ) -> StepTerms:
-    """The terms of one decode step of ``batch`` sequences at ``context`` tokens each (single GPU)."""
-    read = weights.read_bytes + weights.expert_bytes * experts_touched(arch, batch, same_experts)
+    """The terms of one decode step of ``batch`` sequences at ``context`` tokens each on one GPU; with data-
+    parallel attention ``batch`` is the GPU's own rank's and ``replica_batch`` the tokens every rank's MoE
+    layers route to its experts."""
+    tokens = replica_batch or batch
+    read = weights.read_bytes + weights.expert_bytes * experts_touched(arch, tokens, same_experts)
     read += batch * context * kv_bytes_per_token
-    gemm16, gemm8 = _gemm_s(2.0 * weights.active_params * batch, gpu, fp8)
+    flops = 2.0 * (weights.active_params * batch + weights.expert_active_params * tokens)
+    gemm16, gemm8 = _gemm_s(flops, gpu, fp8)
     return StepTerms(
         weights.layers, weights.moe_layers, read / (gpu.memory_bandwidth_gbs * 1e9), gemm16, gemm8, batch
     )
@@ -239,6 +250,19 @@ def decode_context_parallel_s(
     return 2 * arch.attention_layers * per_call
 
 
+def expert_parallel_s(arch: ModelArchitecture, tokens: int, dp: int, gpu: GpuType, c: PerfConstants) -> float:
+    """The data-parallel ranks' MoE exchange of one forward over ``tokens`` tokens of the replica: vLLM's
+    default allgather_reducescatter gathers every rank's hidden states before each MoE layer and reduce-
+    scatters the outputs after it [inferred: the sizes from the code, the cost at the all-reduce's
+    uncalibrated link figures]; 0 without data parallelism."""
+    if dp <= 1 or not arch.is_moe:
+        return 0.0
+    link = c.nvlink_allreduce_gbs if gpu.nvlink else c.pcie_allreduce_gbs
+    moe_layers = max(0, arch.num_layers - arch.first_k_dense_replace)
+    per_call = c.allreduce_latency_s + (dp - 1) / dp * tokens * arch.hidden_size * 2.0 / (link * 1e9)
+    return 2 * moe_layers * per_call
+
+
 def decode_step_s(
     arch: ModelArchitecture,
     weights: ModelWeights,
@@ -251,15 +275,17 @@ def decode_step_s(
     same_experts: bool = False,
     tp: int = 1,
     dcp: int = 1,
+    dp: int = 1,
 ) -> float:
-    """One decode step of ``batch`` sequences at ``context`` tokens each (seconds); with DCP each rank
-    reads its 1/DCP of every sequence's KV cache."""
-    terms = decode_step_terms(arch, weights, kv_bytes_per_token, batch, context / dcp, gpu, fp8, same_experts)
-    return (
-        terms.seconds(c)
-        + allreduce_s(arch, batch, tp, gpu, c)
-        + decode_context_parallel_s(arch, batch, tp, dcp, gpu, c)
+    """One decode step of ``batch`` sequences of the replica at ``context`` tokens each (seconds): with DCP
+    each rank reads its 1/DCP of every sequence's KV cache; with data-parallel attention each rank decodes
+    its 1/DP of the sequences, and its experts those of the whole batch."""
+    own = max(1, math.ceil(batch / dp))
+    terms = decode_step_terms(
+        arch, weights, kv_bytes_per_token, own, context / dcp, gpu, fp8, same_experts, replica_batch=batch
     )
+    comms = allreduce_s(arch, own, tp, gpu, c) + decode_context_parallel_s(arch, own, tp, dcp, gpu, c)
+    return terms.seconds(c) + comms + expert_parallel_s(arch, batch, dp, gpu, c)
 
 
 def prefill_compute_s(
@@ -273,7 +299,7 @@ def prefill_compute_s(
         head_dims = 2 * arch.head_dim
     attention = float(tokens) ** 2 * head_dims * arch.num_attention_heads / tp * arch.num_layers
     # at the bf16 rate whatever the weights: the H200's fp8 runs prefill no faster (benchmarks/gpu_truth/perf)
-    flops = 2.0 * weights.active_params * tokens + attention
+    flops = 2.0 * (weights.active_params + weights.expert_active_params) * tokens + attention
     return flops / (gpu.bf16_tflops * 1e12 * c.compute_efficiency) + allreduce_s(arch, tokens, tp, gpu, c)
 
 
@@ -290,6 +316,7 @@ def predict_speed(
     c: PerfConstants = DEFAULT_PERF,
     same_experts: bool = False,
     dcp: int = 1,
+    dp: int = 1,
 ) -> Speed | None:
     """Closed-loop speed of one instance (module docstring); None where the GPU's speed is unknown.
 
@@ -301,18 +328,19 @@ def predict_speed(
     """
     if gpu.memory_bandwidth_gbs <= 0 or tensor_tflops(gpu, fp8) <= 0:
         return None
-    w = model_weights(arch, tp, weights_bytes_per_gpu * pp, bytes_per_param)
+    w = model_weights(arch, tp, weights_bytes_per_gpu * pp, bytes_per_param, dp * tp if dp > 1 else 1)
     kv = kv_bytes_per_token_per_gpu * pp
     n, i, o = max(1, workload.concurrency), workload.input_tokens, max(1, workload.output_tokens)
-    step = decode_step_s(arch, w, kv, n, i + o / 2, gpu, fp8, c, same_experts, tp, dcp)
-    prefill = prefill_compute_s(arch, w, i, tp, gpu, fp8, c)
-    round_s = c.request_overhead_s + o * step + n * prefill
-    first_step = decode_step_s(arch, w, kv, n, i, gpu, fp8, c, same_experts, tp, dcp)
+    step = decode_step_s(arch, w, kv, n, i + o / 2, gpu, fp8, c, same_experts, tp, dcp, dp)
+    # each data-parallel rank prefills its own prompts
+    prefill = prefill_compute_s(arch, w, i, tp, gpu, fp8, c) + expert_parallel_s(arch, i, dp, gpu, c)
+    round_s = c.request_overhead_s + o * step + math.ceil(n / dp) * prefill
+    first_step = decode_step_s(arch, w, kv, n, i, gpu, fp8, c, same_experts, tp, dcp, dp)
     ttft = c.request_overhead_s + prefill + first_step
     if not math.isfinite(round_s) or round_s <= 0:
         return None
     return Speed(
-        itl_s=step, ttft_s=ttft, output_tokens_per_s=n * o / round_s, gpus=tp * pp, workload=workload
+        itl_s=step, ttft_s=ttft, output_tokens_per_s=n * o / round_s, gpus=tp * pp * dp, workload=workload
     )
 
 
@@ -355,6 +383,7 @@ def speed_of_fit(
         c=c,
         same_experts=same_experts,
         dcp=fit.decode_context_parallel_size,
+        dp=fit.data_parallel_size,
     )
 
 
