@@ -710,8 +710,9 @@ def _asdict_spec_hash(ctx: WorkloadContext) -> str:
     for added, default in (("decode_context_parallel_size", 1), ("data_parallel_size", 1)):
         if data[added] == default:
             del data[added]
-    if data["speculative_config"] is None:
-        del data["speculative_config"]
+    for added in ("speculative_config", "max_num_batched_tokens"):
+        if data[added] is None:
+            del data[added]
     return names.compute_spec_hash(data)
 
 

@@ -69,3 +69,34 @@ def test_a_dsa_model_takes_dcp_on_hopper_only_from_four_ranks_and_vllm_033() -> 
     gqa = resolve_model("zai-org/GLM-4.5").architecture
     assert decode_context_parallel_error(gqa, 8, 2, 9.0, (0, 33, 0)) is not None
     assert decode_context_parallel_error(gqa, 16, 2, 9.0, (0, 33, 0)) is None
+
+
+def test_the_utilization_knob_is_ranked_where_vllms_default_falls_short() -> None:
+    # glm-4-9b-chat at 8k on an L4: TP 1 holds 0.99 of the one sequence asked at vLLM 0.33's 0.92; at
+    # 0.95 it holds 3: that shape is ranked, and the variant says what the knob costs
+    spec = {"model": {"id": "zai-org/glm-4-9b-chat"}, "quantization": "bf16", "contextLength": 8192}
+    (v,) = plan(spec, gpu_nodes("NVIDIA-L4", gpus=4)).variants
+    by_shape = {c.shape: c for c in v.considered}
+    knob = by_shape["bf16 TP=1 at utilization 0.95"]
+    assert knob.first_fit and knob.max_concurrency > 1
+    assert "bf16 TP=1" not in by_shape  # at vLLM's own utilization it does not hold one sequence
+    # ranked, it loses to TP 2 (four times the KV cache): the L4's default token budget is no knob (2048)
+    assert v.tensor_parallel_size == 2 and "fewer output tokens/s" in knob.lost
+    assert not any("batched tokens" in shape for shape in by_shape)
+    # with one L4 per node it is the shape served, and the variant says what the knob costs
+    (one,) = plan(spec, gpu_nodes("NVIDIA-L4", gpus=1)).variants
+    assert (one.tensor_parallel_size, one.gpu_memory_utilization) == (1, 0.95)
+    assert any(n.startswith("--gpu-memory-utilization 0.95") and "headroom" in n for n in one.notes)
+    # a utilization the spec sets is never raised
+    pinned = plan({**spec, "gpu": {"memoryUtilization": 0.92}}, gpu_nodes("NVIDIA-L4", gpus=4))
+    assert all(c.gpu_memory_utilization is None for c in pinned.variants[0].considered)
+
+
+def test_data_parallel_attention_is_offered_only_to_models_that_need_several_gpus() -> None:
+    flash = {"model": {"id": "zai-org/GLM-4.7-Flash"}, "quantization": "fp8", "contextLength": 32768}
+    (one,) = plan(flash, gpu_nodes("NVIDIA-H100-80GB-HBM3")).variants
+    assert all(c.data_parallel_size == 1 for c in one.considered)  # it fits one GPU: replicas, not DP
+    big = plan(GLM52_64K, gpu_nodes("NVIDIA-H200")).variants[0]
+    assert any(c.data_parallel_size > 1 for c in big.considered)
+    dp = next(c for c in big.considered if c.data_parallel_size > 1)
+    assert dp.gpus == dp.tensor_parallel_size * dp.data_parallel_size <= 8

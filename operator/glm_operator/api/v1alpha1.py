@@ -1212,6 +1212,9 @@ class PlanVariant(_APIModel):
     speculative_tokens: int = Field(
         0, ge=0, description="MTP draft tokens per step (0: no speculative decoding)."
     )
+    max_num_batched_tokens: int | None = Field(
+        None, ge=1, description="vLLM --max-num-batched-tokens where the plan lowers its default to fit."
+    )
     gpus_per_replica: int = Field(..., ge=1, description="GPUs one replica uses: TP x PP x DP.")
     nodes_per_replica: int = Field(1, ge=1, description="Nodes one replica spans.")
     quantization: str = Field(..., description="Weight precision chosen for this variant.")
@@ -1280,6 +1283,9 @@ class ConsideredShape(_APIModel):
     speculative_tokens: int = Field(0, ge=0, description="Its MTP draft tokens per step.")
     gpu_memory_utilization: float | None = Field(
         None, description="The raised gpu-memory-utilization it needs (absent: vLLM's default)."
+    )
+    max_num_batched_tokens: int | None = Field(
+        None, ge=1, description="The lowered max-num-batched-tokens it needs (absent: vLLM's default)."
     )
     gpus: int = Field(1, ge=1, description="GPUs one replica of it uses.")
     max_concurrency: float = Field(0, ge=0, description="Full-context sequences one replica of it holds.")

@@ -110,6 +110,7 @@ def workload_context(
         decode_context_parallel_size=variant.decode_context_parallel_size,
         data_parallel_size=variant.data_parallel_size,
         speculative_config=speculative_config(variant.speculative_tokens),
+        max_num_batched_tokens=variant.max_num_batched_tokens,
         trust_remote_code=bool(vllm_defaults and vllm_defaults.trust_remote_code),
         tool_call_parser=vllm_defaults.tool_call_parser if vllm_defaults else None,
         reasoning_parser=vllm_defaults.reasoning_parser if vllm_defaults else None,

@@ -169,6 +169,7 @@ class WorkloadContext:
     decode_context_parallel_size: int = 1  # --decode-context-parallel-size
     data_parallel_size: int = 1  # --data-parallel-size: attention ranks of one replica (with expert parallel)
     speculative_config: str | None = None  # --speculative-config JSON (MTP)
+    max_num_batched_tokens: int | None = None  # --max-num-batched-tokens where the plan lowers vLLM's default
     trust_remote_code: bool = False  # --trust-remote-code (checkpoints with their own modelling code)
     tool_call_parser: str | None = None  # default --tool-call-parser; extraArgs can override it
     reasoning_parser: str | None = None  # default --reasoning-parser; extraArgs can override it
@@ -279,6 +280,7 @@ _ADDED_FIELDS: dict[str, object] = {
     "decode_context_parallel_size": 1,
     "data_parallel_size": 1,
     "speculative_config": None,
+    "max_num_batched_tokens": None,
 }
 _KEEP = object()
 

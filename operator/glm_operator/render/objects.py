@@ -370,6 +370,8 @@ def build_vllm_args(ctx: WorkloadContext) -> list[str]:
         args.append("--enable-expert-parallel")
     if ctx.speculative_config is not None:
         args += ["--speculative-config", ctx.speculative_config]
+    if ctx.max_num_batched_tokens is not None and not sets_flag(ctx.extra_args, "--max-num-batched-tokens"):
+        args += ["--max-num-batched-tokens", str(ctx.max_num_batched_tokens)]
     if ctx.trust_remote_code and not sets_flag(ctx.extra_args, "--trust-remote-code"):
         args.append("--trust-remote-code")
     return args + _parser_defaults(ctx) + list(ctx.extra_args)

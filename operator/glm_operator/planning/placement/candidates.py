@@ -20,7 +20,7 @@ from typing import Any
 
 from glm_operator.catalog.gpus import GpuType
 from glm_operator.catalog.models import CatalogError, ResolvedModel, parse_quantization_config, resolve_model
-from glm_operator.planning.memory.fit import estimate_fit
+from glm_operator.planning.memory.fit import default_max_num_batched_tokens, estimate_fit
 from glm_operator.planning.memory.instance import (
     FitInput,
     FitInputError,
@@ -54,6 +54,10 @@ FP8_LOAD_PEAK_FRACTION = 0.95  # of a GPU's memory: room for the CUDA context wh
 #: KV cache for less headroom beyond vLLM's own accounting (NCCL, fragmentation, a graph estimate that
 #: falls short). vLLM's default is 0.92 from 0.26; its recipes use up to 0.95.
 KNOB_UTILIZATION = 0.95
+#: The ``max_num_batched_tokens`` a knob candidate lowers vLLM's default to: the profiling run's batch, so the
+#: activation peak and the MoE workspace (of every data-parallel rank's tokens), shrink with it; prefill then
+#: takes more steps (a longer time to first token under load)
+KNOB_BATCHED_TOKENS = 2048
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,7 @@ class Candidate:
     dp: int = 1  # data-parallel attention ranks, experts spread over dp x tp GPUs (expert parallel)
     mtp: int = 0  # MTP speculative tokens
     utilization: float | None = None  # a knob: gpu_memory_utilization above the release's default
+    batched_tokens: int | None = None  # a knob: max_num_batched_tokens below vLLM's default
 
     @property
     def gpus(self) -> int:
@@ -83,8 +88,13 @@ class Candidate:
             self.dp,
             self.dcp,
             self.mtp,
-            int(self.utilization is not None),
+            int(self.utilization is not None) + int(self.batched_tokens is not None),
         )
+
+    @property
+    def plain(self) -> Candidate:
+        """The same shape at vLLM's own utilization and token budget."""
+        return replace(self, utilization=None, batched_tokens=None)
 
 
 @dataclass(frozen=True)
@@ -283,7 +293,7 @@ def _evaluate_fit(
                 max_model_len=context,
                 quantization=quant,
                 kv_cache_dtype=request.kv_cache_dtype,
-                max_num_batched_tokens=request.max_num_batched_tokens,
+                max_num_batched_tokens=cand.batched_tokens or request.max_num_batched_tokens,
                 max_num_seqs=request.max_num_seqs,
                 # every data-parallel rank is an engine with its own KV cache and requests
                 min_concurrency=request.min_concurrency / cand.dp,
@@ -332,11 +342,17 @@ def _speculative_tokens(request: PlacementRequest, model: ResolvedModel) -> list
     return tried if request.speculative_mode == "On" else [0, *tried]
 
 
-def _utilizations(request: PlacementRequest) -> list[float | None]:
-    """The release's utilization, and the knob above it where the spec does not set one."""
-    if request.memory_utilization is not None or request.gpu_memory_utilization >= KNOB_UTILIZATION:
-        return [None]
-    return [None, KNOB_UTILIZATION]
+def _knobs(request: PlacementRequest, gpu: GpuType) -> list[tuple[float | None, int | None]]:
+    """(utilization, batched tokens): vLLM's own, and each knob (and both) the spec leaves to vLLM where it
+    changes vLLM's default."""
+    utils: list[float | None] = [None]
+    if request.memory_utilization is None and request.gpu_memory_utilization < KNOB_UTILIZATION:
+        utils.append(KNOB_UTILIZATION)
+    batches: list[int | None] = [None]
+    default = default_max_num_batched_tokens(gpu.memory_gib, gpu.compute_capability, request.engine.version)
+    if request.max_num_batched_tokens is None and default > KNOB_BATCHED_TOKENS:
+        batches.append(KNOB_BATCHED_TOKENS)
+    return list(itertools.product(utils, batches))
 
 
 def candidates_for(
@@ -364,7 +380,7 @@ def candidates_for(
         tps = _tp_options(request, model, per_node)
         pps = [1]
     mtps = _speculative_tokens(request, model)
-    utils = _utilizations(request)
+    knobs = _knobs(request, gpu)
     out = []
     for q in _precisions(request, model, gpu):
         if q == "fp8" and not gpu.fp8 and gpu.compute_capability < 8.0:
@@ -377,9 +393,11 @@ def candidates_for(
             for pp in pps:
                 if pp > 1 and group.nodes_with(tp) < pp:
                     continue
-                for (dcp, dp), mtp, util in itertools.product(layouts, mtps, utils):
+                for (dcp, dp), mtp, (util, batch) in itertools.product(layouts, mtps, knobs):
                     penalised = tp * dp > 2 and not gpu.nvlink
-                    out.append(Candidate(q, tp, pp, penalised, dcp=dcp, dp=dp, mtp=mtp, utilization=util))
+                    out.append(
+                        Candidate(q, tp, pp, penalised, dcp, dp, mtp, utilization=util, batched_tokens=batch)
+                    )
     out.sort(key=lambda c: c.sort_key)
     return out, notes
 
@@ -397,6 +415,8 @@ def shape_text(c: Candidate) -> str:
         text += f" + MTP={c.mtp}"
     if c.utilization is not None:
         text += f" at utilization {c.utilization:g}"
+    if c.batched_tokens is not None:
+        text += f" with {c.batched_tokens} batched tokens"
     return text
 
 
@@ -427,8 +447,8 @@ def evaluate_all(
     cands, notes = candidates_for(request, base, group, multi_node)
     out: list[Evaluated] = []
     fitting: set[Candidate] = set()
-    for cand in cands:  # a knob candidate sorts after the same shape at vLLM's utilization
-        if cand.utilization is not None and replace(cand, utilization=None) in fitting:
+    for cand in cands:  # a knob candidate sorts after the same shape at vLLM's own settings
+        if cand.plain != cand and cand.plain in fitting:
             continue
         # data-parallel attention is for models that need several GPUs: one that fits a GPU is served by
         # independent replicas, with no exchange between them (the candidates come in GPU order)
@@ -463,7 +483,7 @@ def choose_first_fit(
 def best_failure(tried: list[Evaluated]) -> Evaluated | None:
     """The failed candidate that came closest, at vLLM's own utilization where one was tried there."""
     fits = [t for t in tried if t.fit is not None]
-    at_default = [t for t in fits if t.candidate.utilization is None]
+    at_default = [t for t in fits if t.candidate.plain == t.candidate]
     fits = at_default or fits
     if not fits:
         return None

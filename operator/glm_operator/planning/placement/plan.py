@@ -228,6 +228,7 @@ def _variant(
         decode_context_parallel_size=cand.dcp,
         data_parallel_size=cand.dp,
         speculative_tokens=cand.mtp,
+        max_num_batched_tokens=cand.batched_tokens,
     )
 
 
@@ -329,7 +330,7 @@ def _why_not_smaller_or_higher(
     failed = [
         t
         for t in tried
-        if t is not ev and t.candidate.dp == 1 and t.candidate.dcp == 1 and t.candidate.utilization is None
+        if t is not ev and t.candidate.dp == 1 and t.candidate.dcp == 1 and t.candidate.plain == t.candidate
     ]
     smaller = [
         t for t in failed if t.candidate.quantization == cand.quantization and t.candidate.tp < cand.tp
@@ -375,6 +376,27 @@ def _pcie_reason(
                     f"TP={cand.tp} was preferred (set quantization: {c.quantization} to force it)"
                 )
     return ""
+
+
+def _knob_notes(request: PlacementRequest, ev: Evaluated) -> list[str]:
+    """What an engine knob the shape needs buys and costs."""
+    cand, fit = ev.candidate, ev.fit
+    assert fit is not None
+    notes = []
+    if cand.utilization is not None:
+        notes.append(
+            f"--gpu-memory-utilization {cand.utilization:g} (vLLM's default "
+            f"{request.gpu_memory_utilization:g}) to hold minConcurrency: less headroom for what vLLM's "
+            "profiling does not count (NCCL buffers, allocator fragmentation); set gpu.memoryUtilization "
+            "to choose it yourself"
+        )
+    if cand.batched_tokens is not None:
+        notes.append(
+            f"--max-num-batched-tokens {cand.batched_tokens} (vLLM's default would not hold minConcurrency): "
+            "a smaller profiling batch, so prefill takes more steps and the time to first token rises under "
+            "load; set --max-num-batched-tokens in serving.extraArgs to choose it yourself"
+        )
+    return notes
 
 
 def _pcie_shape(cand: Candidate) -> str:
@@ -437,6 +459,7 @@ def _variant_reason(
         notes.append(fp8)
         reason += "; FP8 runs as W8A16 (Marlin) here"
     notes.extend(_checkpoint_notes(base, ev))
+    notes.extend(_knob_notes(request, ev))
     return reason + ".", notes
 
 

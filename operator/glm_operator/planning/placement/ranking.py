@@ -141,6 +141,7 @@ def _considered(
         data_parallel_size=cand.dp,
         speculative_tokens=cand.mtp,
         gpu_memory_utilization=fit.gpu_memory_utilization if cand.utilization is not None else None,
+        max_num_batched_tokens=cand.batched_tokens,
         max_concurrency=fit.max_concurrency * cand.dp,
     )
 

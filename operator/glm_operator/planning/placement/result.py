@@ -29,6 +29,7 @@ class Considered:
     data_parallel_size: int = 1
     speculative_tokens: int = 0
     gpu_memory_utilization: float | None = None  # the knob, where it raised vLLM's default
+    max_num_batched_tokens: int | None = None  # the knob, where it lowered vLLM's default
     max_concurrency: float = 0.0  # full-context sequences one replica holds
     lost: str = ""  # why it is not the shape served
 
@@ -53,6 +54,8 @@ class Considered:
             text += f" + MTP={self.speculative_tokens}"
         if self.gpu_memory_utilization is not None:
             text += f" at utilization {self.gpu_memory_utilization:g}"
+        if self.max_num_batched_tokens is not None:
+            text += f" with {self.max_num_batched_tokens} batched tokens"
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -65,6 +68,7 @@ class Considered:
             "data_parallel_size": self.data_parallel_size,
             "speculative_tokens": self.speculative_tokens,
             "gpu_memory_utilization": self.gpu_memory_utilization,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
             "gpus": self.gpus,
             "max_concurrency": round(self.max_concurrency, 2),
             "max_num_seqs": self.max_num_seqs,
@@ -124,6 +128,7 @@ class Variant:
     decode_context_parallel_size: int = 1
     data_parallel_size: int = 1  # attention ranks of a replica (max_num_seqs is each rank's)
     speculative_tokens: int = 0  # MTP draft tokens per step
+    max_num_batched_tokens: int | None = None  # the knob's token budget; None: vLLM's default
 
     @property
     def headroom_gib(self) -> float:
@@ -169,6 +174,7 @@ class Variant:
             "decode_context_parallel_size": self.decode_context_parallel_size,
             "data_parallel_size": self.data_parallel_size,
             "speculative_tokens": self.speculative_tokens,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
         }
 
 
