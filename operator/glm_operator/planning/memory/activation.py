@@ -20,6 +20,7 @@ from glm_operator.planning.memory.settings import (
     query_width_per_rank,
 )
 from glm_operator.planning.memory.workspaces import (
+    DSA_INDEX_TOPK,
     DSA_MAX_LOGITS_BYTES,
     dsa_workspace_bytes,
     flashmla_sparse_load_workspace_bytes,
@@ -257,9 +258,22 @@ def activation_peak_bytes(
     in ``vllm/v1/worker/gpu_model_runner.py``, ``if self.is_last_pp_rank`` in the 0.33 runner
     ``vllm/v1/worker/gpu/model_runner.py``); earlier stages peak at the forward pass.
     """
-    return max(
+    peak = max(
         _run_peak_bytes(arch, tp, settings, c, last_stage), compile_transient_bytes(arch, tp, settings)
     )
+    return peak + (draft_buffer_bytes(arch, settings) if last_stage else 0.0)
+
+
+def draft_buffer_bytes(arch: ModelArchitecture, settings: BudgetSettings) -> float:
+    """What the MTP drafter keeps allocated beside the target: its hidden-states buffer of
+    max_num_batched_tokens rows (vLLM 0.33 ``target_dependent_ar/speculator.py`` L35-37; 0.26's proposer the
+    same), and on a DSA model its own indexer top-k buffer of max_num_batched_tokens x index_topk int32,
+    which may stay allocated [inferred] (research of 0.33 ``deepseek_v32/nvidia/mtp.py`` L81-86)."""
+    if not settings.draft_layers:
+        return 0.0
+    tokens = settings.max_num_batched_tokens
+    topk = tokens * DSA_INDEX_TOPK * 4.0 if arch.index_head_dim else 0.0
+    return tokens * arch.hidden_size * 2.0 + topk
 
 
 def _run_peak_bytes(

@@ -49,25 +49,40 @@ def newer_cudagraph_capture_sizes(
     max_num_batched_tokens: int = 0,
     compute_capability: float = 9.0,
     max_capture_size: int = 0,
+    decode_query_len: int = 1,
+    round_to_query: bool = False,
 ) -> tuple[int, ...]:
     """vLLM 0.33's default capture sizes (``VllmConfig._set_cudagraph_sizes``, ``vllm/config/vllm.py``;
     0.26.0 L1783-1843 the same but for the Blackwell ceiling).
 
-    1, 2, 4, every 8 below 256, then every 16 up to min(2 x max_num_seqs, 512) (1024 on data-center
-    Blackwell, compute capability 10.x) or the model's own ``max_capture_size``
-    (:data:`MODEL_MAX_CAPTURE_SIZE`), at most max_num_batched_tokens, plus max_num_batched_tokens when
-    it is below that ceiling.
+    1, 2, 4, every 8 below 256, then every 16 up to min(2 x max_num_seqs x decode_query_len, 512) (1024 on
+    data-center Blackwell, compute capability 10.x) or the model's own ``max_capture_size``
+    (:data:`MODEL_MAX_CAPTURE_SIZE`), at most max_num_batched_tokens, plus max_num_batched_tokens when it is
+    below that ceiling. With speculative decoding (``decode_query_len`` = 1 + draft tokens) Model Runner V2
+    adds every request count times the query length (0.33 ``config/vllm.py`` L2451-2600); the V1 runner
+    (``round_to_query``) rounds every size up to a multiple of it (0.26 ``config/compilation.py`` L1463-1475).
     """
     ceiling = 1024 if int(compute_capability) == 10 else MAX_CAPTURE_SIZE
-    largest = max_capture_size or min(2 * max_num_seqs, ceiling)
+    q = max(1, decode_query_len)
+    largest = max_capture_size or min(2 * max_num_seqs * q, ceiling)
     if max_num_batched_tokens > 0:
         largest = min(largest, max_num_batched_tokens)
+    sizes = _size_grid(largest)
+    if 0 < max_num_batched_tokens <= largest:
+        sizes.add(max_num_batched_tokens)
+    if q > 1 and round_to_query:
+        sizes = {-(-size // q) * q for size in sizes}
+    elif q > 1:
+        sizes |= {n * q for n in _size_grid(max_num_seqs) | {max_num_seqs} if n * q <= largest}
+    return tuple(sorted(sizes))
+
+
+def _size_grid(largest: int) -> set[int]:
+    """1, 2, 4, every 8 below 256, every 16 from 256, up to ``largest``."""
     sizes = {s for s in (1, 2, 4) if s <= largest}
     sizes |= set(range(8, min(largest + 1, 256), 8))
     sizes |= set(range(256, largest + 1, 16))
-    if 0 < max_num_batched_tokens <= largest:
-        sizes.add(max_num_batched_tokens)
-    return tuple(sorted(sizes))
+    return sizes
 
 
 def qk_norm_graph_bytes_per_capture(q_width: int, tokens: int) -> float:
@@ -102,13 +117,17 @@ def cudagraph_bytes(
     if settings.generation == Generation.OLDER:
         pieces = layers_on_rank * len(cudagraph_capture_sizes(settings.max_num_seqs))
         return c.graphs_older.bytes_per_piece * pieces
+    q = 1 + settings.num_speculative_tokens  # tokens per request in a decode step
     sizes = newer_cudagraph_capture_sizes(
         settings.max_num_seqs,
         settings.max_num_batched_tokens,
         settings.compute_capability,
         settings.max_cudagraph_capture_size,
+        decode_query_len=q,
+        round_to_query=settings.profiling_run != ProfilingRun.V2,
     )
-    decode = min(settings.max_num_seqs, sizes[-1]) if sizes else 0
+    # the largest FULL decode graph's tokens: every request's query (1 + draft tokens each)
+    decode = min(settings.max_num_seqs * q, sizes[-1]) if sizes else 0
     if settings.profiling_run == ProfilingRun.V2:
         if not settings.v2_graph_estimate:
             return 0.0  # vLLM 0.26's Model Runner V2: profile_cudagraph_memory returns 0

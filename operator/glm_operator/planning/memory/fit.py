@@ -37,11 +37,12 @@ from glm_operator.planning.memory.kv_cache import (
 from glm_operator.planning.memory.layers import pp_layer_ranges
 from glm_operator.planning.memory.load import DEEP_GEMM_WORKSPACE_BYTES
 from glm_operator.planning.memory.non_torch import fusion_workspace_bytes, non_torch_bytes
-from glm_operator.planning.memory.parallel import decode_context_parallel_error
+from glm_operator.planning.memory.parallel import decode_context_parallel_error, mtp_layers
 from glm_operator.planning.memory.settings import BudgetSettings, query_width_per_rank
 from glm_operator.planning.memory.weights import (
     load_extra_bytes_per_stage,
     logged_weights,
+    mtp_weights_bytes,
     resolve_weight_precision,
     weights_bytes_per_stage,
 )
@@ -122,9 +123,12 @@ def _weights_per_gpu(
         extra = load_extra_bytes_per_stage(arch, tp, pp, precision, layout, scoped, ep)
         return tuple(p + e + workspace for p, e in zip(params, extra, strict=True))
 
-    tp, dp = inp.tensor_parallel_size, inp.data_parallel_size
-    # data-parallel attention runs with expert parallelism over every GPU of the replica
-    weights = loaded(tp, inp.pipeline_parallel_size, dp * tp if dp > 1 else 1)
+    tp, dp, pp = inp.tensor_parallel_size, inp.data_parallel_size, inp.pipeline_parallel_size
+    ep = dp * tp if dp > 1 else 1  # data-parallel attention runs with expert parallelism over the replica
+    weights = loaded(tp, pp, ep)
+    if inp.num_speculative_tokens:  # the MTP drafter lives on the last pipeline stage
+        draft = mtp_weights_bytes(arch, tp, precision, layout, ep, own_embedding=pp > 1)
+        weights = (*weights[:-1], weights[-1] + draft)
     logged = logged_weights(model, precision)
     if logged is not None:
         # vLLM loads more than the config counts (weights.LOGGED_WEIGHTS): scale up to its own
@@ -165,6 +169,8 @@ def _budget_settings(inp: FitInput, precision: str) -> BudgetSettings:
         compute_capability=inp.compute_capability,
         decode_context_parallel_size=inp.decode_context_parallel_size,
         data_parallel_size=inp.data_parallel_size,
+        num_speculative_tokens=inp.num_speculative_tokens,
+        draft_layers=mtp_layers(arch) if inp.num_speculative_tokens else 0,
         generation=rules.generation,
         fusion_workspace_rounded=rules.fusion_workspace_rounded,
         fp8_experts=precision == "fp8",
@@ -200,7 +206,7 @@ def _memory_budget(
     ]
     non_torch = non_torch_bytes(tp, pp, settings, inp.constants, arch.hidden_size)
     stage_layers = max(end - start for start, end in pp_layer_ranges(arch.num_layers, pp))
-    graphs = cudagraph_bytes(stage_layers, settings, inp.constants, tp)
+    graphs = cudagraph_bytes(stage_layers + settings.draft_layers, settings, inp.constants, tp)
     in_budget = inp.cudagraphs_in_budget
     cg = graphs if in_budget else 0.0
     if inp.available_kv_cache_gib is not None:
@@ -237,11 +243,20 @@ def _stage_blocks_and_concurrency(
     return blocks, blocks / blocks_per_request
 
 
+def draft_kv_layers(inp: FitInput) -> int:
+    """Layers the drafter adds to the KV cache's pages: the model's MTP layers when speculative decoding
+    is on (vLLM puts them in the target's groups, the same page per token as a target layer, a DSA MTP
+    layer with its indexer: research of vLLM 0.33 ``v1/worker/gpu/attn_utils.py`` L139-156), or the extra
+    layers given."""
+    mtp = mtp_layers(inp.model.architecture) if inp.num_speculative_tokens else 0
+    return inp.extra_kv_layers + mtp
+
+
 def _kv_capacity(inp: FitInput, available: list[float], kv_dtype: str) -> KvCapacity:
     """Blocks, tokens and concurrency of the KV cache: the smallest over the pipeline stages."""
     arch = inp.model.architecture
     tp, pp, dcp = inp.tensor_parallel_size, inp.pipeline_parallel_size, inp.decode_context_parallel_size
-    bpt = kv_bytes_per_token_per_stage(arch, tp, pp, kv_dtype, inp.extra_kv_layers)
+    bpt = kv_bytes_per_token_per_stage(arch, tp, pp, kv_dtype, draft_kv_layers(inp))
     state = per_request_state_bytes(arch, tp, pp)
     block = inp.block_size or default_block_size(arch, inp.compute_capability)
     blocks_per_request = math.ceil(math.ceil(inp.max_model_len / dcp) / block)

@@ -80,5 +80,9 @@ def routed_experts_per_rank(arch: ModelArchitecture, tp: int, ep: int = 1) -> tu
 
 
 def mtp_layers(arch: ModelArchitecture) -> int:
-    """The model's MTP (next-token prediction) layers the planner can draft with; 0: none."""
-    return 0
+    """The model's MTP (next-token prediction) layers the planner can draft with, its
+    ``num_nextn_predict_layers`` (one for GLM-4.5/4.6/4.7, GLM-4.7-Flash and GLM-5.x); 0: none. Hybrid models
+    are left out (their drafter is another model class, with state the planner does not model)."""
+    if arch.attention == "hybrid":
+        return 0
+    return arch.num_nextn_predict_layers

@@ -50,6 +50,10 @@ class BudgetSettings:
     # data-parallel attention ranks, with expert parallelism over data x tensor parallel ranks: every rank's
     # fused-MoE layers run on the tokens all ranks gathered (``memory.workspaces``)
     data_parallel_size: int = 1
+    # MTP speculative decoding: draft tokens per step and the drafter's layers (their CUDA graphs, the
+    # drafter's buffers: ``memory.cuda_graphs``, ``memory.activation``)
+    num_speculative_tokens: int = 0
+    draft_layers: int = 0
     # the release's constant family (ReleaseRules.generation)
     generation: Generation = Generation.OLDER
     # FlashInfer <= 0.6.14 (vLLM 0.18-0.26): fusion buffers rounded up to 512 MiB, no fusion with PP

@@ -29,7 +29,7 @@ from glm_operator.planning.memory.load import (
     router_fp32_extra_bytes,
     weight_tensor_sizes,
 )
-from glm_operator.planning.memory.parallel import routed_experts_per_rank
+from glm_operator.planning.memory.parallel import mtp_layers, routed_experts_per_rank
 from glm_operator.planning.memory.settings import VOCAB_PADDING
 
 
@@ -132,6 +132,32 @@ def _mlp_elements(arch: ModelArchitecture, tp: int, layer: int, ep: int = 1) -> 
     shared = 3.0 * h * arch.shared_expert_intermediate_size / mlp_tp
     router = arch.n_routed_experts * h + arch.n_routed_experts
     return _Elements(experts + shared, float(router))
+
+
+def mtp_weights_bytes(
+    arch: ModelArchitecture,
+    tp: int,
+    precision: str,
+    layout: CheckpointQuantization | None,
+    ep: int = 1,
+    own_embedding: bool = False,
+) -> float:
+    """What the MTP drafter adds to the weights of the last pipeline stage's ranks: per MTP layer one decoder
+    layer sharded like the model's MoE layers (its attention always with an indexer on a DSA model), the
+    replicated bf16 ``eh_proj`` (2 h x h) and three norms (vLLM 0.33 ``glm4_moe_mtp.py`` L90-93,
+    ``deepseek_mtp``); the embedding and LM head are the target's, except with PP > 1 where the last stage
+    keeps an embedding of its own (``own_embedding``; ``spec_decode/eagle/utils.py`` L41-78)."""
+    layers = mtp_layers(arch)
+    if not layers:
+        return 0.0
+    other_bytes, linear_bytes = element_bytes(arch, precision, layout)
+    h = arch.hidden_size
+    layer = _attention_elements(arch, tp, with_indexer=True) + _mlp_elements(arch, tp, arch.num_layers, ep)
+    per_layer = layer.linear * linear_bytes + layer.other * other_bytes + (2.0 * h * h + 3.0 * h) * 2.0
+    embedding = (
+        math.ceil(arch.vocab_size / VOCAB_PADDING) * VOCAB_PADDING / tp * h * 2.0 if own_embedding else 0.0
+    )
+    return layers * per_layer + embedding
 
 
 def count_parameters(arch: ModelArchitecture) -> float:
