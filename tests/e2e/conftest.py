@@ -1,6 +1,7 @@
 """Session fixture: a real local control plane (etcd, kube-apiserver, controller-manager,
-scheduler) with KWOK-simulated GPU nodes from tests/fixtures/gpu-cluster.yaml, and the real
-LeaderWorkerSet controller (started before the operator, which looks for its API at start-up).
+scheduler) with KWOK-simulated GPU nodes from tests/fixtures/gpu-cluster.yaml, the real
+LeaderWorkerSet controller and the Gateway API Inference Extension's InferencePool CRD (both before
+the operator, which looks for their APIs at start-up).
 
 The tests keep their cluster's state in ``.cluster-e2e/`` (``GLM_E2E_CLUSTER_DIR``), apart from
 the one ``make demo`` and ``make cluster`` run in ``.cluster/``: the demo's samples hold GPUs and its
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness import inference_extension
 from tests.harness.cluster import LocalCluster, SessionCluster, repo_root, session
 from tests.harness.lws import LeaderWorkerSetController
 from tests.harness.operator import RunningOperator
@@ -128,6 +130,7 @@ def cluster() -> Iterator[E2ECluster]:
     local.stop_extra_processes()  # a reused cluster's extra processes would compete for the Lease
     with session(local, started) as e2e:
         LeaderWorkerSetController(local).up()
+        inference_extension.install_crd(local)  # before the operator asks discovery for it
         yield e2e
 
 
