@@ -25,6 +25,7 @@ from tests.harness import inference_extension
 from tests.harness.cluster import LocalCluster, SessionCluster, repo_root, session
 from tests.harness.lws import LeaderWorkerSetController
 from tests.harness.operator import RunningOperator
+from tests.harness.vllm_emulator import VLLMMetricsEmulator
 
 NODES = repo_root() / "tests" / "fixtures" / "gpu-cluster.yaml"
 # Short enough for test_node_outage to wait it out, longer than its 60 s blip.
@@ -143,3 +144,12 @@ def operator(cluster: E2ECluster, tmp_path_factory: pytest.TempPathFactory) -> I
         yield op
     finally:
         op.stop()
+
+
+@pytest.fixture
+def emulators() -> Iterator[list[VLLMMetricsEmulator]]:
+    """vLLM emulators a test starts (appending them); stopped after it."""
+    started: list[VLLMMetricsEmulator] = []
+    yield started
+    for emulator in started:
+        emulator.stop()

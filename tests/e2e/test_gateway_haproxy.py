@@ -51,14 +51,6 @@ def port() -> int:
 
 
 @pytest.fixture
-def emulators() -> Iterator[list[VLLMMetricsEmulator]]:
-    started: list[VLLMMetricsEmulator] = []
-    yield started
-    for emulator in started:
-        emulator.stop()
-
-
-@pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[LocalGateway]:
     keys = tmp_path / "keys.map"
     keys.write_text(f"# <api key> <client>\n{KEY} alice\nsk-test-bob bob\n")

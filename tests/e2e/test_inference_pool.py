@@ -73,14 +73,6 @@ def node(cluster: E2ECluster) -> Iterator[str]:
     cluster.kubectl("delete", "node", NODE, "--ignore-not-found", "--wait=false", check=False)
 
 
-@pytest.fixture
-def emulators() -> Iterator[list[VLLMMetricsEmulator]]:
-    started: list[VLLMMetricsEmulator] = []
-    yield started
-    for emulator in started:
-        emulator.stop()
-
-
 def serving_pods(cluster: E2ECluster, ns: str) -> list[dict[str, Any]]:
     selector = f"inference.glm.dev/deployment={NAME},app.kubernetes.io/component=inference"
     out = cluster.kubectl("get", "pods", "-n", ns, "-l", selector, "-o", "json")
