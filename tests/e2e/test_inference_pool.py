@@ -150,12 +150,13 @@ def test_an_inference_pool_routed_by_the_real_endpoint_picker(
 
     picker = EndpointPicker(cluster.local, ns, f"{NAME}-epp", tmp_path).start()
     try:
-        # ready once it knows the pool, both pods and their metrics
-        wait_for(
-            lambda: len(endpoints(picker.pick([chat(f"warm-up {i}") for i in range(12)]))) == 2,
-            60,
-            "the picker routing to both pods",
-        )
+
+        def routes_to_both() -> bool:
+            answers = picker.pick([chat(f"warm-up {i}") for i in range(12)])
+            return all("endpoint" in a for a in answers) and len(endpoints(answers)) == 2
+
+        # ready once it knows the pool, both pods and their metrics (until then it may answer 503)
+        wait_for(routes_to_both, 60, "the picker routing to both pods")
 
         def follows_the_load(busy: VLLMMetricsEmulator, idle: VLLMMetricsEmulator, expected: str) -> bool:
             busy.set(MODEL, waiting=8, running=16, kv_cache_usage=0.9)
