@@ -4,17 +4,22 @@ view of them (the real CRD, the picker run against it) is in tests/e2e/test_infe
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
 import yaml
 
 from glm_operator.api.v1alpha1 import DEFAULT_EPP_IMAGE
+from glm_operator.controller.config import OperatorConfig
 from glm_operator.desired import compute_desired
 from glm_operator.desired.children import child_ref
 from glm_operator.desired.inference_pool import API_MISSING
 from glm_operator.render import names
 from glm_operator.render.inference_pool import EPP_CONFIG, INFERENCE_POOL_API_VERSION
+from tests.harness.controller import reconciling
+from tests.harness.fake_api import FakeApi
+from tests.harness.scenarios import BODY, NODES
 from tests.unit.test_desired import ROOT, body, observe
 
 SPEC: dict[str, Any] = {
@@ -149,3 +154,43 @@ def test_turning_it_off_prunes_every_object_and_clears_the_status() -> None:
     # Nothing of the pool left: nothing to prune, no status field.
     quiet = compute_desired(observe(body(name="air", **SPEC), inference_pool_api=True))
     assert quiet.prune == () and "inferencePool" not in quiet.status
+
+
+def test_the_reconciler_applies_the_pool_once_keeps_its_picker_apart_and_prunes_it_when_off() -> None:
+    """With the components wired around a FakeApi: the six objects are written once (every kind is
+    watched, so an unchanged one is not sent again), the picker's Deployment counts as no vLLM
+    replica, and removing spec.inferencePool deletes all six and clears the status block."""
+    api = FakeApi()
+    r = reconciling(api, OperatorConfig(leader_election=False), NODES)
+    r.wired.handlers.discovery.inference_pools_served = True
+    key = ("llm", "g")
+    glmd_ref = ("inference.glm.dev/v1alpha1", "GLMDeployment", "llm", "g")
+    r.wired.handlers.on_glmdeployment(
+        "ADDED", api.put({**copy.deepcopy(BODY), "spec": {**BODY["spec"], "inferencePool": {}}})
+    )
+    r.reconcile(key)
+    pool = {("InferencePool", "g")} | {(kind, "g-epp") for kind in POOL_KINDS if kind != "InferencePool"}
+    assert pool <= {(kind, name) for verb, kind, name in api.calls if verb in ("apply", "create")}
+
+    picker = api.objects[("apps/v1", "Deployment", "llm", "g-epp")]
+    r.wired.handlers.on_child(
+        "apps/v1",
+        "Deployment",
+        "MODIFIED",
+        api.put({**picker, "status": {"replicas": 1, "readyReplicas": 1}}),
+    )
+    before = len(api.calls)
+    r.wired.queued()
+    r.reconcile(key)
+    assert [c for c in api.calls[before:] if c[0] != "status"] == [], "nothing sent again"
+    status = api.objects[glmd_ref]["status"]
+    assert status["inferencePool"] == {"name": "g", "endpointPicker": "g-epp:9002", "ready": True}
+    assert status["readyReplicas"] == 0 and status["replicas"] == 0, "the picker is no vLLM replica"
+
+    off = copy.deepcopy(api.objects[glmd_ref])
+    del off["spec"]["inferencePool"]
+    off["metadata"]["generation"] = 2
+    r.wired.handlers.on_glmdeployment("MODIFIED", api.put(off))
+    r.reconcile(key)
+    assert {(kind, name) for verb, kind, name in api.calls if verb == "delete"} == pool
+    assert api.objects[glmd_ref]["status"]["inferencePool"] is None
