@@ -47,7 +47,13 @@ def loopback_node() -> dict[str, Any]:
         "nvidia.com/cuda.driver.major": "570", "nvidia.com/gpu.compute.major": "8",
         "nvidia.com/gpu.compute.minor": "9",
     }  # fmt: skip
-    resources = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "2"}
+    resources = {
+        "cpu": "32",
+        "memory": "256Gi",
+        "pods": "110",
+        "ephemeral-storage": "2Ti",
+        "nvidia.com/gpu": "2",
+    }
     return {
         "apiVersion": "v1",
         "kind": "Node",
