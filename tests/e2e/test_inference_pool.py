@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.harness.cluster import free_port, wait_for
-from tests.harness.inference_extension import EndpointPicker, loopback_only
+from tests.harness.inference_extension import EndpointPicker, listening_addresses, loopback_only
 from tests.harness.vllm_emulator import VLLMMetricsEmulator
 
 from .conftest import E2ECluster, RunningOperator
@@ -156,6 +156,12 @@ def test_an_inference_pool_routed_by_the_real_endpoint_picker(
 
     picker = EndpointPicker(cluster.local, ns, f"{NAME}-epp", tmp_path).start()
     try:
+        # the build binds every server of the picker (ext_proc, health, metrics) to loopback
+        assert picker.proc is not None
+        pid = picker.proc.pid
+        listening = wait_for(lambda: len(found := listening_addresses(pid)) >= 3 and found, 30, "its servers")
+        assert all(address.startswith("127.0.0.1:") for address in listening), listening
+        print(f"endpoint picker listening on {sorted(listening)}; pods at {addresses}")
 
         def routes_to_both() -> bool:
             answers = picker.pick([chat(f"warm-up {i}") for i in range(12)])

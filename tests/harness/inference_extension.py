@@ -50,6 +50,27 @@ def loopback_only(addresses: Sequence[str]) -> None:
         raise AssertionError(f"pod addresses outside 127.0.0.0/8: {outside}")
 
 
+def listening_addresses(pid: int) -> set[str]:
+    """The local addresses (``ip:port``) of the TCP sockets process ``pid`` listens on, from /proc."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = os.readlink(fd) if fd.is_symlink() else ""
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] != "0A" or fields[9] not in inodes:  # 0A: LISTEN
+                continue
+            address, port = fields[1].split(":")
+            raw = bytes.fromhex(address)
+            # /proc writes each 32-bit word of the address in host (little-endian) order
+            words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+            found.add(f"{ipaddress.ip_address(words)}:{int(port, 16)}")
+    return found
+
+
 def _accepts(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)

@@ -15,6 +15,7 @@ from glm_operator.controller.config import OperatorConfig
 from glm_operator.desired import compute_desired
 from glm_operator.desired.children import child_ref
 from glm_operator.desired.inference_pool import API_MISSING
+from glm_operator.desired.status import changed as status_changed
 from glm_operator.render import names
 from glm_operator.render.inference_pool import EPP_CONFIG, INFERENCE_POOL_API_VERSION
 from tests.harness.controller import reconciling
@@ -128,6 +129,23 @@ def test_a_ready_picker_is_reported_ready() -> None:
     )
     assert d.status["inferencePool"] == {"name": "air", "endpointPicker": "air-epp:9002", "ready": True}
     assert d.prune == ()
+    # written over the block of the first pass, its message is cleared (the status is a merge patch)
+    again = compute_desired(
+        observe(
+            body(
+                name="air", status={"inferencePool": first.status["inferencePool"]}, inferencePool={}, **SPEC
+            ),
+            inference_pool_api=True,
+            inference_pool_children=existing,
+        )
+    )
+    assert again.status["inferencePool"] == {**d.status["inferencePool"], "message": None}
+    settled = {"inferencePool": d.status["inferencePool"]}
+    written = compute_desired(
+        observe(body(name="air", status=settled, inferencePool={}, **SPEC), inference_pool_api=True,
+                inference_pool_children=existing)
+    ).status  # fmt: skip
+    assert not status_changed(settled, {"inferencePool": written["inferencePool"]})
 
 
 def test_without_the_api_nothing_is_rendered_and_status_says_to_install_the_crd() -> None:
@@ -193,4 +211,4 @@ def test_the_reconciler_applies_the_pool_once_keeps_its_picker_apart_and_prunes_
     r.wired.handlers.on_glmdeployment("MODIFIED", api.put(off))
     r.reconcile(key)
     assert {(kind, name) for verb, kind, name in api.calls if verb == "delete"} == pool
-    assert api.objects[glmd_ref]["status"]["inferencePool"] is None
+    assert "inferencePool" not in api.objects[glmd_ref]["status"]

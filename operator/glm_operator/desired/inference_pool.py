@@ -85,9 +85,15 @@ def inference_pool_status(
 def wire_status(
     observed: Observed, status: dict[str, Any], pool: InferencePoolStatus | None
 ) -> dict[str, Any]:
-    """``status`` with the pool's block; an explicit null clears one an earlier setting wrote."""
+    """``status`` with the pool's block. The status is written as a merge patch, which keeps what it
+    does not name: an explicit null clears the block an earlier setting wrote, or a field of it that
+    is gone (the message once the picker is ready)."""
+    previous = observed.previous_status.get(STATUS_FIELD)
     if pool is not None:
-        return {**status, STATUS_FIELD: pool.to_wire()}
-    if observed.previous_status.get(STATUS_FIELD) is not None:
+        block: dict[str, Any] = pool.to_wire()
+        if isinstance(previous, Mapping):
+            block.update({k: None for k in previous if k not in block})
+        return {**status, STATUS_FIELD: block}
+    if previous is not None:
         return {**status, STATUS_FIELD: None}
     return status
