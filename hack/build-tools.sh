@@ -13,6 +13,9 @@
 #   tools/karpenter  karpenter-kwok: Karpenter's KWOK provider (the node autoscaler of the elastic
 #               GPU tests) + its CRDs. Its go.mod needs a newer Go than the machine's: that target
 #               alone runs with GOTOOLCHAIN=$KARPENTER_GOTOOLCHAIN (served by the Go module proxy).
+#   tools/inference-extension  epp: the Gateway API Inference Extension's endpoint picker (v1.5.0,
+#               the last release with the full picker), its InferencePool CRD (crds/), and
+#               extproc-pick, the tests' client of the picker's Envoy ext_proc API (in-repo source).
 #
 # Prints the bin directory on stdout (last line); progress goes to stderr.
 set -euo pipefail
@@ -62,6 +65,30 @@ karpenter_modfile() { # prints the -modfile to build with
   echo "$tdir/build/go.mod"
 }
 
+# The endpoint picker listens on every interface (":PORT": its ext_proc and health gRPC servers,
+# its metrics and pprof), with no flag for the host. As for Karpenter, the build uses a copy of the
+# pinned module whose two listen calls bind 127.0.0.1 (the only change), through a `replace` in a
+# copy of tools/inference-extension/go.mod; the InferencePool CRD is copied from the same module.
+# The image the operator renders for real clusters is upstream's own (api: DEFAULT_EPP_IMAGE).
+inference_extension_modfile() { # prints the -modfile to build with
+  local tdir gdir src
+  tdir=$(tool_dir inference-extension)
+  [ -f "$tdir/build/go.mod" ] && [ -f "$tdir/crds/inference.networking.k8s.io_inferencepools.yaml" ] && { echo "$tdir/build/go.mod"; return; }
+  gdir=$(module_dir inference-extension sigs.k8s.io/gateway-api-inference-extension) || return 1
+  rm -rf "$tdir/src" && mkdir -p "$tdir/build" "$tdir/crds"
+  cp -r "$gdir" "$tdir/src" && chmod -R u+w "$tdir/src"
+  src=$tdir/src/internal/runnable/grpc.go
+  grep -q 'net.Listen("tcp", fmt.Sprintf(":%d", port))' "$src" || { log "epp: grpc bind-address patch does not apply"; return 1; }
+  sed -i 's/net.Listen("tcp", fmt.Sprintf(":%d", port))/net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))/' "$src"
+  src=$tdir/src/cmd/epp/runner/runner.go
+  grep -q 'BindAddress: fmt.Sprintf(":%d", opts.MetricsPort)' "$src" || { log "epp: metrics bind-address patch does not apply"; return 1; }
+  sed -i 's/BindAddress: fmt.Sprintf(":%d", opts.MetricsPort)/BindAddress: fmt.Sprintf("127.0.0.1:%d", opts.MetricsPort)/' "$src"
+  cp "$root/tools/inference-extension/go.mod" "$root/tools/inference-extension/go.sum" "$tdir/build/"
+  (cd "$tdir/build" && go mod edit -modfile=go.mod -replace "sigs.k8s.io/gateway-api-inference-extension=$tdir/src")
+  cp "$tdir"/src/config/crd/bases/inference.networking.k8s.io_inferencepools.yaml "$tdir/crds/"
+  echo "$tdir/build/go.mod"
+}
+
 build() { # build <module dir> <output name> <package>
   local dir=$1 out=$2 pkg=$3 ldflags="-s -w" t0=$SECONDS tbin ov extra=()
   tbin=$(tool_dir "$dir")/bin
@@ -74,6 +101,9 @@ build() { # build <module dir> <output name> <package>
     ov=$(karpenter_modfile) || return 1
     extra=(-modfile "$ov")
     (cd "$root/tools/$dir" && GOTOOLCHAIN=$KARPENTER_GOTOOLCHAIN nice -n 10 go build -trimpath -ldflags "$ldflags" "${extra[@]}" -o "$tbin/.$out.tmp" "$pkg")
+  elif [ "$dir" = inference-extension ]; then
+    ov=$(inference_extension_modfile) || return 1
+    (cd "$root/tools/$dir" && nice -n 10 go build -trimpath -ldflags "$ldflags" -modfile "$ov" -o "$tbin/.$out.tmp" "$pkg")
   else
     (cd "$root/tools/$dir" && go build -trimpath -ldflags "$ldflags" -o "$tbin/.$out.tmp" "$pkg")
   fi
@@ -125,6 +155,8 @@ k8s kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 k8s kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 k8s kubectl k8s.io/kubernetes/cmd/kubectl
 lws lws-manager sigs.k8s.io/lws/cmd
+inference-extension epp sigs.k8s.io/gateway-api-inference-extension/cmd/epp
+inference-extension extproc-pick ./extproc-pick
 T
 )
 
@@ -151,4 +183,5 @@ done <<<"$targets"
 ln -sfn "$(tool_dir kwok)/kwok-stages" "$(dirname "$bin")/kwok-stages"
 ln -sfn "$(tool_dir lws)/lws-config" "$(dirname "$bin")/lws-config"
 ln -sfn "$(tool_dir karpenter)/crds" "$(dirname "$bin")/karpenter-crds"
+ln -sfn "$(tool_dir inference-extension)/crds" "$(dirname "$bin")/inference-extension-crds"
 echo "$bin"

@@ -1,6 +1,7 @@
 """Session fixture: a real local control plane (etcd, kube-apiserver, controller-manager,
-scheduler) with KWOK-simulated GPU nodes from tests/fixtures/gpu-cluster.yaml, and the real
-LeaderWorkerSet controller (started before the operator, which looks for its API at start-up).
+scheduler) with KWOK-simulated GPU nodes from tests/fixtures/gpu-cluster.yaml, the real
+LeaderWorkerSet controller and the Gateway API Inference Extension's InferencePool CRD (both before
+the operator, which looks for their APIs at start-up).
 
 The tests keep their cluster's state in ``.cluster-e2e/`` (``GLM_E2E_CLUSTER_DIR``), apart from
 the one ``make demo`` and ``make cluster`` run in ``.cluster/``: the demo's samples hold GPUs and its
@@ -20,9 +21,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness import inference_extension
 from tests.harness.cluster import LocalCluster, SessionCluster, repo_root, session
 from tests.harness.lws import LeaderWorkerSetController
 from tests.harness.operator import RunningOperator
+from tests.harness.vllm_emulator import VLLMMetricsEmulator
 
 NODES = repo_root() / "tests" / "fixtures" / "gpu-cluster.yaml"
 # Short enough for test_node_outage to wait it out, longer than its 60 s blip.
@@ -128,6 +131,7 @@ def cluster() -> Iterator[E2ECluster]:
     local.stop_extra_processes()  # a reused cluster's extra processes would compete for the Lease
     with session(local, started) as e2e:
         LeaderWorkerSetController(local).up()
+        inference_extension.install_crd(local)  # before the operator asks discovery for it
         yield e2e
 
 
@@ -140,3 +144,12 @@ def operator(cluster: E2ECluster, tmp_path_factory: pytest.TempPathFactory) -> I
         yield op
     finally:
         op.stop()
+
+
+@pytest.fixture
+def emulators() -> Iterator[list[VLLMMetricsEmulator]]:
+    """vLLM emulators a test starts (appending them); stopped after it."""
+    started: list[VLLMMetricsEmulator] = []
+    yield started
+    for emulator in started:
+        emulator.stop()

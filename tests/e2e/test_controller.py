@@ -58,7 +58,8 @@ def phase_is(cluster: E2ECluster, ns: str, name: str, phase: str) -> Callable[[]
 
 
 def children(cluster: E2ECluster, ns: str, name: str) -> list[dict[str, Any]]:
-    sel = f"inference.glm.dev/deployment={name}"
+    """The vLLM Deployments of a GLMDeployment (not its endpoint picker's: spec.inferencePool)."""
+    sel = f"inference.glm.dev/deployment={name},app.kubernetes.io/component=inference"
     return list(get(cluster, ns, "deployments", selector=sel)["items"])
 
 
@@ -174,14 +175,15 @@ def check_samples(cluster: E2ECluster, ns: str) -> None:
     pods = get(cluster, ns, "pods", selector="inference.glm.dev/deployment=glm-5-1")["items"]
     assert len({p["spec"]["nodeName"] for p in pods}) == 2
     assert {products[p["spec"]["nodeName"]] for p in pods} == {"NVIDIA-H100-80GB-HBM3"}
-    # One Service per GLMDeployment over all its variants.
+    # One Service per GLMDeployment over all its variants (and, for the sample with
+    # spec.inferencePool, its endpoint picker's).
     services = get(cluster, ns, "services")["items"]
     ours = {
         s["metadata"]["name"]
         for s in services
         if s["metadata"].get("labels", {}).get("app.kubernetes.io/managed-by") == "glm-operator"
     }
-    assert ours == single_node | {"glm-5-1"}
+    assert ours == single_node | {"glm-5-1", "glm-4-7-flash-epp"}
     # And one PodDisruptionBudget (maxUnavailable 1) over the same serving pods.
     pdbs = get(cluster, ns, "poddisruptionbudgets")["items"]
     assert {p["metadata"]["name"] for p in pdbs} == single_node | {"glm-5-1"}

@@ -51,14 +51,6 @@ def port() -> int:
 
 
 @pytest.fixture
-def emulators() -> Iterator[list[VLLMMetricsEmulator]]:
-    started: list[VLLMMetricsEmulator] = []
-    yield started
-    for emulator in started:
-        emulator.stop()
-
-
-@pytest.fixture
 def gateway(tmp_path: Path) -> Iterator[LocalGateway]:
     keys = tmp_path / "keys.map"
     keys.write_text(f"# <api key> <client>\n{KEY} alice\nsk-test-bob bob\n")
@@ -347,7 +339,7 @@ def test_a_killed_upstream_is_taken_out_and_requests_elsewhere_finish(
 def test_prefix_affinity_raises_the_prefix_cache_hit_rate(
     gateway: LocalGateway, emulators: list[VLLMMetricsEmulator], port: int
 ) -> None:
-    """12 conversations (own system prompt, growing history) over 3 pods, least-conn vs affinity."""
+    """12 conversations (own system prompt, growing history) over 3 pods, least-conn vs cache-aware."""
     latency = LatencyModel(base_seconds=0.01)
     started = [emulate(emulators, f"127.0.0.{i + 2}", port, [AIR], latency=latency) for i in range(3)]
     pods = [vllm_pod(f"p{i}", "air", H100, f"127.0.0.{i + 2}") for i in range(3)]
@@ -355,8 +347,13 @@ def test_prefix_affinity_raises_the_prefix_cache_hit_rate(
     bodies = []
     for turn in range(8):
         for conversation in range(12):
-            history = [{"role": "system", "content": f"You are assistant number {conversation}."}]
-            history += [{"role": "user", "content": f"question {t}"} for t in range(turn + 1)]
+            history = [{"role": "system", "content": f"You are assistant number {conversation}. " * 12}]
+            for t in range(turn + 1):
+                history.append(
+                    {"role": "user", "content": f"Question {t} of conversation {conversation}? " * 3}
+                )
+                if t < turn:
+                    history.append({"role": "assistant", "content": f"Answer {t}. " * 10})
             bodies.append({"model": AIR, "max_tokens": 4, "messages": history})
 
     def hit_rate() -> float:
@@ -364,26 +361,28 @@ def test_prefix_affinity_raises_the_prefix_cache_hit_rate(
         results = run_load(gateway.url, bodies, concurrency=6, api_key=KEY)
         assert all(r.status == 200 for r in results), Counter(r.status for r in results)
         after = [e.stats() for e in started]
-        hits = sum(a["prefix_hits"] - b["prefix_hits"] for a, b in zip(after, before, strict=True))
-        misses = sum(a["prefix_misses"] - b["prefix_misses"] for a, b in zip(after, before, strict=True))
-        return hits / (hits + misses)
+        hits = sum(
+            a["prefix_cache_hits"] - b["prefix_cache_hits"] for a, b in zip(after, before, strict=True)
+        )
+        queried = sum(
+            a["prefix_cache_queries"] - b["prefix_cache_queries"] for a, b in zip(after, before, strict=True)
+        )
+        return hits / queried
 
     least = hit_rate()
     for emulator in started:
         emulator.forget_prefixes()
-    gateway.with_settings(balance="prefix")
+    gateway.with_settings(balance="cache")
     # Measured at once: the old worker still answers what reaches it during the reload (once in CI,
     # before that was fixed, a request here was not a 200; tests/integration/test_gateway_reload.py).
     assert gateway.driver.apply(air_table(port, pods)) == "reload"
     for emulator in started:
         emulator.forget_prefixes()
     affinity = hit_rate()
-    print(f"\nprefix-cache hit rate: leastconn {least:.2f}, prefix affinity {affinity:.2f}")
-    # With affinity, a conversation's later turns land on the pod that holds its prefix: 84 of the
-    # 96 requests can hit at best (the first turn of each of the 12 conversations cannot); the
-    # bounded load spills some (0.70-0.84 seen on a quiet machine, 0.59 once in CI on a loaded
-    # one, where slower answers make the bounded load spill more). Spreading the requests without
-    # regard to the prefix over the 3 pods would hit about a third of that (~0.3), so 0.5 still
-    # tells affinity from none. Least-conn is not a reliable baseline on an idle loopback (it keeps
-    # choosing the same idle pod, which also hits), so it is reported, not compared.
+    print(f"\nprefix-cache hit rate (tokens): leastconn {least:.2f}, cache-aware {affinity:.2f}")
+    # A conversation's turn k repeats all of turn k-1's prompt: cache-aware keeps it on the pod that
+    # holds it, so most prompt tokens hit (the first turns and each turn's new tail cannot); the
+    # load cap spills some. Spreading them without regard to the prefix hits about a third as often
+    # on 3 pods. Least-conn is not a reliable baseline on an idle loopback (it keeps choosing the
+    # same idle pod, which also hits), so it is reported, not compared.
     assert affinity >= 0.5, (least, affinity)

@@ -27,7 +27,6 @@ from tests.harness.vllm_emulator import VLLMMetricsEmulator
 
 from .conftest import E2ECluster, RunningOperator
 from .test_controller import apply, get, phase_is, small, wait_for
-from .test_gateway_haproxy import emulators  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.e2e
 KEY = "sk-e2e"
@@ -100,7 +99,7 @@ def test_operator_renders_the_gateway_and_the_sync_follows_pods_and_models(
     operator: RunningOperator,
     ns: str,
     tmp_path: Path,
-    emulators: list[VLLMMetricsEmulator],  # noqa: F811 - the fixture imported above
+    emulators: list[VLLMMetricsEmulator],
 ) -> None:
     port = free_port()
     served = "glm-4-9b-chat"

@@ -37,7 +37,6 @@ from tests.harness.vllm_emulator import VLLMMetricsEmulator
 from .conftest import E2ECluster
 from .test_autoscaling import MODEL, emulator, prometheus, scaling_operator  # noqa: F401 - fixtures
 from .test_controller import ONE_L4, apply, get, glmd, manifest, small, wait_for
-from .test_gateway_haproxy import emulators  # noqa: F401 - fixture
 from .test_gateway_sync import KEY, Sync, gateway_kubeconfig, ready_pod_ips
 
 pytestmark = pytest.mark.e2e
@@ -222,7 +221,7 @@ def test_two_gateway_replicas_hold_one_keys_rate_limit_through_peers(
     operator: RunningOperator,
     ns: str,
     tmp_path: Path,
-    emulators: list[VLLMMetricsEmulator],  # noqa: F811 - the fixture imported above
+    emulators: list[VLLMMetricsEmulator],
 ) -> None:
     limit = 10
     port = free_port()

@@ -435,6 +435,21 @@ class LocalCluster:
     ) -> subprocess.CompletedProcess[str]:
         return self.run_tool("kubectl", *args, input=input, check=check, timeout=timeout)
 
+    def service_account_kubeconfig(
+        self, account: str, namespace: str, path: Path, duration: str = "6h"
+    ) -> Path:
+        """A kubeconfig at ``path`` that acts as ``account`` (a token of it), for a process that must
+        run with exactly that ServiceAccount's RBAC."""
+        token = self.kubectl(
+            "create", "token", account, "-n", namespace, f"--duration={duration}"
+        ).stdout.strip()
+        cfg = json.loads(self.kubeconfig.read_text())
+        cfg["users"] = [{"name": account, "user": {"token": token}}]
+        cfg["contexts"][0]["context"]["user"] = account
+        path.write_text(json.dumps(cfg))
+        path.chmod(0o600)
+        return path
+
     def wait_crds_established(self, *names: str, timeout: float = 60) -> None:
         """Poll until every named CRD is Established. (``kubectl wait --for=condition=Established``
         fails at once on a CRD created a moment ago, whose status has no conditions yet.)"""

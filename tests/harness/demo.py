@@ -15,6 +15,7 @@ import sys
 import time
 from typing import Any
 
+from tests.harness import inference_extension
 from tests.harness.cluster import LocalCluster, repo_root, stop_process_group
 from tests.harness.lws import LeaderWorkerSetController
 from tests.harness.operator import RunningOperator
@@ -34,6 +35,7 @@ def main() -> int:
     # Before the operator starts: it looks for the LeaderWorkerSet API when it starts.
     LeaderWorkerSetController(local).up()
     print(f"LeaderWorkerSet controller (lws-manager v0.9.0) ready in {time.monotonic() - t0:.1f}s")
+    inference_extension.install_crd(local)  # glm-4.7-flash asks for an InferencePool
     workdir = local.state_dir / "operator"
     workdir.mkdir(parents=True, exist_ok=True)
     operator = RunningOperator(local, workdir, namespaces="", resync_seconds=30)
@@ -59,6 +61,7 @@ def main() -> int:
         time.sleep(1)
     print()
     print(local.kubectl("get", "glmd", "-n", NAMESPACE).stdout)
+    print(local.kubectl("get", "inferencepools", "-n", NAMESPACE).stdout)
     print(_placements(local))
     for item in items:
         for cond in item.get("status", {}).get("conditions", []):

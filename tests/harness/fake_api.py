@@ -26,6 +26,20 @@ def api_error(status: int, message: str = "refused", retry_after: float | None =
     return exc
 
 
+def merge_patch(target: Any, patch: Any) -> Any:
+    """``patch`` applied to ``target`` as a JSON merge patch (RFC 7386), as the apiserver applies a
+    status patch: objects merge key by key, a null removes its key, anything else replaces."""
+    if not isinstance(patch, Mapping):
+        return patch
+    merged = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patch(merged.get(key), value)
+    return merged
+
+
 class FakeApi:
     def __init__(self) -> None:
         self.objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}
@@ -101,7 +115,7 @@ class FakeApi:
             raise api_error(404, "not found")
         if resource_version is not None and resource_version != obj["metadata"]["resourceVersion"]:
             raise api_error(409, "the object has been modified")
-        obj["status"] = {**(obj.get("status") or {}), **copy.deepcopy(dict(status))}
+        obj["status"] = merge_patch(obj.get("status") or {}, copy.deepcopy(dict(status)))
         obj["metadata"]["resourceVersion"] = str(next(self._versions))
         return copy.deepcopy(obj)
 

@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from tests.harness import inference_extension
 from tests.harness.cluster import ClusterError, LocalCluster, default_state_dir, repo_root
 from tests.harness.lws import LeaderWorkerSetController
 
@@ -63,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             lws_started = LeaderWorkerSetController(cluster).up()
             verb = "started" if lws_started else "already running"
             print(f"LeaderWorkerSet controller {verb} in {time.monotonic() - t0:.1f}s")
+        inference_extension.install_crd(cluster)
+        print("InferencePool CRD (Gateway API Inference Extension) installed")
         return 0
     except ClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -27,9 +27,18 @@ step once it stops being bound by reading the weights: each output token takes
 for). A streamed ``/v1/completions`` answer sends ``choices[0].text`` (chat: ``delta.content``),
 one chunk per token up to ``MAX_STREAM_CHUNKS``, and with ``stream_options.include_usage`` a last
 chunk with ``usage``. Every answer carries ``X-Served-By: <name>``.
-``GET /admin/stats`` returns counters (requests, most in flight, prefix-cache hits: a chat request
-whose messages before the last one were all part of an earlier request on this server counts as
-a hit, as vLLM's automatic prefix caching would find them in its cache).
+``GET /admin/stats`` returns counters (requests, most in flight, and the prefix cache's queried
+and hit prompt tokens).
+
+A prefix cache, as vLLM's automatic prefix caching: the prompt (a chat's messages laid out as
+GLM's chat template does, ``[gMASK]<sop><|role|>\ncontent...<|assistant|>``; a completion's text, or
+its token ids) is cut into blocks of ``CacheConfig.block_size`` tokens (four characters a token),
+each block named by a hash of it and every block before it. A request's leading blocks found in
+the cache are not prefilled again: its prefill takes ``seconds_per_prompt_token`` for the other
+tokens only (each cached block saves ``block_size`` of them), and its answer's
+``usage.prompt_tokens_details.cached_tokens`` says how many, as vLLM's does. Then all its whole
+blocks are in the cache, which holds ``num_gpu_blocks`` blocks and evicts the least recently used.
+As in vLLM, the last prompt token is always computed, so a prompt never hits whole.
 
 In-process::
 
@@ -50,6 +59,7 @@ import hashlib
 import json
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -61,6 +71,7 @@ __all__ = [
     "EngineStats",
     "LatencyHistogram",
     "LatencyModel",
+    "PrefixCache",
     "VLLMMetricsEmulator",
     "main",
     "render_metrics",
@@ -96,16 +107,70 @@ def _openai_error(message: str, error_type: str, code: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
 
 
-def _prompt_text(body: Mapping[str, Any]) -> tuple[str, list[str]]:
-    """(whole prompt text, digests of each leading run of messages) of a completion request."""
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, Mapping))
+    return ""
+
+
+def _prompt_text(body: Mapping[str, Any]) -> str:
+    """The prompt of a completion request: a chat's messages in GLM's chat-template layout."""
     messages = body.get("messages")
     if isinstance(messages, list) and messages:
-        digests = [
-            hashlib.sha256(json.dumps(messages[:k]).encode()).hexdigest() for k in range(1, len(messages) + 1)
-        ]
-        return json.dumps(messages), digests
+        turns = "".join(
+            f"<|{m.get('role', 'user')}|>\n{_content_text(m.get('content'))}"
+            for m in messages
+            if isinstance(m, Mapping)
+        )
+        return f"[gMASK]<sop>{turns}<|assistant|>"
     prompt = body.get("prompt")
-    return (prompt if isinstance(prompt, str) else json.dumps(prompt)), []
+    return prompt if isinstance(prompt, str) else json.dumps(prompt)
+
+
+def prompt_blocks(body: Mapping[str, Any], text: str, block_size: int) -> list[str]:
+    """Hashes of the prompt's whole blocks of ``block_size`` tokens, each over every block up to it,
+    but the block of the last token (always computed)."""
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
+        pieces = [",".join(map(str, prompt[i : i + block_size])) for i in range(0, len(prompt), block_size)]
+        tokens = len(prompt)
+    else:
+        width = block_size * 4
+        pieces = [text[i : i + width] for i in range(0, len(text), width)]
+        tokens = len(text) // 4
+    digest = hashlib.sha256()
+    blocks = []
+    for piece in pieces[: max(0, tokens - 1) // block_size]:
+        digest.update(piece.encode())
+        blocks.append(digest.copy().hexdigest())
+    return blocks
+
+
+class PrefixCache:
+    """Block hashes in least-recently-used order, at most ``capacity`` of them."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._blocks: OrderedDict[str, None] = OrderedDict()
+
+    def lookup_and_insert(self, blocks: list[str]) -> int:
+        """How many leading ``blocks`` were cached; then all of them are (most recent)."""
+        hits = 0
+        for block in blocks:
+            if block not in self._blocks:
+                break
+            hits += 1
+        for block in blocks:
+            self._blocks[block] = None
+            self._blocks.move_to_end(block)
+        while len(self._blocks) > self.capacity:
+            self._blocks.popitem(last=False)
+        return hits
+
+    def clear(self) -> None:
+        self._blocks.clear()
 
 
 def _prompt_tokens(body: Mapping[str, Any], text: str) -> int:
@@ -295,10 +360,10 @@ class VLLMMetricsEmulator:
             "requests": 0,
             "in_flight": 0,
             "max_in_flight": 0,
-            "prefix_hits": 0,
-            "prefix_misses": 0,
+            "prefix_cache_queries": 0,  # prompt tokens
+            "prefix_cache_hits": 0,  # of them, found in the prefix cache
         }
-        self._seen_prefixes: set[str] = set()
+        self._prefix_cache = PrefixCache(self._cache_config.num_gpu_blocks or 0)
         self._server = _QuietServer((host, port), self._handler_class())
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -317,24 +382,28 @@ class VLLMMetricsEmulator:
         return f"http://{self.host}:{self.port}"
 
     def stats(self) -> dict[str, int]:
-        """Counters since start: requests, in_flight, max_in_flight, prefix_hits, prefix_misses."""
+        """Counters since start: requests, in_flight, max_in_flight, prefix_cache_queries and
+        prefix_cache_hits (prompt tokens, as vLLM's counters of the same names)."""
         with self._lock:
             return dict(self._stats)
 
-    def _begin(self, prefixes: list[str]) -> None:
+    def _begin(self, body: Mapping[str, Any], text: str, prompt_tokens: int) -> int:
+        """Count a request in; the prompt tokens its prefix cache holds."""
         with self._lock:
             self._stats["requests"] += 1
             self._stats["in_flight"] += 1
             self._stats["max_in_flight"] = max(self._stats["max_in_flight"], self._stats["in_flight"])
-            if len(prefixes) > 1:  # the history before the newest message
-                hit = prefixes[-2] in self._seen_prefixes
-                self._stats["prefix_hits" if hit else "prefix_misses"] += 1
-            self._seen_prefixes.update(prefixes)
+            block_size = self._cache_config.block_size or 16
+            hits = self._prefix_cache.lookup_and_insert(prompt_blocks(body, text, block_size))
+            cached = min(hits * block_size, max(0, prompt_tokens - 1))
+            self._stats["prefix_cache_queries"] += prompt_tokens
+            self._stats["prefix_cache_hits"] += cached
+            return cached
 
     def forget_prefixes(self) -> None:
         """Empty the emulated prefix cache."""
         with self._lock:
-            self._seen_prefixes.clear()
+            self._prefix_cache.clear()
 
     def running(self) -> int:
         with self._lock:
@@ -375,14 +444,15 @@ class VLLMMetricsEmulator:
         """The KV-cache size ``vllm:cache_config_info`` reports (fields left out: rendered "None")."""
         with self._lock:
             self._cache_config = CacheConfig(num_gpu_blocks, block_size, kv_cache_size_tokens)
+            self._prefix_cache = PrefixCache(num_gpu_blocks or 0)
 
-    def _served(self, model: str, prompt_tokens: int, output_tokens: int) -> None:
+    def _served(self, model: str, prompt_tokens: int, output_tokens: int, cached: int = 0) -> None:
         """Count one served request in its model's token counters and latency histograms."""
         with self._lock:
             engine = self._engines.setdefault(model, EngineStats())
             engine.prompt_tokens += prompt_tokens
             engine.generation_tokens += output_tokens
-            engine.ttft.observe(self.latency.prefill_seconds(prompt_tokens))
+            engine.ttft.observe(self.latency.prefill_seconds(prompt_tokens - cached))
             engine.itl.observe(self.latency.seconds_per_output_token)
 
     def snapshot(self) -> dict[str, tuple[float, float]]:
@@ -481,22 +551,27 @@ class VLLMMetricsEmulator:
                     )
                     self._reply(404, json.dumps(error), "application/json")
                     return
-                text, prefixes = _prompt_text(body)
+                text = _prompt_text(body)
                 prompt_tokens = _prompt_tokens(body, text)
                 if emulator._slots is not None:
                     emulator._slots.acquire()
-                emulator._begin(prefixes)
-                emulator._served(model, prompt_tokens, output_tokens)
+                cached = emulator._begin(body, text, prompt_tokens)
+                emulator._served(model, prompt_tokens, output_tokens, cached)
+                counts = {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": output_tokens,
+                    "prompt_tokens_details": {"cached_tokens": cached},
+                }
                 try:
                     if body.get("stream"):
                         options = body.get("stream_options")
                         usage = isinstance(options, Mapping) and bool(options.get("include_usage"))
                         token_ids = bool(body.get("return_token_ids"))
-                        self._stream(model, prompt_tokens, output_tokens, usage, token_ids)
+                        self._stream(model, prompt_tokens - cached, output_tokens, counts, usage, token_ids)
                     else:
                         factor = emulator.latency.decode_factor(emulator.running())
                         time.sleep(
-                            emulator.latency.prefill_seconds(prompt_tokens)
+                            emulator.latency.prefill_seconds(prompt_tokens - cached)
                             + output_tokens * emulator.latency.seconds_per_output_token * factor
                         )
                         answer = {
@@ -505,7 +580,7 @@ class VLLMMetricsEmulator:
                             "model": model,
                             "system_fingerprint": emulator.name,
                             "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}],
-                            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": output_tokens},
+                            "usage": counts,
                         }
                         self._reply(200, json.dumps(answer), "application/json")
                 finally:
@@ -514,7 +589,13 @@ class VLLMMetricsEmulator:
                         emulator._slots.release()
 
             def _stream(
-                self, model: str, prompt_tokens: int, output_tokens: int, usage: bool, token_ids: bool
+                self,
+                model: str,
+                prefill_tokens: int,
+                output_tokens: int,
+                counts: Mapping[str, Any],
+                usage: bool,
+                token_ids: bool,
             ) -> None:
                 # No Content-Length: HTTP/1.0 ends the stream by closing the connection, as SSE does.
                 self.send_response(200)
@@ -522,7 +603,7 @@ class VLLMMetricsEmulator:
                 self.send_header("Cache-Control", "no-cache")
                 self.send_header("X-Served-By", emulator.name)
                 self.end_headers()
-                time.sleep(emulator.latency.prefill_seconds(prompt_tokens))
+                time.sleep(emulator.latency.prefill_seconds(prefill_tokens))
                 chunks = max(1, min(output_tokens, MAX_STREAM_CHUNKS))
                 pause = output_tokens * emulator.latency.seconds_per_output_token / chunks
                 chat = self.path == "/v1/chat/completions"
@@ -543,7 +624,6 @@ class VLLMMetricsEmulator:
                         due += pause * emulator.latency.decode_factor(emulator.running())
                         time.sleep(max(0.0, due - time.monotonic()))
                 if usage:
-                    counts = {"prompt_tokens": prompt_tokens, "completion_tokens": output_tokens}
                     last = {"choices": [], "model": model, "usage": counts}
                     self.wfile.write(f"data: {json.dumps(last)}\n\n".encode())
                 self.wfile.write(b"data: [DONE]\n\n")
@@ -577,6 +657,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--batch-knee", type=int, default=0, help="requests in flight beyond which decoding slows down"
     )
+    parser.add_argument(
+        "--num-gpu-blocks", type=int, default=None, help="KV-cache blocks (the prefix cache's size)"
+    )
     parser.add_argument("--max-seconds", type=float, default=3600.0, help="exit after this long")
     args = parser.parse_args(argv)
     emulator = VLLMMetricsEmulator(
@@ -589,6 +672,13 @@ def main(argv: list[str] | None = None) -> int:
         ),
         max_concurrency=args.max_concurrency,
     )
+    if args.num_gpu_blocks is not None:
+        block_size = CacheConfig().block_size or 16
+        emulator.set_cache_config(
+            num_gpu_blocks=args.num_gpu_blocks,
+            block_size=block_size,
+            kv_cache_size_tokens=args.num_gpu_blocks * block_size,
+        )
     with emulator:
         print(emulator.port, flush=True)
         deadline = time.monotonic() + args.max_seconds

@@ -59,3 +59,34 @@ def test_v1_models_lists_only_the_models_a_client_may_call(tmp_path: Path) -> No
         assert listed("sk-b") == ["glm-big", "glm-flash", "glm-mid"], "no list: every served name"
         assert listed("sk-c") == []
         assert request(gateway.url, "/v1/models", api_key="sk-x").status == 401
+
+
+def test_v1_models_id_answers_one_served_name(tmp_path: Path) -> None:
+    """``GET /v1/models/{id}`` as OpenAI answers it: the model object of a served name (URL-decoded;
+    an id may hold '/'), an OpenAI-style 404 for any other, and for a client with an allow-list a
+    404 for a served name outside it (as for a name that does not exist)."""
+    keys = tmp_path / "keys.map"
+    keys.write_text("sk-a team-a\nsk-b team-b\n")
+    models = ("glm-5.3-flash[1m]", "glm-big", "zai-org/GLM-4.5-Air")
+    served = RoutingTable(tuple(Backend(m, backend_name(m), ()) for m in models))
+    allowed = (("team-a", ("glm-big",)),)
+    with LocalGateway(tmp_path, keys_file=str(keys), allowed_models=allowed, hold_max_requests=0) as gateway:
+        gateway.start(served)
+
+        def get(path: str, key: str | None = "sk-b") -> tuple[int, dict[str, object]]:
+            answer = request(gateway.url, path, api_key=key)
+            assert answer.headers.get("content-type") == "application/json", answer.headers
+            return answer.status, json.loads(answer.body)
+
+        assert get("/v1/models/glm-big") == (
+            200,
+            {"id": "glm-big", "object": "model", "created": 0, "owned_by": "glm-operator"},
+        )
+        assert get("/v1/models/glm-5.3-flash%5B1m%5D")[1]["id"] == "glm-5.3-flash[1m]"
+        assert get("/v1/models/zai-org/GLM-4.5-Air")[1]["id"] == "zai-org/GLM-4.5-Air"
+        status, body = get("/v1/models/glm-9")
+        assert status == 404 and body["error"]["code"] == "model_not_found"  # type: ignore[index]
+        assert "`glm-9`" in body["error"]["message"]  # type: ignore[index]
+        assert get("/v1/models/glm-big", key="sk-a")[0] == 200
+        assert get("/v1/models/glm-5.3-flash%5B1m%5D", key="sk-a")[0] == 404
+        assert request(gateway.url, "/v1/models/glm-big", api_key="sk-wrong").status == 401

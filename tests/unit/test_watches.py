@@ -29,7 +29,10 @@ def test_settings_filter_children_on_the_server_and_build_no_diff_base() -> None
     body = kopf.Body({"metadata": {"name": "n", "labels": {"a": "b"}}, "spec": {"x": [1] * 1000}})
     assert s.persistence.diffbase_storage.build(body=body) == {}
     selected = {w.plural for w in WATCHES if w.server_selector}
-    assert selected == {"deployments", "services", "poddisruptionbudgets", "leaderworkersets", "podmonitors"}
+    assert selected == {
+        "deployments", "services", "poddisruptionbudgets", "leaderworkersets", "podmonitors",
+        "inferencepools", "serviceaccounts", "roles", "rolebindings",
+    }  # fmt: skip
     for plural in selected:
         assert "app.kubernetes.io/managed-by=glm-operator" in str(s.watching.label_selectors), plural
 

@@ -117,6 +117,15 @@ each watched namespace's Role. No Secrets: the operator never reads them.
   {{- else }}
   verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
   {{- end }}
+# spec.inferencePool: the InferencePool of a GLMDeployment, and the Role of its endpoint picker,
+# which reads pods, InferencePools and the extension's optional InferenceObjectives (RBAC lets the
+# operator grant only what it holds itself).
+- apiGroups: ["inference.networking.k8s.io"]
+  resources: ["inferencepools"]
+  verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+- apiGroups: ["inference.networking.x-k8s.io"]
+  resources: ["inferenceobjectives", "inferencemodelrewrites"]
+  verbs: ["get", "list", "watch"]
 # The NetworkPolicy of each GLMGateway (gateway.networkPolicy); when off, only deleting the ones
 # an earlier setting created.
 - apiGroups: ["networking.k8s.io"]

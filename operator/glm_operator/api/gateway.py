@@ -182,9 +182,11 @@ class GLMGatewaySpec(_APIModel):
         description=(
             "LeastRequests: each request goes to the pod with the fewest outstanding requests per "
             "unit of planned capacity (one request may take 0.5 s and the next 2 minutes). "
-            "RoundRobin: in turn, by capacity weight. PrefixAffinity: requests whose first message "
-            "(the system prompt) is the same go to the same pod while its load stays under 1.5x the "
-            "average, so vLLM's prefix cache hits; others spread by capacity weight."
+            "RoundRobin: in turn, by capacity weight. PrefixAffinity: cache-aware; each request goes "
+            "to the pod that already served the longest run of its prompt's leading blocks (vLLM's "
+            "16-token blocks of the chat-templated prompt, or of a completion's prompt tokens), so "
+            "vLLM's prefix cache holds them, while that pod's load stays within 1.5x its share; ties "
+            "and new prompts go to the fewest outstanding requests per unit of capacity."
         ),
     )
     read_timeout_seconds: int = Field(

@@ -1031,6 +1031,48 @@ class SpeculativeDecodingSpec(_APIModel):
         return self
 
 
+#: The Gateway API Inference Extension's endpoint picker: upstream's image of the release whose
+#: InferencePool CRD and picker the tests build from tools/inference-extension/go.mod (the same
+#: version; tests/unit/test_inference_pool.py holds them together). v1.5.0 is the last release of
+#: the extension with the full picker (later ones moved it to llm-d).
+DEFAULT_EPP_IMAGE = "registry.k8s.io/gateway-api-inference-extension/epp:v1.5.0"
+
+
+class EndpointPickerSpec(_APIModel):
+    """The endpoint picker (EPP) the operator runs for the pool: one replica of upstream's image."""
+
+    image: ImageReference = Field(
+        DEFAULT_EPP_IMAGE,
+        description=(
+            "Endpoint picker image (the Gateway API Inference Extension's cmd/epp, v1.x, serving the "
+            "inference.networking.k8s.io/v1 InferencePool). Pinned by default; set a mirror here."
+        ),
+    )
+    failure_mode: Literal["FailClose", "FailOpen"] = Field(
+        "FailClose",
+        description=(
+            "What the gateway does when the picker does not answer: FailClose refuses the request, "
+            "FailOpen sends it to a pod of the pool the gateway picks itself."
+        ),
+    )
+    resources: ResourceRequirements | None = Field(
+        None,
+        description="CPU and memory of the picker (default: requests of 200m CPU and 256Mi memory).",
+    )
+
+
+class InferencePoolSpec(_APIModel):
+    """An InferencePool (inference.networking.k8s.io/v1) over this GLMDeployment's vLLM pods, with
+    the endpoint picker it names, for gateways that implement the Gateway API Inference Extension
+    (Envoy Gateway, kgateway, Istio, GKE): an HTTPRoute's backendRef names the pool."""
+
+    endpoint_picker: EndpointPickerSpec = Field(
+        default_factory=EndpointPickerSpec,
+        json_schema_extra={"default": {}},
+        description="The endpoint picker's image, failure mode and resources.",
+    )
+
+
 class ServiceLevelObjective(_APIModel):
     """Latency targets the planner sizes max-num-seqs for (planning/speed/performance.py predicts them)."""
 
@@ -1152,6 +1194,16 @@ class GLMDeploymentSpec(_APIModel):
         default_factory=ServingSpec,
         json_schema_extra={"default": {}},
         description="vLLM image, port, API key, extra arguments and pod settings.",
+    )
+    inference_pool: InferencePoolSpec | None = Field(
+        None,
+        description=(
+            "Set (even as {}): the operator also renders an InferencePool named like the GLMDeployment "
+            "selecting its vLLM pods and port, and the endpoint picker the pool names (Deployment, "
+            "Service <name>-epp, ServiceAccount, Role, RoleBinding), all owned by the GLMDeployment; "
+            "status.inferencePool says where they stand. Needs the InferencePool CRD "
+            "(inference.networking.k8s.io/v1). Absent: none, and those made before are deleted."
+        ),
     )
 
     @model_validator(mode="after")
@@ -1408,6 +1460,17 @@ class AutoscalerStatus(_APIModel):
     )
 
 
+class InferencePoolStatus(_APIModel):
+    """The InferencePool of spec.inferencePool and its endpoint picker."""
+
+    name: str | None = Field(None, description="The InferencePool (an HTTPRoute's backendRef names it).")
+    endpoint_picker: str | None = Field(
+        None, description="The endpoint picker's Service and ext_proc port, as <service>:<port>."
+    )
+    ready: bool = Field(False, description="The endpoint picker has a ready replica.")
+    message: str | None = Field(None, description="What is missing, with the fix.")
+
+
 class GLMDeploymentStatus(_APIModel):
     """Observed state, written by the operator only."""
 
@@ -1446,6 +1509,9 @@ class GLMDeploymentStatus(_APIModel):
     )
     autoscaler: AutoscalerStatus | None = Field(
         None, description="Last observation and decision of the autoscaler."
+    )
+    inference_pool: InferencePoolStatus | None = Field(
+        None, description="The InferencePool and endpoint picker of spec.inferencePool."
     )
 
 

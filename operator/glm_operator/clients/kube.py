@@ -22,6 +22,11 @@ from kubernetes.client.exceptions import ApiException
 from glm_operator.api.gateway import GATEWAY_KIND, GATEWAY_PLURAL
 from glm_operator.api.v1alpha1 import API_VERSION, KIND, PLURAL
 from glm_operator.clients.managed_fields import owns_by_update, upgrade_patch
+from glm_operator.render.inference_pool import (
+    INFERENCE_POOL_API_VERSION,
+    INFERENCE_POOL_KIND,
+    INFERENCE_POOL_PLURAL,
+)
 from glm_operator.render.monitoring import POD_MONITOR_API_VERSION, POD_MONITOR_KIND, POD_MONITOR_PLURAL
 from glm_operator.render.objects import LWS_API_VERSION
 
@@ -50,6 +55,9 @@ KINDS: dict[tuple[str, str], KindInfo] = {
     ),
     (API_VERSION, GATEWAY_KIND): KindInfo(f"/apis/{API_VERSION}", GATEWAY_PLURAL),
     ("networking.k8s.io/v1", "NetworkPolicy"): KindInfo("/apis/networking.k8s.io/v1", "networkpolicies"),
+    (INFERENCE_POOL_API_VERSION, INFERENCE_POOL_KIND): KindInfo(
+        f"/apis/{INFERENCE_POOL_API_VERSION}", INFERENCE_POOL_PLURAL
+    ),
     ("karpenter.sh/v1", "NodePool"): KindInfo("/apis/karpenter.sh/v1", "nodepools", namespaced=False),
     (POD_MONITOR_API_VERSION, POD_MONITOR_KIND): KindInfo(
         f"/apis/{POD_MONITOR_API_VERSION}", POD_MONITOR_PLURAL

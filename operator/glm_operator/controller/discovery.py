@@ -1,4 +1,7 @@
-"""Which optional APIs the apiserver serves: the prometheus-operator's PodMonitor and LeaderWorkerSet.
+"""Which optional APIs the apiserver serves: the prometheus-operator's PodMonitor, LeaderWorkerSet
+and the Gateway API Inference Extension's InferencePool (the last two asked at start-up and once per
+resync period only: a GLMDeployment with spec.inferencePool gets its pool at the first resync after
+the CRD is installed, and its status says so meanwhile).
 
 Asked at start-up, on every event of the PodMonitor CRD (created, Established, being deleted,
 deleted) and once per resync period, so installing the prometheus-operator or LeaderWorkerSet
@@ -23,6 +26,7 @@ from typing import Any
 
 from glm_operator.clients.kube import KubeClient, summarize_api_error
 from glm_operator.controller.pod_monitors import PodMonitorMode, pod_monitor_wanted
+from glm_operator.render.inference_pool import INFERENCE_POOL_API_VERSION, INFERENCE_POOL_PLURAL
 from glm_operator.render.monitoring import POD_MONITOR_API_VERSION, POD_MONITOR_CRD, POD_MONITOR_PLURAL
 from glm_operator.render.objects import LWS_API_VERSION
 
@@ -50,6 +54,7 @@ class ApiDiscovery:
         self.api = api
         self.pod_monitor_mode = pod_monitor_mode
         self.lws_served = False
+        self.inference_pools_served = False
         self.pod_monitors_served = False
         # called with True when PodMonitors became served, False when they went away
         self.on_pod_monitors_change: Callable[[bool], None] = lambda served: None
@@ -62,19 +67,24 @@ class ApiDiscovery:
         return pod_monitor_wanted(self.pod_monitor_mode, self.pod_monitors_served)
 
     async def refresh(self) -> None:
-        """Ask discovery about both APIs (start-up, resync)."""
+        """Ask discovery about the optional APIs (start-up, resync)."""
         self.lws_served = await asyncio.to_thread(self.api.api_available, LWS_API_VERSION)
+        self.inference_pools_served = await asyncio.to_thread(
+            self.api.serves_resource, INFERENCE_POOL_API_VERSION, INFERENCE_POOL_PLURAL
+        )
         await self.refresh_pod_monitors()
 
     def log_state(self) -> None:
         """One line at start-up: what was found."""
         log.info(
-            "PodMonitor API %s %s (--pod-monitor=%s); LeaderWorkerSet API %s %s",
+            "PodMonitor API %s %s (--pod-monitor=%s); LeaderWorkerSet API %s %s; InferencePool API %s %s",
             POD_MONITOR_API_VERSION,
             "found" if self.pod_monitors_served else "not served",
             self.pod_monitor_mode,
             LWS_API_VERSION,
             "found" if self.lws_served else "not served",
+            INFERENCE_POOL_API_VERSION,
+            "found" if self.inference_pools_served else "not served",
         )
 
     async def refresh_pod_monitors(self) -> bool:

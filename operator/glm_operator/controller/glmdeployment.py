@@ -41,6 +41,8 @@ from glm_operator.controller.workqueue import Key, WorkQueue
 from glm_operator.desired import WORKLOAD_KIND_NAMES, Desired, Event, Observed, compute_desired
 from glm_operator.desired import status as status_step
 from glm_operator.planning.diagnosis.conditions import MetricsStatus
+from glm_operator.render import names
+from glm_operator.render.inference_pool import INFERENCE_POOL_KIND, INFERENCE_POOL_KINDS
 from glm_operator.render.monitoring import POD_MONITOR_KIND
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,14 @@ class PlanningTimeout(Exception):
 
 def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:
     return any(ref.get("uid") == uid for ref in obj.get("metadata", {}).get("ownerReferences") or [])
+
+
+def _of_inference_pool(obj: Mapping[str, Any]) -> bool:
+    """The InferencePool, or an object of its endpoint picker (not a vLLM workload or Service)."""
+    labels = obj.get("metadata", {}).get("labels") or {}
+    return obj.get("kind") == INFERENCE_POOL_KIND or labels.get(names.LABEL_COMPONENT) == (
+        names.COMPONENT_ENDPOINT_PICKER
+    )
 
 
 class GLMDeploymentReconciler:
@@ -140,7 +150,7 @@ class GLMDeploymentReconciler:
         result = await self.applier.apply(
             key,
             desired.objects,
-            [*observed.children, *companions, *observed.pod_monitors],
+            [*observed.children, *companions, *observed.pod_monitors, *observed.inference_pool_children],
             tolerate_missing_pod_monitor_api=self.config.pod_monitor is PodMonitorMode.AUTO,
         )
         rejected = [*result.rejected, *self.applier.rejected_companions(key)]
@@ -162,9 +172,20 @@ class GLMDeploymentReconciler:
             WORKLOAD_KIND_NAMES if self.discovery.lws_served else WORKLOAD_KIND_NAMES - {"LeaderWorkerSet"}
         )
         owned = self.cache.owned
-        children = [c for c in owned.children_of(key, kinds) if _owned_by(c, uid)]
-        companions = [c for c in owned.children_of(key, COMPANION_KINDS) if _owned_by(c, uid)]
+        children = [
+            c for c in owned.children_of(key, kinds) if _owned_by(c, uid) and not _of_inference_pool(c)
+        ]
+        companions = [
+            c
+            for c in owned.children_of(key, COMPANION_KINDS)
+            if _owned_by(c, uid) and not _of_inference_pool(c)
+        ]
         pod_monitors = [c for c in owned.children_of(key, {POD_MONITOR_KIND}) if _owned_by(c, uid)]
+        pool_children = [
+            c
+            for c in owned.children_of(key, INFERENCE_POOL_KINDS)
+            if _owned_by(c, uid) and _of_inference_pool(c)
+        ]
         autoscaling = bool((body.get("spec") or {}).get("autoscaling"))
         view = self.metrics_status(key) if self.metrics_status is not None else PROMETHEUS_NOT_CONFIGURED
         observed = Observed(
@@ -181,6 +202,8 @@ class GLMDeploymentReconciler:
             elastic=self.nodepools.elastic_input(self.config),
             pod_monitor=self.discovery.pod_monitor_wanted,
             pod_monitors=pod_monitors,
+            inference_pool_api=self.discovery.inference_pools_served,
+            inference_pool_children=pool_children,
         )
         return observed, companions
 

@@ -20,6 +20,11 @@ from glm_operator.controller import metrics
 from glm_operator.controller.event_handlers import EventHandlers
 from glm_operator.gateway.objects import GATEWAY_APP_NAME
 from glm_operator.render import names
+from glm_operator.render.inference_pool import (
+    INFERENCE_POOL_GROUP,
+    INFERENCE_POOL_KIND,
+    INFERENCE_POOL_PLURAL,
+)
 from glm_operator.render.monitoring import POD_MONITOR_CRD, POD_MONITOR_KIND, POD_MONITOR_PLURAL
 
 MANAGED = {names.LABEL_MANAGED_BY: names.MANAGED_BY}
@@ -48,6 +53,12 @@ WATCHES: tuple[Watch[EventHandlers], ...] = (
     _child("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget"),
     _child("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"),
     _child("monitoring.coreos.com", "v1", POD_MONITOR_PLURAL, POD_MONITOR_KIND),
+    # spec.inferencePool: the InferencePool and its endpoint picker's ServiceAccount and RBAC (its
+    # Deployment and Service come with the rows above), to prune them when turned off
+    _child(INFERENCE_POOL_GROUP, "v1", INFERENCE_POOL_PLURAL, INFERENCE_POOL_KIND),
+    _child("", "v1", "serviceaccounts", "ServiceAccount"),
+    _child("rbac.authorization.k8s.io", "v1", "roles", "Role"),
+    _child("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
     Watch("karpenter.sh", "v1", "nodepools", lambda h: h.on_nodepool),
     Watch(GROUP, VERSION, GATEWAY_PLURAL, lambda h: h.on_gateway),
     Watch(

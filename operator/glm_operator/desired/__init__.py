@@ -11,7 +11,8 @@ The steps, one module each:
    earlier, fitting generation keep running (a bad edit must not take down a serving model).
 2. ``children``: the plan's variants -> Deployments / LeaderWorkerSets, Service, PDB, PodMonitor.
    Replicas the free GPUs cannot host (the plan's shortfall) still go to the preferred GPU type:
-   their pods stay Pending and Degraded says how many and why.
+   their pods stay Pending and Degraded says how many and why. ``inference_pool``: with
+   ``spec.inferencePool``, an InferencePool and its endpoint picker.
 3. ``prune``: children the plan no longer wants, make before break.
 4. ``findings``: why replicas do not serve (with ``planning.diagnosis`` for the pods).
 5. ``status`` and ``events``: the typed status, and Events for what changed since the last one.
@@ -37,6 +38,12 @@ from glm_operator.desired.findings import (
     pods_waiting_for_nodes,
     shortfall_finding,
 )
+from glm_operator.desired.inference_pool import (
+    inference_pool_objects,
+    inference_pool_prune,
+    inference_pool_status,
+)
+from glm_operator.desired.inference_pool import wire_status as with_inference_pool
 from glm_operator.desired.model import WORKLOAD_KIND_NAMES, WORKLOAD_KINDS, Desired, Event, Observed
 from glm_operator.desired.plan import PlanStep, placed_variants, plan_step, plan_summary
 from glm_operator.desired.prune import children_to_prune, kept_children
@@ -90,6 +97,7 @@ def compute_desired(observed: Observed) -> Desired:
         workload_context(observed.body, spec, v, observed.default_image, summary, defaults) for v in placed
     ]
     objects = render_children(contexts, spec, observed.pod_monitor)
+    pool_objects = inference_pool_objects(contexts, spec, observed.inference_pool_api)
 
     kept = kept_children(observed.children, objects)
     planned = sum(v.replicas for v in placed)
@@ -99,7 +107,7 @@ def compute_desired(observed: Observed) -> Desired:
         objects,
         spec_unchanged=observed.previous_status.get("observedGeneration") == observed.generation,
         replacements_ready=replica_sum(kept, "readyReplicas") >= planned,
-    )
+    ) + inference_pool_prune(observed.inference_pool_children, pool_objects)
     waiting = pods_waiting_for_nodes(observed, placed, {w.name for w in capacity.waiting})
     degraded = findings + diagnose_pods(
         [p for p in observed.pods if str((p.get("metadata") or {}).get("name", "")) not in waiting]
@@ -115,11 +123,12 @@ def compute_desired(observed: Observed) -> Desired:
         served_model_name=served_model_name(spec),
     )
     expiry = next_expiry((step.outages[n] for n in step.held), step.now, step.held)
+    pool_status = inference_pool_status(observed, spec, pool_objects)
     return Desired(
         plan=plan,
-        objects=objects,
+        objects=(*objects, *pool_objects),
         prune=prune,
-        status=status_step.wire(status),
+        status=with_inference_pool(observed, status_step.wire(status), pool_status),
         events=events_step.plan_events(observed.previous_status, step, placed, degraded, limits),
         requeue_after=None if expiry is None else expiry + 1.0,
     )

@@ -41,6 +41,10 @@ class Observed:
     # PodMonitors of this GLMDeployment that exist now (pruned when not wanted).
     pod_monitor: bool = False
     pod_monitors: Sequence[Mapping[str, Any]] = ()
+    # The InferencePool API is served (discovery), and the objects of spec.inferencePool that exist
+    # now (the InferencePool and its endpoint picker's: pruned when not wanted).
+    inference_pool_api: bool = False
+    inference_pool_children: Sequence[Mapping[str, Any]] = ()
 
     @property
     def generation(self) -> int:

@@ -43,6 +43,17 @@ def client_models_file(index: int) -> str:
 
 
 HOLD_LUA_FILE = "hold.lua"  # holds requests for a model without a usable server
+ROUTE_LUA_FILE = "route.lua"  # cache-aware routing (balance "cache")
+#: vLLM's KV-cache block, in tokens (its default --block-size): prompts are hashed in blocks of it.
+CACHE_BLOCK_TOKENS = 16
+#: Shortest run of cached blocks the cache-aware route follows (128 tokens): a shorter one (a chat
+#: template's header, a short instruction every request shares) counts as none.
+CACHE_MIN_RUN_BLOCKS = 8
+#: Leading blocks of one prompt the cache-aware route considers (256k tokens at 16 a block).
+CACHE_MAX_BLOCKS = 16384
+#: Block hashes the cache-aware route remembers per server (about 0.5 M tokens; ~40 bytes each in
+#: HAProxy's Lua state, so at most ~20 MiB for 8 servers of a backend).
+CACHE_BLOCKS_PER_SERVER = 32768
 USAGE_LUA_FILE = "usage.lua"  # counts the tokens of each answer (the tokens-per-minute limit)
 #: A stream without a usage chunk: its prompt is estimated as this many request-body bytes a token.
 BYTES_PER_TOKEN = 4
@@ -55,10 +66,13 @@ STATE_FILE = "state.json"
 #: Address of a free slot: never dialled, the slot stays in maintenance.
 UNUSED_SLOT_ADDRESS = ("127.0.0.1", 9)
 
-#: leastconn / roundrobin: HAProxy's; "prefix": bounded-load consistent hashing of the first chat
-#: message (the system prompt), so conversations sharing it reuse one pod's prefix cache while that
-#: pod's load stays under ``affinity_load_factor`` percent of the average.
-Balance = Literal["leastconn", "roundrobin", "prefix"]
+#: leastconn / roundrobin: HAProxy's. "cache": cache-aware (``route.lua``): the server that already
+#: served the longest run of the prompt's leading blocks, while its load stays within
+#: ``affinity_load_factor`` percent of its share; ties and prompts no server has seen go to the
+#: fewest requests in flight per unit of weight. "first_message": bounded-load consistent hashing of
+#: the first chat message, what PrefixAffinity did before "cache"; no API value renders it any more,
+#: it stays as the baseline of ``benchmarks/cache_routing_bench.py``.
+Balance = Literal["leastconn", "roundrobin", "cache", "first_message"]
 
 HTTP_PORT = 8080  # the OpenAI-compatible endpoint
 PROXY_METRICS_PORT = 8404  # HAProxy's Prometheus exporter
@@ -185,6 +199,7 @@ def render_config(table: RoutingTable, settings: GatewaySettings) -> str:
             allowed_map=str(directory / ALLOWED_MODELS_FILE),
             wake_table=WAKE_TABLE,
             hold_lua=str(directory / HOLD_LUA_FILE),
+            route_lua=str(directory / ROUTE_LUA_FILE),
             usage_lua=str(directory / USAGE_LUA_FILE),
             retry_after_map=str(directory / RETRY_AFTER_MAP_FILE),
             stream_socket=str(directory / STREAM_SOCKET_FILE),
@@ -266,6 +281,7 @@ def render_files(table: RoutingTable, settings: GatewaySettings) -> dict[str, st
         **render_client_models(table, settings),
         **({HOLD_LUA_FILE: render_hold_lua(settings)} if settings.hold_max_requests else {}),
         **({USAGE_LUA_FILE: render_usage_lua()} if settings.counts_tokens else {}),
+        **({ROUTE_LUA_FILE: render_route_lua(settings)} if settings.balance == "cache" else {}),
         STATE_FILE: render_state(table, settings),
     }
 
@@ -274,6 +290,22 @@ def render_hold_lua(settings: GatewaySettings) -> str:
     """``hold.lua`` with the hold's bounds and the held_streams socket of these settings."""
     stream_socket = str(PurePosixPath(settings.config_dir) / STREAM_SOCKET_FILE)
     return _environment().get_template(HOLD_LUA_FILE).render(s=settings, stream_socket=stream_socket)
+
+
+def render_route_lua(settings: GatewaySettings) -> str:
+    """``route.lua``: the cache-aware choice of a server (balance "cache")."""
+    return (
+        _environment()
+        .get_template(ROUTE_LUA_FILE)
+        .render(
+            block_tokens=CACHE_BLOCK_TOKENS,
+            bytes_per_token=BYTES_PER_TOKEN,
+            max_blocks=CACHE_MAX_BLOCKS,
+            cache_blocks=CACHE_BLOCKS_PER_SERVER,
+            load_factor=settings.affinity_load_factor,
+            min_run_blocks=CACHE_MIN_RUN_BLOCKS,
+        )
+    )
 
 
 def render_usage_lua() -> str:

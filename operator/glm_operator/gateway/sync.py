@@ -52,7 +52,7 @@ WAKE_REPORT_INTERVAL = 10.0
 BALANCE: dict[str, Balance] = {
     "LeastRequests": "leastconn",
     "RoundRobin": "roundrobin",
-    "PrefixAffinity": "prefix",
+    "PrefixAffinity": "cache",
 }
 
 

@@ -44,6 +44,9 @@ COMPONENT_INFERENCE = "inference"
 # LeaderWorkerSet workers run headless vLLM (pipeline stages > 0) and serve no HTTP: a different
 # component keeps them out of the Service and out of the scale subresource's selector.
 COMPONENT_WORKER = "worker"
+# The Gateway API Inference Extension's endpoint picker of a GLMDeployment's InferencePool
+# (render.inference_pool): a child, not a vLLM pod.
+COMPONENT_ENDPOINT_PICKER = "endpoint-picker"
 
 MAX_DNS_LABEL_LENGTH = 63  # a child object's name (DNS-1035 label)
 MAX_LABEL_VALUE_LENGTH = 63
