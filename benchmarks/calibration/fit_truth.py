@@ -375,6 +375,8 @@ class Startup:
     flash_attn_version: int | None = None
     # what the captured graphs took ("Actual usage ... GiB for CUDAGraph memory"; graph_actual_gib)
     logged_graph_actual_gib: float | None = None
+    # MTP draft tokens the start-up ran with ("--speculative-config {...num_speculative_tokens...}" in notes)
+    num_speculative_tokens: int = 0
     config_file: str = (
         ""  # a config directory in this repository (benchmarks/gpu_truth/configs), from the notes
     )
@@ -453,12 +455,14 @@ class Startup:
                 constants=constants,
                 model_runner_v2=self.model_runner_v2,
                 flash_attn_version=self.flash_attn_version,
+                num_speculative_tokens=self.num_speculative_tokens,
             )
         )
 
 
 _FORCED_RUNNER = re.compile(r"VLLM_USE_V2_MODEL_RUNNER=([01])")
 _FORCED_FLASH_ATTN = re.compile(r"flash_attn_version=(\d)")
+_SPECULATIVE_TOKENS = re.compile(r'"num_speculative_tokens":\s*(\d+)')
 
 
 def load_startups(path: Path = CSV_PATH) -> list[Startup]:
@@ -504,6 +508,9 @@ def load_startups(path: Path = CSV_PATH) -> list[Startup]:
                     compile_cache_warm="compile cache warm" in notes,
                     model_runner_v2=(
                         runner.group(1) == "1" if (runner := _FORCED_RUNNER.search(notes)) else None
+                    ),
+                    num_speculative_tokens=(
+                        int(st.group(1)) if (st := _SPECULATIVE_TOKENS.search(notes)) else 0
                     ),
                     flash_attn_version=(
                         int(fa.group(1)) if (fa := _FORCED_FLASH_ATTN.search(notes)) else None

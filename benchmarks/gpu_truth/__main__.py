@@ -93,6 +93,8 @@ def row(case: Case, log: StartupLog, log_name: str) -> dict[str, str]:
     notes = [f"config benchmarks/gpu_truth/configs/{case.config} ({layers} layers)"]
     notes += [f"{key}={value}" for key, value in case.env.items()]
     notes += list(case.extra_args)
+    if case.speculative_tokens:
+        notes.append(f"--speculative-config {case.speculative_config()}")
     if log.error:
         notes.append(f"engine did not start: {log.error}")
     elif log.split_from_debug:
@@ -222,6 +224,8 @@ def estimate(case: Case, mnbt: int | None) -> dict[str, float]:
         cmd += ["--max-num-batched-tokens", str(mnbt)]
     if case.model_runner:
         cmd += ["--model-runner", case.model_runner]
+    if case.speculative_tokens:
+        cmd += ["--speculative-config", case.speculative_config() or ""]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if not done.stdout.strip().startswith("{"):
         return {}

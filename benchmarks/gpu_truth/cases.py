@@ -24,7 +24,12 @@ from typing import Any
 
 from glm_operator.catalog.models import resolve_model
 from glm_operator.catalog.vllm import serving_defaults
-from glm_operator.render.context import OwnerReference, WorkloadContext, vllm_quantization_flag
+from glm_operator.render.context import (
+    OwnerReference,
+    WorkloadContext,
+    speculative_config,
+    vllm_quantization_flag,
+)
 from glm_operator.render.objects import build_vllm_args
 
 HERE = Path(__file__).resolve().parent
@@ -101,6 +106,11 @@ class Case:
     native_sampler: bool = False
     # more vLLM flags, as a GLMDeployment's serving.extraArgs passes them (e.g. FlashAttention 2 on the H200)
     extra_args: tuple[str, ...] = ()
+    # MTP draft tokens (spec.speculativeDecoding numSpeculativeTokens: the pod's --speculative-config)
+    speculative_tokens: int = 0
+    # dummy weights accept no drafts: vLLM's synthetic rejection sampler accepts this many tokens per step
+    # on average (1 .. 1 + speculative_tokens; harness only, in the device argv's --speculative-config)
+    synthetic_acceptance_length: float | None = None
 
     @property
     def env(self) -> dict[str, str]:
@@ -158,7 +168,19 @@ class Case:
             trust_remote_code=defaults.trust_remote_code,
             tool_call_parser=defaults.tool_call_parser,
             reasoning_parser=defaults.reasoning_parser,
+            speculative_config=speculative_config(self.speculative_tokens),
         )
+
+    def speculative_config(self) -> str | None:
+        """The device's ``--speculative-config``: the pod's, with the synthetic acceptance the dummy weights
+        need (``rejection_sample_method: synthetic``, vLLM 0.26 ``config/speculative.py``)."""
+        rendered = speculative_config(self.speculative_tokens)
+        if rendered is None or self.synthetic_acceptance_length is None:
+            return rendered
+        value = json.loads(rendered)
+        value["rejection_sample_method"] = "synthetic"
+        value["synthetic_acceptance_length"] = self.synthetic_acceptance_length
+        return json.dumps(value, separators=(",", ":"))
 
     def pod_args(self) -> list[str]:
         """The argv after ``vllm serve`` exactly as the pod gets it."""
@@ -172,7 +194,9 @@ class Case:
         kept: list[str] = [f"{models_dir}/{self.config}"]
         skip = 0
         for arg in args[1:]:
-            if skip:
+            if kept[-1] == "--speculative-config":
+                kept.append(self.speculative_config() or arg)
+            elif skip:
                 skip -= 1
             elif arg in PARSER_FLAGS:
                 skip = PARSER_FLAGS[arg]
@@ -676,6 +700,50 @@ CASES: tuple[Case, ...] = (
         max_num_seqs=256,
         gpu_memory_utilization=0.92,
         max_num_batched_tokens=8192,
+    ),
+    # issue 49: MTP speculative decoding on vLLM 0.26 (the V1 runner for GLM: the drafter's layer, its KV
+    # layer, capture sizes rounded to multiples of 1 + k). Dummy weights accept no draft: vLLM's synthetic
+    # rejection sampler accepts the published rate (1.8 tokens a step with one draft: speed.speculative's
+    # GLM-4.x figure) or, at k = 3, 2.5 tokens a step; flash-s64-perf is the same server without MTP
+    _case(
+        "flash-mtp1-s64-perf",
+        *FLASH,
+        perf=True,
+        context_length=32768,
+        max_num_seqs=64,
+        gpu_memory_utilization=0.92,
+        speculative_tokens=1,
+        synthetic_acceptance_length=1.8,
+    ),
+    _case(
+        "flash-mtp3-s64-perf",
+        *FLASH,
+        perf=True,
+        context_length=32768,
+        max_num_seqs=64,
+        gpu_memory_utilization=0.92,
+        speculative_tokens=3,
+        synthetic_acceptance_length=2.5,
+    ),
+    # GLM-5's drafter: a DSA layer with its indexer and its KV (glm5fp8-b8k and glm5-b2k without MTP)
+    _case(
+        "glm5fp8-mtp1-b8k",
+        *GLM5_FP8,
+        context_length=32768,
+        max_num_seqs=256,
+        gpu_memory_utilization=0.92,
+        speculative_tokens=1,
+        synthetic_acceptance_length=1.9,
+    ),
+    _case(
+        "glm5-mtp3-b2k",
+        *GLM5,
+        context_length=32768,
+        max_num_seqs=32,
+        gpu_memory_utilization=0.88,
+        max_num_batched_tokens=2048,
+        speculative_tokens=3,
+        synthetic_acceptance_length=2.0,
     ),
 )
 BY_NAME = {c.name: c for c in CASES}

@@ -103,7 +103,19 @@ def argvs_of(label: str, desired: Desired, model_id: str) -> Iterator[RenderedAr
                 "max_num_seqs": variant.max_num_seqs,
                 "quantization": variant.quantization_flag,
                 "enable_expert_parallel": variant.enable_expert_parallel,
+                "speculative_config": (
+                    {"method": "mtp", "num_speculative_tokens": variant.speculative_tokens}
+                    if variant.speculative_tokens
+                    else None
+                ),
             }
+            # vLLM's parser leaves a flag it was not given at None: the planned 1 is its engine default
+            if variant.decode_context_parallel_size > 1:
+                expected["decode_context_parallel_size"] = variant.decode_context_parallel_size
+            if variant.data_parallel_size > 1:
+                expected["data_parallel_size"] = variant.data_parallel_size
+            if variant.max_num_batched_tokens is not None:
+                expected["max_num_batched_tokens"] = variant.max_num_batched_tokens
             yield RenderedArgv(
                 label=f"{label} {obj['kind']}/{obj['metadata']['name']}",
                 argv=tuple(container["args"]),
@@ -169,6 +181,62 @@ def extra_argvs() -> list[RenderedArgv]:
         desired = desired_for(spec, nodes)
         assert desired.objects, f"{label}: {desired.status}"
         out.extend(argvs_of(label, desired, "zai-org/GLM-4.5-Air"))
+    return out + shape_argvs()
+
+
+def shape_argvs() -> list[RenderedArgv]:
+    """Serving shapes beyond TP (issue 49): data-parallel attention with expert parallelism, decode context
+    parallelism, MTP speculative decoding, the token-budget knob; each is asserted to be in its plan."""
+    h200 = next(g for g in load_gpus() if g.name == "NVIDIA-H200")
+    l4 = next(g for g in load_gpus() if g.name == "NVIDIA-L4")
+    glm52 = {
+        "model": {"id": "zai-org/GLM-5.2"},
+        "quantization": "fp8",
+        "contextLength": 65536,
+        "minConcurrency": 8,
+    }
+    flash = {"model": {"id": "zai-org/GLM-4.7-Flash"}, "contextLength": 32768, "minConcurrency": 8}
+    cases: list[tuple[str, dict[str, Any], list[dict[str, Any]], str]] = [
+        ("GLM-5.2 data-parallel attention", glm52, gpu_nodes(h200, 1), "data_parallel_size"),
+        (
+            "GLM-5.2 decode context parallel",
+            {**glm52, "gpu": {"dataParallelSize": 1}},
+            gpu_nodes(h200, 1),
+            "decode_context_parallel_size",
+        ),
+        (
+            "GLM-4.7-Flash MTP auto",
+            {**flash, "speculativeDecoding": {"mode": "Auto"}},
+            gpu_nodes(h200, 1),
+            "mtp",
+        ),
+        (
+            "GLM-5.2 MTP 3 with DP",
+            {**glm52, "speculativeDecoding": {"mode": "On", "numSpeculativeTokens": 3}},
+            gpu_nodes(h200, 1),
+            "mtp",
+        ),
+        (
+            "glm-4-9b token budget knob",
+            {"model": {"id": "zai-org/glm-4-9b-chat"}, "quantization": "bf16", "contextLength": 8192},
+            gpu_nodes(l4, 1, 4),
+            "",
+        ),
+    ]
+    out: list[RenderedArgv] = []
+    for label, spec, nodes, shape in cases:
+        desired = desired_for(spec, nodes)
+        assert desired.objects and desired.plan, f"{label}: {desired.status}"
+        variant = desired.plan.variants[0]
+        held = {
+            "data_parallel_size": variant.data_parallel_size > 1,
+            "decode_context_parallel_size": variant.decode_context_parallel_size > 1,
+            "mtp": variant.speculative_tokens > 0,
+            "": True,
+        }
+        chosen = next((c.shape for c in variant.considered if c.chosen), "")
+        assert held[shape], f"{label}: the plan does not serve it ({chosen})"
+        out.extend(argvs_of(label, desired, spec["model"]["id"]))
     return out
 
 

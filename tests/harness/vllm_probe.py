@@ -89,6 +89,9 @@ _INTERESTING = (
     "tensor_parallel_size",
     "pipeline_parallel_size",
     "data_parallel_size",
+    "decode_context_parallel_size",
+    "speculative_config",
+    "max_num_batched_tokens",
     "max_model_len",
     "gpu_memory_utilization",
     "max_num_seqs",
@@ -112,6 +115,8 @@ def _jsonable(value: Any) -> Any:
         return value
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
     return str(value)
 
 

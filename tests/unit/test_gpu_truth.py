@@ -42,6 +42,15 @@ def test_device_argv_is_the_pods_with_the_model_swapped(case: object) -> None:
     assert device[-len(HARNESS_FLAGS) :] == list(HARNESS_FLAGS)
     body = device[1 : -len(HARNESS_FLAGS)]
     assert not set(body) & set(PARSER_FLAGS)
+    if case.speculative_tokens:  # the pod's --speculative-config, with the synthetic acceptance added
+        pod_spec = json.loads(pod[pod.index("--speculative-config") + 1])
+        device_spec = json.loads(body[body.index("--speculative-config") + 1])
+        assert device_spec == {
+            **pod_spec,
+            "rejection_sample_method": "synthetic",
+            "synthetic_acceptance_length": case.synthetic_acceptance_length,
+        }
+        body = [a for a in body if not a.startswith("{")]
     assert [a for a in body if a not in pod] == []  # nothing but the pod's own arguments
     assert pod[pod.index("--max-model-len") + 1] == str(case.context_length)
     assert pod[pod.index("--max-num-seqs") + 1] == str(case.max_num_seqs)

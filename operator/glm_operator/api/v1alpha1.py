@@ -1018,9 +1018,10 @@ class SpeculativeDecodingSpec(_APIModel):
         gt=0,
         lt=1,
         description=(
-            "The measured share of draft tokens accepted, averaged over draft positions (vLLM's "
-            "'Avg Draft acceptance rate' or vllm:spec_decode_num_accepted_tokens / "
-            "vllm:spec_decode_num_draft_tokens). Absent: the published figure for the model family."
+            "The chance a draft token is accepted when the drafts before it were: with one draft token, "
+            "vLLM's 'Avg Draft acceptance rate' (vllm:spec_decode_num_accepted_tokens / "
+            "vllm:spec_decode_num_draft_tokens). The planner takes it as the same at every position "
+            "(position i accepted with rate^i). Absent: the published figures for the model family."
         ),
     )
 

@@ -118,23 +118,33 @@ async def _body_chunks(reader: asyncio.StreamReader, headers: Mapping[str, str])
             yield data
 
 
-def _tokens_in(event: Mapping[str, Any]) -> bool:
-    """Whether a streamed chunk carries output (completion text, chat content, reasoning or, from a vLLM
-    started with ``--skip-tokenizer-init`` and asked for ``return_token_ids``, token ids without text)."""
+def _tokens_in(event: Mapping[str, Any]) -> int:
+    """How many output tokens a streamed chunk carries: its ``token_ids`` (vLLM with ``return_token_ids``;
+    with speculative decoding a chunk carries every token a step accepted), else 1 for completion text, chat
+    content or reasoning, 0 for none."""
+    count = 0
     for choice in event.get("choices") or ():
         if not isinstance(choice, Mapping):
             continue
         delta = choice.get("delta")
         if not isinstance(delta, Mapping):
             delta = {}
-        if (
-            choice.get("text")
-            or choice.get("token_ids")
-            or delta.get("content")
-            or delta.get("reasoning_content")
-        ):
-            return True
-    return False
+        ids = choice.get("token_ids") or delta.get("token_ids")
+        if isinstance(ids, list) and ids:
+            count += len(ids)
+        elif choice.get("text") or delta.get("content") or delta.get("reasoning_content"):
+            count += 1
+    return count
+
+
+def _token_gaps(chunks: list[tuple[float, int]]) -> tuple[float, ...]:
+    """Inter-token gaps from (arrival, tokens) chunks: a chunk of ``m`` tokens that came ``g`` after the one
+    before is ``m`` gaps of ``g / m`` (so the ITL of a speculative step that emits several tokens is per
+    token, as vLLM's TPOT counts it); the tokens of the first chunk open the stream."""
+    gaps: list[float] = []
+    for (before, _), (now, tokens) in itertools.pairwise(chunks):
+        gaps += [(now - before) / tokens] * tokens
+    return tuple(gaps)
 
 
 async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str]]:
@@ -170,7 +180,7 @@ async def _stream_once(target: _Target, body: Mapping[str, Any], api_key: str) -
         if status != 200:
             text = b"".join([c async for c in _body_chunks(reader, headers)]).decode("utf-8", "replace")
             return RequestSample(None, (), 0, time.perf_counter() - start, f"HTTP {status}: {text[:200]}")
-        token_times: list[float] = []
+        chunks: list[tuple[float, int]] = []  # (arrival, tokens)
         usage: int | None = None
         buffer = b""
         async for data in _body_chunks(reader, headers):
@@ -187,15 +197,15 @@ async def _stream_once(target: _Target, body: Mapping[str, Any], api_key: str) -
                     chunk = json.loads(data_field)
                     if isinstance(chunk.get("usage"), Mapping):
                         usage = int(chunk["usage"].get("completion_tokens") or 0) or usage
-                    if _tokens_in(chunk):
-                        token_times.append(now)
+                    if tokens := _tokens_in(chunk):
+                        chunks.append((now, tokens))
     finally:
         writer.close()
     end = time.perf_counter()
-    if not token_times:
+    if not chunks:
         return RequestSample(None, (), 0, end - start, "the stream carried no tokens")
-    gaps = tuple(b - a for a, b in itertools.pairwise(token_times))
-    return RequestSample(token_times[0] - start, gaps, usage or len(token_times), end - start)
+    streamed = sum(tokens for _, tokens in chunks)
+    return RequestSample(chunks[0][0] - start, _token_gaps(chunks), usage or streamed, end - start)
 
 
 async def stream_request(

@@ -40,6 +40,19 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--pipeline-parallel-size", "--pp", type=int, default=1)
     parser.add_argument("--decode-context-parallel-size", "--dcp", type=int, default=1)
     parser.add_argument(
+        "--data-parallel-size",
+        "--dp",
+        type=int,
+        default=1,
+        help="data-parallel attention ranks with expert parallelism (figures are one rank's)",
+    )
+    parser.add_argument(
+        "--speculative-config",
+        default=None,
+        help='vLLM\'s JSON, MTP only: \'{"method":"mtp","num_speculative_tokens":1}\' '
+        "(the drafter's weights, KV layer, buffers and capture sizes are planned)",
+    )
+    parser.add_argument(
         "--quantization", default="auto", help="auto (follow checkpoint) | bf16 | fp16 | fp8 | int8 | int4"
     )
     parser.add_argument("--kv-cache-dtype", default="auto", help="auto (model dtype) | fp8")
@@ -60,7 +73,10 @@ def register(subparsers: Any) -> None:
         help="use this KV budget (as vLLM logs it) instead",
     )
     parser.add_argument(
-        "--extra-kv-layers", type=int, default=0, help="MTP/draft layers with their own KV cache"
+        "--extra-kv-layers",
+        type=int,
+        default=0,
+        help="KV layers of a draft model other than MTP (for MTP: --speculative-config)",
     )
     parser.add_argument("--block-size", type=int, default=None)
     add_engine_arguments(parser)
@@ -106,6 +122,8 @@ def compute(args: argparse.Namespace) -> tuple[dict[str, Any], FitResult]:
                 tensor_parallel_size=args.tensor_parallel_size,
                 pipeline_parallel_size=args.pipeline_parallel_size,
                 decode_context_parallel_size=args.decode_context_parallel_size,
+                data_parallel_size=args.data_parallel_size,
+                num_speculative_tokens=speculative_tokens(args.speculative_config),
                 quantization=args.quantization,
                 kv_cache_dtype=args.kv_cache_dtype,
                 gpu_memory_utilization=args.gpu_memory_utilization,
@@ -127,6 +145,27 @@ def compute(args: argparse.Namespace) -> tuple[dict[str, Any], FitResult]:
         out["notes"] = [*out["notes"], *engine.notes]
     out["max_context_at_concurrency_1"] = min(max_context_for(result, 1.0), model.max_context)
     return out, result
+
+
+def speculative_tokens(config: str | None) -> int:
+    """The draft tokens of a ``--speculative-config`` JSON (vLLM's flag): MTP only, 1 by default (vLLM takes
+    the model's ``num_nextn_predict_layers``, 1 for GLM)."""
+    if config is None:
+        return 0
+    try:
+        value = json.loads(config)
+    except json.JSONDecodeError as exc:
+        raise UserError(
+            f'--speculative-config is not JSON ({exc.msg}): pass \'{{"method":"mtp"}}\''
+        ) from None
+    if not isinstance(value, dict) or value.get("method") != "mtp":
+        raise UserError(
+            '--speculative-config: only {"method":"mtp", ...} (the model\'s own MTP layers) is planned'
+        )
+    tokens = value.get("num_speculative_tokens", 1)
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 1:
+        raise UserError("--speculative-config: num_speculative_tokens must be an integer >= 1")
+    return tokens
 
 
 # the release that logs the KV-cache size and the concurrency on one line (read in 0.33.0)
@@ -227,7 +266,9 @@ def run(args: argparse.Namespace) -> int:
         (
             "parallel",
             f"TP={result.tensor_parallel_size} PP={result.pipeline_parallel_size} "
-            f"DCP={result.decode_context_parallel_size}",
+            f"DCP={result.decode_context_parallel_size}"
+            + (f" DP={result.data_parallel_size} (figures per rank)" if result.data_parallel_size > 1 else "")
+            + (f" MTP={result.num_speculative_tokens}" if result.num_speculative_tokens else ""),
         ),
         ("weights", f"{result.quantization}, {result.weights_gib_per_gpu:.2f} GiB per GPU"),
         (

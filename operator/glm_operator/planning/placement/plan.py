@@ -183,7 +183,7 @@ def _variant(
     _, flag = checkpoint_for(base, cand.quantization)
     arch, gpu = ev.model.architecture, group.gpu
 
-    speed_at = rank_speed(fit, arch, gpu, context)
+    speed_at = rank_speed(fit, arch, gpu, context, request.acceptance_rate)
     max_num_seqs, met = planned_seqs(request, fit, context, speed_at)
     if (request.slo_itl_ms or request.slo_ttft_ms) and not request.max_num_seqs:
         notes = [

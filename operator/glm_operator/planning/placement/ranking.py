@@ -127,7 +127,7 @@ def _considered(
     assert ev.fit is not None
     fit, arch, cand = ev.fit, ev.model.architecture, ev.candidate
 
-    speed_at = rank_speed(fit, arch, gpu, context)
+    speed_at = rank_speed(fit, arch, gpu, context, request.acceptance_rate)
     seqs, met = planned_seqs(request, fit, context, speed_at)
     return Considered(
         quantization=fit.quantization,
@@ -147,13 +147,15 @@ def _considered(
 
 
 def rank_speed(
-    fit: FitResult, arch: ModelArchitecture, gpu: GpuType, context: int
+    fit: FitResult, arch: ModelArchitecture, gpu: GpuType, context: int, acceptance_rate: float | None = None
 ) -> Callable[[int], Speed | None]:
     """The predicted speed of a replica whose every engine (data-parallel rank) holds ``n`` sequences: the
-    unit of max-num-seqs, which vLLM applies per data-parallel rank."""
+    unit of max-num-seqs, which vLLM applies per data-parallel rank (``acceptance_rate``: the spec's
+    measured MTP draft acceptance)."""
 
     def speed_at(n: int) -> Speed | None:
-        return speed_of_fit(fit, arch, gpu, plan_workload(n * fit.data_parallel_size, context))
+        workload = plan_workload(n * fit.data_parallel_size, context)
+        return speed_of_fit(fit, arch, gpu, workload, acceptance_rate=acceptance_rate)
 
     return speed_at
 

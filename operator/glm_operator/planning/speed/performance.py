@@ -48,8 +48,11 @@ calibrated: the device lends one GPU (NCCL's nccl-tests report ~360 GB/s bus ban
 NVLink and ~20 GB/s over PCIe 4.0; vLLM's custom all-reduce takes a few microseconds for small
 messages).
 
-Not modelled: pipeline bubbles (PP stages are summed), speculative decoding, prefix caching, DSA's
-sparse KV reads (the whole context is read).
+MTP speculative decoding: a step verifies 1 + k tokens per sequence and runs k drafter passes, and emits
+the expected accepted tokens (:mod:`glm_operator.planning.speed.speculative`); ITL = step / tokens per step.
+
+Not modelled: pipeline bubbles (PP stages are summed), prefix caching, DSA's sparse KV reads (the whole
+context is read).
 
 The knee (:func:`modelled_knee`): the load-test rule of :mod:`glm_operator.planning.speed.knee` applied to
 predicted levels 1, 2, 4, ... up to max-num-seqs; the autoscaler aims each replica at it.
@@ -65,8 +68,9 @@ from glm_operator.catalog.gpus import GpuType
 from glm_operator.catalog.models import ModelArchitecture
 from glm_operator.planning.memory.constants import GIB
 from glm_operator.planning.memory.instance import FitResult
-from glm_operator.planning.memory.parallel import routed_experts_per_rank
+from glm_operator.planning.memory.parallel import mtp_layers, routed_experts_per_rank
 from glm_operator.planning.speed.knee import Knee, LevelResult, find_knee
+from glm_operator.planning.speed.speculative import Acceptance, acceptance_for
 
 
 @dataclass(frozen=True)
@@ -138,23 +142,48 @@ class ModelWeights:
     # routed-expert parameters one token of the whole batch multiplies on this GPU: its k experts' share
     # here (1/TP of each, or with expert parallelism k/EP whole experts on average)
     expert_active_params: float = 0.0
+    # the MTP drafter's layer (absent without speculative decoding) and the LM head it shares
+    draft_read_bytes: float = 0.0
+    draft_expert_bytes: float = 0.0
+    head_bytes: float = 0.0
 
 
 def model_weights(
-    arch: ModelArchitecture, tp: int, weights_bytes: float, bytes_per_param: float, ep: int = 1
+    arch: ModelArchitecture,
+    tp: int,
+    weights_bytes: float,
+    bytes_per_param: float,
+    ep: int = 1,
+    draft_layers: int = 0,
 ) -> ModelWeights:
     """Split the GPU's ``weights_bytes`` (the fit's figure) into what a step reads and the routed experts
-    (``ep`` > 1: whole experts spread over that many expert-parallel GPUs)."""
+    (``ep`` > 1: whole experts spread over that many expert-parallel GPUs); ``draft_layers`` MTP layers in
+    ``weights_bytes`` are split off as the drafter's (each a decoder layer like the model's average)."""
     moe_layers = max(0, arch.num_layers - arch.first_k_dense_replace) if arch.is_moe else 0
+    draft_moe = draft_layers if arch.is_moe else 0
     count, inter = routed_experts_per_rank(arch, tp, ep)
     per_expert = 3.0 * arch.hidden_size * inter
     expert_bytes = moe_layers * count * per_expert * bytes_per_param
-    embedding_bytes = 0.0 if arch.tie_word_embeddings else arch.vocab_size / tp * arch.hidden_size * 2.0
-    read_bytes = max(0.0, weights_bytes - expert_bytes - embedding_bytes)
+    draft_expert_bytes = draft_moe * count * per_expert * bytes_per_param
+    head_bytes = arch.vocab_size / tp * arch.hidden_size * 2.0
+    embedding_bytes = 0.0 if arch.tie_word_embeddings else head_bytes
+    non_expert = max(0.0, weights_bytes - expert_bytes - draft_expert_bytes - embedding_bytes)
+    draft_read = draft_layers * max(0.0, non_expert - head_bytes) / (arch.num_layers + draft_layers)
+    read_bytes = non_expert - draft_read
     dense_params = read_bytes / bytes_per_param
     share = count / arch.n_routed_experts if arch.n_routed_experts else 0.0
     expert_active = moe_layers * (arch.num_experts_per_tok or 0) * per_expert * share
-    return ModelWeights(read_bytes, expert_bytes, dense_params, arch.num_layers, moe_layers, expert_active)
+    return ModelWeights(
+        read_bytes,
+        expert_bytes,
+        dense_params,
+        arch.num_layers,
+        moe_layers,
+        expert_active,
+        draft_read,
+        draft_expert_bytes,
+        head_bytes,
+    )
 
 
 def experts_touched(arch: ModelArchitecture, batch: int, same_experts: bool = False) -> float:
@@ -220,18 +249,43 @@ def decode_step_terms(
     fp8: bool,
     same_experts: bool = False,
     replica_batch: int = 0,
+    query_len: int = 1,
 ) -> StepTerms:
     """The terms of one decode step of ``batch`` sequences at ``context`` tokens each on one GPU; with data-
     parallel attention ``batch`` is the GPU's own rank's and ``replica_batch`` the tokens every rank's MoE
-    layers route to its experts."""
-    tokens = replica_batch or batch
+    layers route to its experts. ``query_len`` > 1: a speculative verify step, that many tokens of each
+    sequence through the GEMMs and the experts, its KV read once."""
+    tokens = (replica_batch or batch) * query_len
     read = weights.read_bytes + weights.expert_bytes * experts_touched(arch, tokens, same_experts)
     read += batch * context * kv_bytes_per_token
-    flops = 2.0 * (weights.active_params * batch + weights.expert_active_params * tokens)
+    flops = 2.0 * (weights.active_params * batch * query_len + weights.expert_active_params * tokens)
     gemm16, gemm8 = _gemm_s(flops, gpu, fp8)
     return StepTerms(
         weights.layers, weights.moe_layers, read / (gpu.memory_bandwidth_gbs * 1e9), gemm16, gemm8, batch
     )
+
+
+def draft_pass_terms(
+    arch: ModelArchitecture,
+    weights: ModelWeights,
+    kv_bytes_per_token: float,
+    batch: int,
+    context: float,
+    gpu: GpuType,
+    fp8: bool,
+    same_experts: bool = False,
+) -> StepTerms:
+    """One pass of the MTP drafter over ``batch`` sequences: its layer (weights, the experts the batch
+    touches, its layer's share of the KV) and the LM head it shares with the model (speculative module)."""
+    moe = 1 if weights.draft_expert_bytes > 0 else 0
+    read = weights.draft_read_bytes + weights.head_bytes
+    read += weights.draft_expert_bytes * experts_touched(arch, batch, same_experts)
+    read += batch * context * kv_bytes_per_token / max(1, arch.attention_layers)
+    per_layer = weights.expert_active_params / max(1, weights.moe_layers) * moe
+    bytes_per_param = weights.read_bytes / max(weights.active_params, 1.0)
+    params = (weights.draft_read_bytes + weights.head_bytes) / max(bytes_per_param, 1e-9) + per_layer
+    gemm16, gemm8 = _gemm_s(2.0 * params * batch, gpu, fp8)
+    return StepTerms(1, moe, read / (gpu.memory_bandwidth_gbs * 1e9), gemm16, gemm8, 0)
 
 
 def decode_context_parallel_s(
@@ -276,16 +330,29 @@ def decode_step_s(
     tp: int = 1,
     dcp: int = 1,
     dp: int = 1,
+    draft_tokens: int = 0,
 ) -> float:
     """One decode step of ``batch`` sequences of the replica at ``context`` tokens each (seconds): with DCP
     each rank reads its 1/DCP of every sequence's KV cache; with data-parallel attention each rank decodes
-    its 1/DP of the sequences, and its experts those of the whole batch."""
+    its 1/DP of the sequences, and its experts those of the whole batch; with ``draft_tokens`` the step
+    verifies 1 + that many tokens per sequence and the drafter runs that many passes."""
     own = max(1, math.ceil(batch / dp))
+    q = 1 + draft_tokens
     terms = decode_step_terms(
-        arch, weights, kv_bytes_per_token, own, context / dcp, gpu, fp8, same_experts, replica_batch=batch
+        arch, weights, kv_bytes_per_token, own, context / dcp, gpu, fp8, same_experts, batch, q
     )
-    comms = allreduce_s(arch, own, tp, gpu, c) + decode_context_parallel_s(arch, own, tp, dcp, gpu, c)
-    return terms.seconds(c) + comms + expert_parallel_s(arch, batch, dp, gpu, c)
+    comms = allreduce_s(arch, own * q, tp, gpu, c) + decode_context_parallel_s(arch, own * q, tp, dcp, gpu, c)
+    step = terms.seconds(c) + comms + expert_parallel_s(arch, batch * q, dp, gpu, c)
+    if draft_tokens:
+        draft = draft_pass_terms(
+            arch, weights, kv_bytes_per_token, own, context / dcp, gpu, fp8, same_experts
+        )
+        # each pass all-reduces twice in its one layer, and a MoE drafter exchanges its tokens with DP
+        moe_layers = max(1, arch.num_layers - arch.first_k_dense_replace)
+        layer_comms = allreduce_s(arch, own, tp, gpu, c) / max(1, arch.num_layers)
+        layer_comms += expert_parallel_s(arch, batch, dp, gpu, c) / moe_layers
+        step += draft_tokens * (draft.seconds(c) + layer_comms)
+    return step
 
 
 def prefill_compute_s(
@@ -317,8 +384,12 @@ def predict_speed(
     same_experts: bool = False,
     dcp: int = 1,
     dp: int = 1,
+    draft_tokens: int = 0,
+    acceptance: Acceptance | None = None,
 ) -> Speed | None:
-    """Closed-loop speed of one instance (module docstring); None where the GPU's speed is unknown.
+    """Closed-loop speed of one instance (module docstring); None where the GPU's speed is unknown. With
+    ``draft_tokens`` (MTP) a step emits ``acceptance.expected_tokens`` tokens per sequence
+    (:mod:`glm_operator.planning.speed.speculative`): the ITL is the step over them.
 
     ``same_experts``: every token picks the same experts. That is what dummy weights do to GLM's router
     (sigmoid scores of ~0.5 from weights of 1e-3, so the 1e-3 ``e_score_correction_bias`` decides the
@@ -328,19 +399,27 @@ def predict_speed(
     """
     if gpu.memory_bandwidth_gbs <= 0 or tensor_tflops(gpu, fp8) <= 0:
         return None
-    w = model_weights(arch, tp, weights_bytes_per_gpu * pp, bytes_per_param, dp * tp if dp > 1 else 1)
+    draft_layers = mtp_layers(arch) if draft_tokens else 0
+    ep = dp * tp if dp > 1 else 1
+    w = model_weights(arch, tp, weights_bytes_per_gpu * pp, bytes_per_param, ep, draft_layers)
     kv = kv_bytes_per_token_per_gpu * pp
     n, i, o = max(1, workload.concurrency), workload.input_tokens, max(1, workload.output_tokens)
-    step = decode_step_s(arch, w, kv, n, i + o / 2, gpu, fp8, c, same_experts, tp, dcp, dp)
+    k = draft_tokens if draft_layers else 0
+    per_step = acceptance.expected_tokens(k) if k and acceptance else 1.0
+    step = decode_step_s(arch, w, kv, n, i + o / 2, gpu, fp8, c, same_experts, tp, dcp, dp, k)
     # each data-parallel rank prefills its own prompts
     prefill = prefill_compute_s(arch, w, i, tp, gpu, fp8, c) + expert_parallel_s(arch, i, dp, gpu, c)
-    round_s = c.request_overhead_s + o * step + math.ceil(n / dp) * prefill
-    first_step = decode_step_s(arch, w, kv, n, i, gpu, fp8, c, same_experts, tp, dcp, dp)
+    round_s = c.request_overhead_s + o / per_step * step + math.ceil(n / dp) * prefill
+    first_step = decode_step_s(arch, w, kv, n, i, gpu, fp8, c, same_experts, tp, dcp, dp, k)
     ttft = c.request_overhead_s + prefill + first_step
     if not math.isfinite(round_s) or round_s <= 0:
         return None
     return Speed(
-        itl_s=step, ttft_s=ttft, output_tokens_per_s=n * o / round_s, gpus=tp * pp * dp, workload=workload
+        itl_s=step / per_step,
+        ttft_s=ttft,
+        output_tokens_per_s=n * o / round_s,
+        gpus=tp * pp * dp,
+        workload=workload,
     )
 
 
@@ -367,9 +446,12 @@ def speed_of_fit(
     workload: Workload,
     c: PerfConstants = DEFAULT_PERF,
     same_experts: bool = False,
+    acceptance_rate: float | None = None,
 ) -> Speed | None:
-    """:func:`predict_speed` for a planned instance (its weights and KV bytes per GPU from the fit)."""
+    """:func:`predict_speed` for a planned instance (its weights and KV bytes per GPU from the fit; with MTP
+    the measured ``acceptance_rate`` or the published figures for the model)."""
     precision = fit.quantization
+    k = fit.num_speculative_tokens
     return predict_speed(
         arch,
         fit.tensor_parallel_size,
@@ -384,6 +466,8 @@ def speed_of_fit(
         same_experts=same_experts,
         dcp=fit.decode_context_parallel_size,
         dp=fit.data_parallel_size,
+        draft_tokens=k,
+        acceptance=acceptance_for(arch, k, acceptance_rate) if k else None,
     )
 
 
