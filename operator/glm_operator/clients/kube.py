@@ -266,14 +266,19 @@ class KubeClient:
         return True
 
     def patch_status(
-        self, namespace: str, name: str, status: Mapping[str, Any], resource_version: str | None = None
+        self,
+        namespace: str,
+        name: str,
+        status: Mapping[str, Any],
+        resource_version: str | None = None,
+        kind: str = KIND,
     ) -> dict[str, Any]:
-        """Merge-patch the status subresource of a GLMDeployment.
+        """Merge-patch the status subresource of a GLMDeployment (or another ``kind`` of its API).
 
         With ``resource_version`` the write is conditional: the apiserver answers 409 Conflict
         when the object changed since that version (a status computed from an older read is
         never written over a newer one)."""
-        path = object_path(API_VERSION, KIND, namespace, name) + "/status"
+        path = object_path(API_VERSION, kind, namespace, name) + "/status"
         body: dict[str, Any] = {"status": dict(status)}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
