@@ -134,12 +134,6 @@ class KubeClient:
             raise exc
         return json.loads(text) if text else {}
 
-    def close_idle_connections(self) -> None:
-        """Close the pooled connections no request uses (urllib3 keeps every one it opened, up
-        to the pool's size); one in use is closed when its request returns. The next request
-        opens a new one."""
-        self.api.rest_client.pool_manager.clear()
-
     # -- reads ---------------------------------------------------------------------------------
     def list(
         self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
@@ -284,12 +278,6 @@ class KubeClient:
             body["metadata"] = {"resourceVersion": resource_version}
         data = self.request("PATCH", path, body=body, content_type="application/merge-patch+json")
         return dict(data)
-
-    def patch_scale(self, api_version: str, kind: str, namespace: str, name: str, replicas: int) -> None:
-        path = object_path(api_version, kind, namespace, name) + "/scale"
-        self.request(
-            "PATCH", path, body={"spec": {"replicas": replicas}}, content_type="application/merge-patch+json"
-        )
 
     def create_event(
         self,

@@ -52,9 +52,6 @@ RETRY_AFTER_MAP_FILE = "retry-after.map"  # backend -> Retry-After of its 503 (e
 #: sidecar after the init container) continues with runtime commands instead of a reload.
 STATE_FILE = "state.json"
 
-#: Address of a free slot: never dialled, the slot stays in maintenance.
-UNUSED_SLOT_ADDRESS = ("127.0.0.1", 9)
-
 #: leastconn / roundrobin: HAProxy's; "prefix": bounded-load consistent hashing of the first chat
 #: message (the system prompt), so conversations sharing it reuse one pod's prefix cache while that
 #: pod's load stays under ``affinity_load_factor`` percent of the average.
