@@ -45,7 +45,7 @@ def scaling_targets(spec: GLMDeploymentSpec, step: PlanStep, default_image: str)
         return None
     max_replicas = spec.autoscaling.max_replicas
     plan = step.plan
-    if step.replicas != max_replicas:
+    if step.replicas != max_replicas and plan.fits:  # one that does not fit for one replica fits for none
         supply = step.capacity
         nodes = [p for p in supply.pools if not p.elastic_pool]  # the nodes that exist
         pools = capacity_pools(nodes, supply.elastic, supply.waiting, max_replicas, spec.gpu.allow_multi_node)
