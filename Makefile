@@ -46,11 +46,12 @@ contract: venv vllm ## The vLLM contract test: rendered argv, registry and engin
 deps: venv
 	@$(MAKE) --no-print-directory -j3 tools prometheus prometheus-operator-crds vllm
 
-lint: venv ## ruff, mypy, import contracts
+lint: venv ## ruff, mypy, import contracts, unused code
 	$(BIN)/ruff check operator tests benchmarks
 	$(BIN)/ruff format --check operator tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/vulture
 
 unit: venv ## unit tests: pure code, no external binary
 	$(BIN)/python -m pytest tests/unit -q

@@ -24,12 +24,7 @@ from typing import Any
 
 from glm_operator.catalog.models import resolve_model
 from glm_operator.catalog.vllm import serving_defaults
-from glm_operator.render.context import (
-    OwnerReference,
-    WorkloadContext,
-    speculative_config,
-    vllm_quantization_flag,
-)
+from glm_operator.render.context import OwnerReference, WorkloadContext, speculative_config
 from glm_operator.render.objects import build_vllm_args
 
 HERE = Path(__file__).resolve().parent
@@ -162,7 +157,7 @@ class Case:
             gpu_memory_utilization=self.gpu_memory_utilization,
             max_num_seqs=self.max_num_seqs,
             replicas=1,
-            quantization=vllm_quantization_flag(self.quantization, self.checkpoint_quantization()),
+            quantization=None if self.quantization == "auto" else self.quantization,  # fp8: on a bf16 config
             kv_cache_dtype=None if self.kv_cache_dtype in ("auto", "") else self.kv_cache_dtype,
             extra_args=extra,
             trust_remote_code=defaults.trust_remote_code,

@@ -3,13 +3,16 @@
 Each subcommand lives in ``glm_operator.commands.<name>`` and exposes
 ``register(subparsers: argparse._SubParsersAction) -> None`` which adds its parser and sets
 ``func`` (``Callable[[argparse.Namespace], int]``) as default. Errors a user can fix are raised
-as :class:`UserError` and printed as one line, never as a traceback.
+as :class:`UserError` and printed as one line, never as a traceback. A command whose reader goes
+away (``glm-operator plan ... | head``) ends quietly, as Unix tools do.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -48,7 +51,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(func(args))
+        code = int(func(args))
+        sys.stdout.flush()  # a reader that went away shows here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:
+        # The reader went away (``| head``): end quietly with the status a shell gives a tool that
+        # SIGPIPE ended; the exit's own flush of stdout would fail again, so stdout goes nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

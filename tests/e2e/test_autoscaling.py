@@ -94,9 +94,9 @@ def autoscaled(name: str) -> dict[str, Any]:
     )
 
 
+@pytest.mark.usefixtures("scaling_operator")
 def test_replicas_follow_the_vllm_queue_and_hold_when_prometheus_is_gone(
     cluster: E2ECluster,
-    scaling_operator: RunningOperator,
     emulator: VLLMMetricsEmulator,
     prometheus: PrometheusServer,
     ns: str,

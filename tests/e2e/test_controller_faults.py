@@ -195,6 +195,9 @@ class AutoscalerRunning:
     def metrics_status(self, key: tuple[str, str]) -> MetricsStatus:
         return MetricsStatus(True, "QueueMetricsAvailable", "the queue metrics were read")
 
+    def planned(self, key: tuple[str, str], targets: object) -> None:
+        pass
+
 
 async def reconcile_once(
     api: KubeClient, ns: str, name: str, between: Callable[[Desired], None] | None = None
@@ -204,7 +207,7 @@ async def reconcile_once(
     manager = Manager(OperatorConfig(leader_election=False, namespaces=(ns,)), api)
     reconciler = manager.reconciler
     # as with --prometheus-url: the autoscaler owns desiredReplicas
-    reconciler.metrics_status = AutoscalerRunning().metrics_status
+    reconciler.autoscaler = AutoscalerRunning()  # type: ignore[assignment]
     manager.applier.start()  # the companion lane (Services, PodDisruptionBudgets) of this loop
     try:
         await manager.load_caches()

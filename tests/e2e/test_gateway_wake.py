@@ -85,10 +85,10 @@ def in_background(gw: LocalGateway, count: int) -> tuple[list[Result], list[thre
     return results, threads
 
 
+@pytest.mark.usefixtures("scaling_operator")  # imported above, with the emulator
 def test_a_burst_wakes_a_model_at_zero_and_503s_retry_after_its_expected_wake_up(
     cluster: E2ECluster,
-    scaling_operator: RunningOperator,  # noqa: F811 - the fixtures imported above
-    emulator: VLLMMetricsEmulator,  # noqa: F811
+    emulator: VLLMMetricsEmulator,  # noqa: F811 - the fixture imported above
     ns: str,
     tmp_path: Path,
 ) -> None:

@@ -4,17 +4,21 @@ clock, and no apiserver (components that would call one get ``api=None`` and are
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from glm_operator.controller.cache import ClusterCache
+from glm_operator.controller.applier import Applier
+from glm_operator.controller.cache import ClusterCache, OwnedObjects
 from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.discovery import ApiDiscovery
 from glm_operator.controller.event_handlers import EventHandlers
 from glm_operator.controller.gateway import GatewayReconciler
 from glm_operator.controller.nodepools import NodePoolCache
+from glm_operator.controller.recorder import EventRecorder
 from glm_operator.controller.replan import Replanner
 from glm_operator.controller.workqueue import Key, WorkQueue
+from glm_operator.gateway.network_policy import NetworkPolicySettings
 from tests.harness.clock import ManualClock
 
 
@@ -51,13 +55,46 @@ def drain(queue: WorkQueue[Key]) -> list[Key]:
     return asyncio.run(take())
 
 
+def gateway_reconciler(
+    api: Any,
+    queue: WorkQueue[Key] | None = None,
+    clock: ManualClock | None = None,
+    network_policy: NetworkPolicySettings | None = None,
+    wake: Callable[[Key, float], bool] | None = None,
+) -> GatewayReconciler:
+    """A ``GatewayReconciler`` wired as the manager wires it, around ``api``."""
+    clock = clock or ManualClock()
+    children = OwnedObjects()
+    return GatewayReconciler(
+        api=api,
+        queue=queue if queue is not None else WorkQueue(clock),
+        children=children,
+        applier=Applier(api, children, companion_lane=False),
+        recorder=EventRecorder(api),
+        clock=clock,
+        image="glm-operator:test",
+        network_policy=network_policy or NetworkPolicySettings(),
+        wake=wake,
+    )
+
+
+def reconcile_gateway(gateways: GatewayReconciler, key: Key) -> None:
+    """One reconcile of a GLMGateway, then its Events posted, on a loop of its own."""
+
+    async def run() -> None:
+        await gateways.reconcile(key)
+        await gateways.recorder.flush(5.0)
+
+    asyncio.run(run())
+
+
 def wired(config: OperatorConfig | None = None, api: Any = None) -> Wired:
     config = config or OperatorConfig(leader_election=False)
     clock = ManualClock()
     cache = ClusterCache()
     queue: WorkQueue[Key] = WorkQueue(clock)
     gateway_queue: WorkQueue[Key] = WorkQueue(clock)
-    gateways = GatewayReconciler(api, gateway_queue, image="glm-operator:test")
+    gateways = gateway_reconciler(api, gateway_queue, clock)
     replanned: list[str] = []
     handlers = EventHandlers(
         cache=cache,
@@ -102,9 +139,7 @@ def reconciling(
     nodes: list[dict[str, Any]] | None = None,
     pages: Any = None,
 ) -> Reconciling:
-    from glm_operator.controller.applier import Applier
     from glm_operator.controller.glmdeployment import GLMDeploymentReconciler
-    from glm_operator.controller.recorder import EventRecorder
 
     config = config or OperatorConfig(leader_election=False)
     w = wired(config, api)
@@ -113,7 +148,7 @@ def reconciling(
         w.cache.replace_nodes(nodes)
     applier = Applier(
         api,
-        w.cache,
+        w.cache.owned,
         on_companion_rejected=w.queue.add,
         on_pod_monitor_api_missing=w.handlers.discovery.pod_monitor_api_missing,
     )

@@ -106,10 +106,15 @@ class FakeApi:
         return self.objects.pop((api_version, kind, namespace or "", name), None) is not None
 
     def patch_status(
-        self, namespace: str, name: str, status: Mapping[str, Any], resource_version: str | None = None
+        self,
+        namespace: str,
+        name: str,
+        status: Mapping[str, Any],
+        resource_version: str | None = None,
+        kind: str = KIND,
     ) -> dict[str, Any]:
-        self.calls.append(("status", KIND, name))
-        key = (API_VERSION, KIND, namespace, name)
+        self.calls.append(("status", kind, name))
+        key = (API_VERSION, kind, namespace, name)
         obj = self.objects.get(key)
         if obj is None:
             raise api_error(404, "not found")

@@ -27,7 +27,6 @@ from tests.harness.cluster import LocalCluster, free_port, stop_process_group
 
 CRD_NAME = "inferencepools.inference.networking.k8s.io"
 CRD_FILE = "inference.networking.k8s.io_inferencepools.yaml"
-PORT_FLAGS = ("--grpc-port", "--grpc-health-port", "--metrics-port")
 
 
 def crd_file(cluster: LocalCluster) -> Path:

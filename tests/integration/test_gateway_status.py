@@ -9,7 +9,6 @@ reconciler as a watch event would deliver them.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -19,13 +18,11 @@ import yaml
 from kubernetes import config as k8s_config
 
 from glm_operator.clients.kube import KubeClient
-from glm_operator.controller.gateway import GatewayReconciler
-from glm_operator.controller.workqueue import WorkQueue
 from glm_operator.gateway.network_policy import NetworkPolicySettings
 from glm_operator.gateway.objects import gateway_labels
 from glm_operator.render import names
-from tests.harness.clock import ManualClock
 from tests.harness.cluster import SessionCluster
+from tests.harness.controller import gateway_reconciler, reconcile_gateway
 from tests.harness.netpol import Pod, allows_ingress
 
 pytestmark = pytest.mark.integration
@@ -73,14 +70,14 @@ def create_gateway(cluster: SessionCluster, ns: str) -> KubeClient:
 
 def test_conditions_columns_and_events_of_a_gateway(cluster: SessionCluster, ns: str) -> None:
     api = create_gateway(cluster, ns)
-    gateways = GatewayReconciler(api, WorkQueue(ManualClock()), image="glm-operator:test")
+    gateways = gateway_reconciler(api)
     key = (ns, "llm")
 
     def reconcile() -> dict[str, Any]:
         body = api.get("inference.glm.dev/v1alpha1", "GLMGateway", ns, "llm")
         assert body is not None
         gateways.on_gateway("MODIFIED", body)
-        asyncio.run(gateways.reconcile(key))
+        reconcile_gateway(gateways, key)
         live = api.get("inference.glm.dev/v1alpha1", "GLMGateway", ns, "llm")
         assert live is not None
         return {c["type"]: c for c in live["status"]["conditions"]}
@@ -141,9 +138,9 @@ def test_the_network_policy_is_accepted_and_means_what_it_says(cluster: SessionC
     api = create_gateway(cluster, ns)
     body = api.get("inference.glm.dev/v1alpha1", "GLMGateway", ns, "llm")
     assert body is not None
-    gateways = GatewayReconciler(api, WorkQueue(ManualClock()), image="glm-operator:test")
+    gateways = gateway_reconciler(api)
     gateways.on_gateway("ADDED", body)
-    asyncio.run(gateways.reconcile((ns, "llm")))
+    reconcile_gateway(gateways, (ns, "llm"))
     live = api.get("networking.k8s.io/v1", "NetworkPolicy", ns, "llm-gateway-vllm")
     assert live is not None
     assert live["metadata"]["ownerReferences"][0]["name"] == "llm"
@@ -160,14 +157,9 @@ def test_the_network_policy_is_accepted_and_means_what_it_says(cluster: SessionC
     assert not allowed(Pod(ns, {"run": "curl"}))
 
     # Turned off in the chart: the next reconcile deletes it.
-    off = GatewayReconciler(
-        api,
-        WorkQueue(ManualClock()),
-        image="glm-operator:test",
-        network_policy=NetworkPolicySettings(enabled=False),
-    )
+    off = gateway_reconciler(api, network_policy=NetworkPolicySettings(enabled=False))
     off.on_gateway("MODIFIED", body)
-    asyncio.run(off.reconcile((ns, "llm")))
+    reconcile_gateway(off, (ns, "llm"))
     assert api.get("networking.k8s.io/v1", "NetworkPolicy", ns, "llm-gateway-vllm") is None
 
 
@@ -179,13 +171,13 @@ def test_allow_lists_are_validated_and_an_unknown_model_is_named(cluster: Sessio
     listed = {**GATEWAY, "spec": {**GATEWAY["spec"], "clients": [{"name": "team-a", "models": ["glm-typo"]}]}}
     cluster.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(listed))
     cluster.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(GLMD))
-    gateways = GatewayReconciler(api, WorkQueue(ManualClock()), image="glm-operator:test")
+    gateways = gateway_reconciler(api)
     glmd = api.get("inference.glm.dev/v1alpha1", "GLMDeployment", ns, "flash")
     body = api.get("inference.glm.dev/v1alpha1", "GLMGateway", ns, "llm")
     assert glmd is not None and body is not None
     gateways.on_glmdeployment("ADDED", glmd)
     gateways.on_gateway("ADDED", body)
-    asyncio.run(gateways.reconcile((ns, "llm")))
+    reconcile_gateway(gateways, (ns, "llm"))
     live = api.get("inference.glm.dev/v1alpha1", "GLMGateway", ns, "llm")
     assert live is not None
     routes = {c["type"]: c for c in live["status"]["conditions"]}["RoutesResolved"]

@@ -10,7 +10,6 @@ through when the first replica is ready; past the bound they get the 503 with Re
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 from pathlib import Path
@@ -19,13 +18,11 @@ import pytest
 import yaml
 from kubernetes import config as k8s_config
 
-from glm_operator.controller.gateway import GatewayReconciler
-from glm_operator.controller.workqueue import WorkQueue
 from glm_operator.gateway.haproxy_config import WAKE_TABLE
 from glm_operator.gateway.routes import Backend, Member, RoutingTable, backend_name
 from glm_operator.gateway.sync import GatewaySync, SyncOptions
-from tests.harness.clock import ManualClock
 from tests.harness.cluster import SessionCluster, wait_for
+from tests.harness.controller import gateway_reconciler, reconcile_gateway
 from tests.harness.haproxy import LocalGateway
 from tests.harness.load import Result, request
 from tests.harness.vllm_emulator import VLLMMetricsEmulator
@@ -134,14 +131,13 @@ def test_status_wake_from_the_gateways_account_wakes_the_model(cluster: SessionC
     api = create_gateway(cluster, ns)
     cluster.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump(GLMD))
     woken: list[tuple[tuple[str, str], float]] = []
-    gateways = GatewayReconciler(api, WorkQueue(ManualClock()), image="glm-operator:test")
-    gateways.wake = lambda key, at: woken.append((key, at)) is None
+    gateways = gateway_reconciler(api, wake=lambda key, at: woken.append((key, at)) is None)
     glmd = api.get("inference.glm.dev/v1alpha1", "GLMDeployment", ns, "flash")
     body = api.get("inference.glm.dev/v1alpha1", "GLMGateway", ns, "llm")
     assert glmd is not None and body is not None
     gateways.on_glmdeployment("ADDED", glmd)
     gateways.on_gateway("ADDED", body)
-    asyncio.run(gateways.reconcile((ns, "llm")))  # renders the gateway's ServiceAccount and Role
+    reconcile_gateway(gateways, (ns, "llm"))  # renders the gateway's ServiceAccount and Role
     assert woken == []
 
     # What the sidecar sends; the gateway's ServiceAccount may send it (the rendered Role).
@@ -167,6 +163,6 @@ def test_status_wake_from_the_gateways_account_wakes_the_model(cluster: SessionC
     assert [key for key, _ in woken] == [(ns, "flash")]
 
     # The operator's own status write keeps the sidecar's field.
-    asyncio.run(gateways.reconcile((ns, "llm")))
+    reconcile_gateway(gateways, (ns, "llm"))
     after = api.get("inference.glm.dev/v1alpha1", "GLMGateway", ns, "llm")
     assert after is not None and after["status"]["wake"] == patch["status"]["wake"]

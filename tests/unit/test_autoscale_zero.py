@@ -93,7 +93,7 @@ def test_idle_seconds_needs_min_replicas_zero() -> None:
 def test_a_cold_start_under_a_second_is_measured_and_kept_at_zero() -> None:
     """Timestamps have whole seconds: a replica Ready in its first second measures 0 s, which is a
     measure (wakeUpSeconds = 0 + the reaction), not a missing one; at zero the kept one is used."""
-    from glm_operator.controller.autoscaler import WAKE_REACTION_SECONDS, cold_start_fields
+    from glm_operator.desired.scaling import WAKE_REACTION_SECONDS, cold_start_fields
     from glm_operator.planning.scaling.coldstart import median_cold_start
 
     ready_at_once = {

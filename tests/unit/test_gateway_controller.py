@@ -6,11 +6,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from glm_operator.controller.gateway import GatewayReconciler
 from glm_operator.controller.workqueue import WorkQueue
 from tests.harness.clock import ManualClock
-from tests.harness.controller import drain, wired
-from tests.harness.fake_api import api_error
+from tests.harness.controller import drain, gateway_reconciler, wired
+from tests.harness.fake_api import FakeApi, api_error
 
 GATEWAY = {
     "apiVersion": "inference.glm.dev/v1alpha1",
@@ -46,28 +45,20 @@ def test_events_enqueue_and_a_status_update_of_the_deployment_does_not() -> None
     assert KEY not in w.gateways.bodies
 
 
-class RefusingApi:
-    """Answers every write with 429 and Retry-After, as API Priority and Fairness does."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def apply(self, obj: Any) -> Any:
-        self.calls += 1
-        raise api_error(429, "Too Many Requests", retry_after=30)
-
-
 def test_a_refused_apply_is_retried_no_earlier_than_retry_after() -> None:
-    api = RefusingApi()
+    api = FakeApi()  # every write answered 429 with Retry-After, as API Priority and Fairness does
+    refused = api_error(429, "Too Many Requests", retry_after=30)
+    api.fail = dict.fromkeys(("ServiceAccount", "Role", "RoleBinding", "Deployment", "Service"), refused)
+    api.fail["NetworkPolicy"] = refused
     clock = ManualClock()
     queue: WorkQueue[tuple[str, str]] = WorkQueue(clock)
-    gateways = GatewayReconciler(api, queue, image="glm-operator:test")  # type: ignore[arg-type]
-    gateways.on_gateway("ADDED", GATEWAY)
+    gateways = gateway_reconciler(api, queue, clock)
+    gateways.on_gateway("ADDED", api.put(GATEWAY))
     assert drain(queue) == [KEY]
     asyncio.run(gateways.reconcile(KEY))
-    assert api.calls == 1
+    assert api.writes() and not api.writes("status"), "applies sent, no status written"
     assert clock.pending() == [30.0], "retried when the server asked, not at once"
-    gateways.on_gateway("MODIFIED", GATEWAY)  # an event meanwhile does not run it earlier
-    assert drain(queue) == []
+    gateways.on_gateway("MODIFIED", {**GATEWAY, "metadata": {**GATEWAY["metadata"], "generation": 2}})
+    assert drain(queue) == [], "an event meanwhile does not run it earlier"
     clock.advance(30.0)
     assert drain(queue) == [KEY]

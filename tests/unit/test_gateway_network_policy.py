@@ -5,18 +5,22 @@ so enforcement itself is not shown here."""
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 from typing import Any
 
 import pytest
 
 from glm_operator.api.gateway import GLMGatewaySpec
-from glm_operator.controller.gateway import GatewayReconciler, network_policy_settings
-from glm_operator.controller.workqueue import WorkQueue
-from glm_operator.gateway.network_policy import NetworkPolicySettings, parse_metrics_from
+from glm_operator.commands import run
+from glm_operator.gateway.network_policy import (
+    NetworkPolicySettings,
+    network_policy_settings,
+    parse_metrics_from,
+)
 from glm_operator.gateway.objects import gateway_labels, render_gateway
 from glm_operator.render import names
-from tests.harness.clock import ManualClock
+from tests.harness.controller import gateway_reconciler, reconcile_gateway
+from tests.harness.fake_api import FakeApi
 from tests.harness.netpol import Pod, allows_ingress
 
 BODY: dict[str, Any] = {
@@ -76,48 +80,32 @@ def test_a_namespace_without_a_gateway_is_untouched_and_policies_add_up() -> Non
 
 
 def test_metrics_from_comes_from_the_chart_and_bad_values_name_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    def config() -> Any:
+        parser = argparse.ArgumentParser()
+        run.register(parser.add_subparsers())
+        return run.config_from_args(parser.parse_args(["run"]))
+
+    assert config().gateway_network_policy == NetworkPolicySettings()
     monkeypatch.setenv("GLM_OPERATOR_GATEWAY_METRICS_FROM", '[{"ipBlock": {"cidr": "10.9.0.0/16"}}]')
-    settings = network_policy_settings()
-    rendered = policies(settings)
+    rendered = policies(config().gateway_network_policy)
     assert allowed(Pod("monitoring", {}, "10.9.1.1"), rendered=rendered)
     assert not allowed(Pod("monitoring", {names.LABEL_NAME: "prometheus"}), rendered=rendered)
     for bad, where in [("{", "not JSON"), ('{"a": 1}', "not a list"), ('[{"pod": {}}]', "[0]")]:
         with pytest.raises(ValueError, match=r"gateway\.networkPolicy\.metricsFrom") as err:
             parse_metrics_from(bad)
         assert where in str(err.value)
-    monkeypatch.setenv("GLM_OPERATOR_GATEWAY_NETWORK_POLICY", "yes")
     with pytest.raises(ValueError, match=r"gateway\.networkPolicy\.enabled"):
-        network_policy_settings()
-
-
-class Api:
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str]] = []
-
-    def apply(self, obj: Any) -> None:
-        self.calls.append(("apply", obj["kind"]))
-
-    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
-        self.calls.append(("delete", f"{kind}/{name}"))
-        return False
-
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def create_event(self, *args: Any, **kwargs: Any) -> None:
-        pass
+        network_policy_settings("yes", None)
+    monkeypatch.setenv("GLM_OPERATOR_GATEWAY_NETWORK_POLICY", "yes")
+    with pytest.raises(SystemExit, match=r"gateway\.networkPolicy\.enabled: 'yes'; set true or false"):
+        config()  # the operator stops at start, the chart value named
 
 
 @pytest.mark.parametrize("enabled", [True, False])
 def test_the_reconciler_applies_it_or_deletes_the_one_made_before(enabled: bool) -> None:
-    api = Api()
-    gateways = GatewayReconciler(
-        api,  # type: ignore[arg-type]
-        WorkQueue(ManualClock()),
-        image="i",
-        network_policy=NetworkPolicySettings(enabled=enabled),
-    )
-    gateways.on_gateway("ADDED", BODY)
-    asyncio.run(gateways.reconcile(("team-a", "llm")))
-    assert (("apply", "NetworkPolicy") in api.calls) is enabled
-    assert (("delete", "NetworkPolicy/llm-gateway-vllm") in api.calls) is not enabled
+    api = FakeApi()
+    gateways = gateway_reconciler(api, network_policy=NetworkPolicySettings(enabled=enabled))
+    gateways.on_gateway("ADDED", api.put(BODY))
+    reconcile_gateway(gateways, ("team-a", "llm"))
+    assert (("apply", "NetworkPolicy", "llm-gateway-vllm") in api.calls) is enabled
+    assert (("delete", "NetworkPolicy", "llm-gateway-vllm") in api.calls) is not enabled

@@ -3,16 +3,15 @@ Events once, ``lastTransitionTime`` moves only on a flip; and the reconciler wri
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-from collections.abc import Mapping
 from typing import Any
 
-from glm_operator.controller.gateway import GatewayReconciler
+from glm_operator.api.v1alpha1 import API_VERSION
 from glm_operator.controller.workqueue import WorkQueue
 from glm_operator.gateway.status import GatewayObserved, gateway_status
 from tests.harness.clock import ManualClock
-from tests.harness.controller import drain
+from tests.harness.controller import drain, gateway_reconciler, reconcile_gateway
+from tests.harness.fake_api import FakeApi
 
 STARTING = GatewayObserved(
     namespace="llm",
@@ -122,21 +121,14 @@ GATEWAY = {
 KEY = ("llm", "gw")
 
 
-class RecordingApi:
-    def __init__(self) -> None:
-        self.applied: list[str] = []
-        self.statuses: list[dict[str, Any]] = []
-        self.events: list[tuple[str, str]] = []
+def written_status(api: FakeApi) -> dict[str, Any]:
+    gateway = api.get_object(API_VERSION, "GLMGateway", "llm", "gw")
+    assert gateway is not None
+    return dict(gateway["status"])
 
-    def apply(self, obj: Mapping[str, Any]) -> None:
-        self.applied.append(str(obj["kind"]))
 
-    def request(self, method: str, path: str, *, body: Any, content_type: str) -> None:
-        assert path.endswith("/namespaces/llm/glmgateways/gw/status")
-        self.statuses.append(body["status"])
-
-    def create_event(self, involved: Any, *, reason: str, message: str, type_: str = "Normal") -> None:
-        self.events.append((type_, reason))
+def events(api: FakeApi) -> list[tuple[str, str]]:
+    return [(type_, reason) for type_, reason, _ in api.events]
 
 
 def glmdeployment(name: str, served: str | None) -> dict[str, Any]:
@@ -153,27 +145,29 @@ def gateway_deployment(ready: int) -> dict[str, Any]:
 
 
 def test_the_reconciler_follows_pods_and_served_names_into_the_status() -> None:
-    api = RecordingApi()
+    api = FakeApi()
     queue: WorkQueue[tuple[str, str]] = WorkQueue(ManualClock())
-    gateways = GatewayReconciler(api, queue, image="glm-operator:test")  # type: ignore[arg-type]
-    gateways.on_gateway("ADDED", GATEWAY)
+    gateways = gateway_reconciler(api, queue)
+    gateways.on_gateway("ADDED", api.put(GATEWAY))
     assert drain(queue) == [KEY]
-    asyncio.run(gateways.reconcile(KEY))
-    first = {c["type"]: c["reason"] for c in api.statuses[-1]["conditions"]}
+    reconcile_gateway(gateways, KEY)
+    first = {c["type"]: c["reason"] for c in written_status(api)["conditions"]}
     assert first == {
         "Ready": "Deploying",
         "KeysLoaded": "SecretNotMounted",
         "RoutesResolved": "NoServedModels",
     }
-    assert api.events == [("Warning", "NoServedModels")]
+    assert events(api) == [("Warning", "NoServedModels")]
 
     gateways.on_glmdeployment("ADDED", glmdeployment("flash", "glm-5.3-flash"))
     gateways.on_glmdeployment("MODIFIED", glmdeployment("flash", "glm-5.3-flash"))  # same name: once
     gateways.on_gateway_deployment("ADDED", gateway_deployment(ready=0))
     gateways.on_gateway_deployment("MODIFIED", gateway_deployment(ready=1))
     assert drain(queue) == [KEY]
-    asyncio.run(gateways.reconcile(KEY))
-    status = api.statuses[-1]
+    applies = len(api.writes())
+    reconcile_gateway(gateways, KEY)
+    assert [verb for verb, _, _ in api.writes()[applies:]] == ["status"], "children unchanged: not sent"
+    status = written_status(api)
     assert {c["type"]: c["status"] for c in status["conditions"]} == dict.fromkeys(
         ("Ready", "KeysLoaded", "RoutesResolved"), "True"
     )
@@ -182,40 +176,69 @@ def test_the_reconciler_follows_pods_and_served_names_into_the_status() -> None:
         1,
         "gw-gateway",
     )
-    assert api.events[1:] == [("Normal", "Ready")]
+    assert events(api)[1:] == [("Normal", "Ready")]
 
     gateways.on_gateway_deployment("MODIFIED", gateway_deployment(ready=1))  # nothing shown changed
     gateways.on_glmdeployment("DELETED", glmdeployment("other", "other-model"))  # never served here
+    gateway = api.get_object(API_VERSION, "GLMGateway", "llm", "gw")
+    gateways.on_gateway("MODIFIED", gateway)  # the echo of its own status write
     assert drain(queue) == []
     gateways.on_glmdeployment("DELETED", glmdeployment("flash", "glm-5.3-flash"))
     assert drain(queue) == [KEY]
 
 
+def test_a_status_computed_from_an_older_read_is_not_written_and_retried() -> None:
+    api = FakeApi()
+    clock = ManualClock()
+    queue: WorkQueue[tuple[str, str]] = WorkQueue(clock)
+    gateways = gateway_reconciler(api, queue, clock)
+    gateways.on_gateway("ADDED", api.put(GATEWAY))
+    drain(queue)
+    reconcile_gateway(gateways, KEY)
+    before = written_status(api)
+    # Someone writes the status (the sidecar's status.wake) after the reconciler read the object.
+    newer = api.get_object(API_VERSION, "GLMGateway", "llm", "gw")
+    assert newer is not None
+    api.put({**newer, "status": {**newer["status"], "wake": [{"model": "m", "requestedAt": "t"}]}})
+    gateways.on_glmdeployment("ADDED", glmdeployment("flash", "glm-5.3-flash"))  # a new status to write
+    assert drain(queue) == [KEY]
+    reconcile_gateway(gateways, KEY)
+    assert api.writes("status")[-1] == ("status", "GLMGateway", "gw")  # tried, conditional: 409
+    assert written_status(api)["conditions"] == before["conditions"], "nothing written over the newer"
+    assert clock.pending(), "retried with backoff"
+    gateways.on_gateway("MODIFIED", api.get_object(API_VERSION, "GLMGateway", "llm", "gw"))  # its event
+    clock.advance(max(clock.pending()))
+    assert KEY in drain(queue)
+    reconcile_gateway(gateways, KEY)
+    status = written_status(api)
+    assert status["models"] == ["glm-5.3-flash"] and status["wake"] == [{"model": "m", "requestedAt": "t"}]
+
+
 def test_an_invalid_spec_is_not_applied_but_reported() -> None:
-    api = RecordingApi()
+    api = FakeApi()
     queue: WorkQueue[tuple[str, str]] = WorkQueue(ManualClock())
-    gateways = GatewayReconciler(api, queue, image="glm-operator:test")  # type: ignore[arg-type]
-    gateways.on_gateway("ADDED", {**GATEWAY, "spec": {"apiKeys": {"secretName": "k"}, "replicas": 0}})
-    asyncio.run(gateways.reconcile(KEY))
-    assert api.applied == []
-    conditions = api.statuses[-1]["conditions"]
+    gateways = gateway_reconciler(api, queue)
+    gateways.on_gateway(
+        "ADDED", api.put({**GATEWAY, "spec": {"apiKeys": {"secretName": "k"}, "replicas": 0}})
+    )
+    reconcile_gateway(gateways, KEY)
+    assert [verb for verb, _, _ in api.writes()] == ["status"], "nothing applied"
+    conditions = written_status(api)["conditions"]
     assert {c["reason"] for c in conditions} == {"InvalidSpec"}
     assert "spec.replicas" in conditions[0]["message"]
-    assert ("Warning", "InvalidSpec") in api.events
+    assert ("Warning", "InvalidSpec") in events(api)
 
 
 def test_status_wake_wakes_the_glmdeployments_serving_the_model() -> None:
-    queue: WorkQueue[tuple[str, str]] = WorkQueue(ManualClock())
-    gateways = GatewayReconciler(RecordingApi(), queue, image="i")  # type: ignore[arg-type]
     woken: list[tuple[tuple[str, str], float]] = []
-    gateways.on_glmdeployment("ADDED", glmdeployment("flash", "glm-5.3-flash"))
-    gateways.on_glmdeployment("ADDED", glmdeployment("other", "glm-other"))
     wake = [
         {"model": "glm-5.3-flash", "requestedAt": "2026-12-02T10:00:00Z"},
         {"model": "x", "requestedAt": "bad"},
     ]
     body = {**GATEWAY, "status": {"wake": wake}}
-    gateways.on_gateway("MODIFIED", body)  # no autoscaler (no Prometheus): nothing to wake
-    gateways.wake = lambda key, at: woken.append((key, at)) is None
-    gateways.on_gateway("MODIFIED", body)
+    for waking in (None, lambda key, at: woken.append((key, at)) is None):  # no autoscaler, then one
+        gateways = gateway_reconciler(FakeApi(), wake=waking)
+        gateways.on_glmdeployment("ADDED", glmdeployment("flash", "glm-5.3-flash"))
+        gateways.on_glmdeployment("ADDED", glmdeployment("other", "glm-other"))
+        gateways.on_gateway("MODIFIED", body)
     assert woken == [(("llm", "flash"), 1796205600.0)]  # 2026-12-02T10:00:00Z

@@ -18,9 +18,7 @@ from glm_operator.clients.prometheus import PrometheusQueueClient
 from glm_operator.controller import metrics
 from glm_operator.controller.autoscaler import Autoscaler
 from glm_operator.controller.cache import ClusterCache
-from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.kv_cache import INTERVAL_SECONDS, KVCacheReader
-from glm_operator.controller.nodepools import NodePoolCache
 from tests.harness.clock import ManualClock
 from tests.harness.scenarios import BODY
 
@@ -129,10 +127,8 @@ def test_the_autoscalers_tick_reads_the_kv_cache_of_glmdeployments_without_autos
         prometheus=PrometheusQueueClient(fake.url, retries=0),
         api=None,  # type: ignore[arg-type]  # no autoscaled GLMDeployment: never written
         cache=cache_with_pods(),
-        nodepools=NodePoolCache(),
         recorder=None,  # type: ignore[arg-type]
         queue=None,  # type: ignore[arg-type]
-        config=OperatorConfig(leader_election=False),
         clock=clock,
         is_leader=lambda: True,
     )

@@ -15,6 +15,7 @@ from typing import Any, cast
 from kubernetes.client.exceptions import ApiException
 
 from glm_operator.clients.kube import KubeClient
+from glm_operator.controller.clock import LoopClock
 from glm_operator.controller.leader import LeaderElector
 
 
@@ -54,7 +55,14 @@ class LeaseStore:
 def elector(store: LeaseStore, identity: str) -> LeaderElector:
     api = cast(KubeClient, store)
     return LeaderElector(
-        api, "ops", "glm-operator", identity, lease_duration=3, renew_deadline=2, retry_period=0.005
+        api,
+        "ops",
+        "glm-operator",
+        identity,
+        LoopClock(),
+        lease_duration=3,
+        renew_deadline=2,
+        retry_period=0.005,
     )
 
 

@@ -18,7 +18,6 @@ from glm_operator.render.context import (
     SecretKeyRef,
     WorkloadContext,
     resolve_model_location,
-    vllm_quantization_flag,
 )
 from glm_operator.render.objects import (
     build_vllm_args,
@@ -795,26 +794,6 @@ def test_spec_hash_tracks_extra_args(first: list[str], second: list[str]) -> Non
 
 
 # --- context rules ----------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("requested", "checkpoint", "flag"),
-    [
-        ("auto", None, None),
-        ("bf16", None, None),
-        ("fp16", None, None),
-        ("fp8", None, "fp8"),  # bf16 checkpoint quantized on the fly
-        ("fp8", "fp8", None),  # -FP8 checkpoint: vLLM reads its quantization_config
-        ("int4", "int4", None),
-    ],
-)
-def test_quantization_flag_rule(requested: str, checkpoint: str | None, flag: str | None) -> None:
-    assert vllm_quantization_flag(requested, checkpoint) == flag
-
-
-def test_quantization_flag_rejects_int_without_quantized_checkpoint() -> None:
-    with pytest.raises(ValueError, match="needs a checkpoint"):
-        vllm_quantization_flag("int4", None)
 
 
 def test_model_location() -> None:

@@ -48,7 +48,7 @@ def pod(labels: dict[str, str], args: list[str], node: str = "h100-sxm-0") -> di
     }
 
 
-def testplacement_rows_name_the_group_and_role() -> None:
+def test_placement_rows_name_the_group_and_role() -> None:
     args = ["m", "--tensor-parallel-size", "8", "--pipeline-parallel-size", "2"]
     lws = {"leaderworkerset.sigs.k8s.io/name": "glm-5-1-h100", "leaderworkerset.sigs.k8s.io/group-index": "0"}
     products = {"h100-sxm-0": "NVIDIA-H100-80GB-HBM3"}

@@ -134,12 +134,3 @@ def check_qualified_name(key: str, what: str) -> str:
     if len(name) > 63 or len(prefix) > 253:
         raise ValueError(f"{what} {key[:80]!r} is too long (prefix <= 253, name <= 63 characters)")
     return key
-
-
-def check_label_value(value: str, what: str) -> str:
-    if len(value) > MAX_LABEL_VALUE_LENGTH or not re.fullmatch(LABEL_VALUE_PATTERN, value):
-        raise ValueError(
-            f"{what} {value[:80]!r} is not a valid label value: at most 63 characters of letters, "
-            "digits, '-', '_' or '.', starting and ending alphanumeric"
-        )
-    return value

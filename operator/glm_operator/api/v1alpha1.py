@@ -503,13 +503,6 @@ class AutoscalingSpec(_APIModel):
             )
         return self
 
-    @property
-    def scale_to_zero_idle_seconds(self) -> int | None:
-        """Idle seconds before going to zero; None when the model never goes to zero."""
-        if self.min_replicas != 0:
-            return None
-        return self.idle_seconds if self.idle_seconds is not None else DEFAULT_IDLE_SECONDS
-
 
 class SecretKeyRef(_APIModel):
     """A key of a Secret in the GLMDeployment's namespace."""

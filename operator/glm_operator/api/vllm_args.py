@@ -104,16 +104,6 @@ def managed_flag(arg: str) -> str | None:
     return None
 
 
-def managed_flags_in(args: Iterable[str]) -> list[tuple[str, str]]:
-    """``(arg, canonical managed option)`` for every element of ``args`` that sets a managed flag."""
-    found = []
-    for arg in args:
-        hit = managed_flag(arg)
-        if hit is not None:
-            found.append((arg, hit))
-    return found
-
-
 def sets_flag(args: Iterable[str], option: str) -> bool:
     """True when ``args`` set ``option`` (a canonical long option) in any spelling vLLM accepts."""
     return any(arg.startswith("--") and _canonical(arg) == option for arg in args)
@@ -208,8 +198,3 @@ def check_extra_arg(arg: str) -> str:
     if flag and not re.fullmatch(FLAG_NAME_PATTERN, arg.split("=", 1)[0]):
         raise ValueError(f"{arg[:80]!r}: {FLAG_SYNTAX_MESSAGE}")
     return arg
-
-
-def managed_options_summary() -> str:
-    """The canonical managed options, for error messages."""
-    return ", ".join(sorted({v for v in vllm_flags.MANAGED_OPTIONS.values()}))

@@ -45,7 +45,6 @@ class GpuType:
     aliases: tuple[str, ...]
     memory_gib: float
     memory_source: str
-    memory_estimated: bool
     compute_capability: float
     bf16: bool
     fp8: bool
@@ -83,7 +82,6 @@ def load_gpus() -> tuple[GpuType, ...]:
                 aliases=tuple(str(a) for a in item.get("aliases", [])),
                 memory_gib=float(item["memory_gib"]),
                 memory_source=str(item.get("memory_source", "")),
-                memory_estimated=bool(item.get("memory_estimated", False)),
                 compute_capability=float(item["compute_capability"]),
                 bf16=bool(item.get("bf16", True)),
                 fp8=bool(item.get("fp8", False)),

@@ -41,8 +41,8 @@ class CheckpointQuantization:
     share one scale (fp8 128x128 blocks = 16384, 0 = per output channel). Embeddings, lm_head, the MoE
     router and norms are never quantized by these schemes (they stay bf16/fp16). ``unquantized`` lists
     the further linear modules the checkpoint keeps in 16 bits (``modules_to_not_convert`` of AWQ/GPTQ,
-    ``ignore`` of compressed-tensors), by the module names the weight model knows:
-    :data:`UNQUANTIZED_MODULES`.
+    ``ignore`` of compressed-tensors), by the module names the weight model knows: ``shared_experts``
+    and ``self_attn``.
     """
 
     method: str
@@ -77,15 +77,11 @@ def fp8_block_quantization() -> CheckpointQuantization:
     return CheckpointQuantization(method="fp8", precision="fp8", group_size=128 * 128, scale_bytes=4.0)
 
 
-#: Linear modules a checkpoint may keep in 16 bits that change the weights' size: the shared experts
-#: of MoE layers and the attention projections. (Embeddings, lm_head, router, norms and the MTP head
-#: are 16-bit in every scheme or not counted.)
-UNQUANTIZED_MODULES = ("shared_experts", "self_attn")
-
-
 def _unquantized_modules(names: Any) -> tuple[str, ...]:
-    """Which of :data:`UNQUANTIZED_MODULES` a ``modules_to_not_convert`` / ``ignore`` list names
-    (substring match like vLLM's; ``re:`` patterns of compressed-tensors are matched as text)."""
+    """Which linear modules that change the weights' size a ``modules_to_not_convert`` / ``ignore`` list
+    keeps in 16 bits: ``shared_experts`` (MoE layers' shared experts) and ``self_attn`` (attention
+    projections); embeddings, lm_head, router, norms and the MTP head are 16-bit in every scheme (substring
+    match like vLLM's; ``re:`` patterns of compressed-tensors are matched as text)."""
     if not isinstance(names, list):
         return ()
     text = [str(n) for n in names]

@@ -142,12 +142,6 @@ class KubeClient:
             raise exc
         return json.loads(text) if text else {}
 
-    def close_idle_connections(self) -> None:
-        """Close the pooled connections no request uses (urllib3 keeps every one it opened, up
-        to the pool's size); one in use is closed when its request returns. The next request
-        opens a new one."""
-        self.api.rest_client.pool_manager.clear()
-
     # -- reads ---------------------------------------------------------------------------------
     def list(
         self, api_version: str, kind: str, namespace: str | None = None, label_selector: str | None = None
@@ -274,25 +268,24 @@ class KubeClient:
         return True
 
     def patch_status(
-        self, namespace: str, name: str, status: Mapping[str, Any], resource_version: str | None = None
+        self,
+        namespace: str,
+        name: str,
+        status: Mapping[str, Any],
+        resource_version: str | None = None,
+        kind: str = KIND,
     ) -> dict[str, Any]:
-        """Merge-patch the status subresource of a GLMDeployment.
+        """Merge-patch the status subresource of a GLMDeployment (or another ``kind`` of its API).
 
         With ``resource_version`` the write is conditional: the apiserver answers 409 Conflict
         when the object changed since that version (a status computed from an older read is
         never written over a newer one)."""
-        path = object_path(API_VERSION, KIND, namespace, name) + "/status"
+        path = object_path(API_VERSION, kind, namespace, name) + "/status"
         body: dict[str, Any] = {"status": dict(status)}
         if resource_version:
             body["metadata"] = {"resourceVersion": resource_version}
         data = self.request("PATCH", path, body=body, content_type="application/merge-patch+json")
         return dict(data)
-
-    def patch_scale(self, api_version: str, kind: str, namespace: str, name: str, replicas: int) -> None:
-        path = object_path(api_version, kind, namespace, name) + "/scale"
-        self.request(
-            "PATCH", path, body={"spec": {"replicas": replicas}}, content_type="application/merge-patch+json"
-        )
 
     def create_event(
         self,

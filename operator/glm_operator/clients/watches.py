@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 
 # A sink receives (event type, object) of one watch; ``None`` is kopf's type for a listed object.
 Sink = Callable[[str | None, dict[str, Any]], None]
+# What ``registry`` and ``settings`` give, named here so that their users need not import kopf.
+Registry = kopf.OperatorRegistry
+Settings = kopf.OperatorSettings
 Deliver = Callable[[Sink, str | None, dict[str, Any]], None]
 T = TypeVar("T")
 
@@ -188,7 +191,9 @@ class WatchThread:
         namespaces: tuple[str, ...],
         liveness_endpoint: str | None = None,
         settings_factory: Callable[[], kopf.OperatorSettings] = settings,
+        on_restart: Callable[[], None] = lambda: None,
     ) -> None:
+        """``on_restart``: told of every restart (metrics)."""
         self.registry = registry
         self.settings_factory = settings_factory
         self.namespaces = namespaces
@@ -197,7 +202,7 @@ class WatchThread:
         self._thread: threading.Thread | None = None
         self._flag: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
         self.restarts = 0
-        self.on_restart: Callable[[], None] = lambda: None  # told of every restart (metrics)
+        self.on_restart = on_restart
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="kopf-watches", daemon=True)

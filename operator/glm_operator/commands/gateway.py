@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from glm_operator.controller.gateway import DEFAULT_SYNC_IMAGE
+from glm_operator.controller.config import DEFAULT_SYNC_IMAGE
 from glm_operator.gateway.haproxy_config import HTTP_PORT, PEERS_PORT, PROXY_METRICS_PORT, key_table_name
 
 

@@ -12,8 +12,9 @@ from glm_operator.clients.prometheus import (
     DEFAULT_RUNNING_QUERY,
     DEFAULT_WAITING_QUERY,
 )
-from glm_operator.controller.config import DEFAULT_VLLM_IMAGE, OperatorConfig
+from glm_operator.controller.config import DEFAULT_SYNC_IMAGE, DEFAULT_VLLM_IMAGE, OperatorConfig
 from glm_operator.controller.pod_monitors import PodMonitorMode
+from glm_operator.gateway.network_policy import network_policy_settings
 from glm_operator.planning.supply.outages import DEFAULT_NODE_GRACE_SECONDS
 
 
@@ -140,6 +141,11 @@ def config_from_args(args: argparse.Namespace) -> OperatorConfig:
     extra: dict[str, Any] = {}
     if args.leader_election_namespace:
         extra["lease_namespace"] = args.leader_election_namespace
+    try:  # GLMGateways: the chart's gateway values, as environment variables only
+        network_policy = network_policy_settings(_env("GATEWAY_NETWORK_POLICY", "true") or "true",
+                                                 _env("GATEWAY_METRICS_FROM"))  # fmt: skip
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     return OperatorConfig(
         default_image=args.default_image,
         namespaces=tuple(args.namespace),
@@ -156,6 +162,8 @@ def config_from_args(args: argparse.Namespace) -> OperatorConfig:
         metrics_host=args.metrics_host,
         node_groups=load_node_groups(args.node_groups_file),
         node_provisioning_grace_seconds=args.node_provisioning_grace_seconds,
+        gateway_sync_image=_env("GATEWAY_SYNC_IMAGE", DEFAULT_SYNC_IMAGE) or DEFAULT_SYNC_IMAGE,
+        gateway_network_policy=network_policy,
         **extra,
     )
 
@@ -196,6 +204,8 @@ def run(args: argparse.Namespace) -> int:
     from glm_operator.clients.kube import KubeClient
     from glm_operator.clients.watches import restart_log_filter
     from glm_operator.controller import metrics
+    from glm_operator.controller.clock import LoopClock
+    from glm_operator.controller.leader import LeaderElector
     from glm_operator.controller.manager import Manager
 
     logging.basicConfig(
@@ -214,16 +224,24 @@ def run(args: argparse.Namespace) -> int:
     api_config = kube_client.Configuration.get_default_copy()
     api_config.connection_pool_maxsize = config.workers + 8
     api_config.retries = 0
-    # The Lease gets its own connection pool, with timeouts below the renew deadline.
+    # The Lease gets its own connection pool, with timeouts below the renew deadline. One clock for
+    # every component, the election's included; no write leaves a replica that does not lead.
     election_config = kube_client.Configuration.get_default_copy()
     election_config.connection_pool_maxsize = 2
     election_config.retries = 0
-    manager = Manager(
-        config,
-        KubeClient(kube_client.ApiClient(api_config)),
-        KubeClient(kube_client.ApiClient(election_config), timeout=4.0),
-        liveness_endpoint=args.liveness,
+    clock = LoopClock()
+    elector = None
+    if config.leader_election:
+        election_api = KubeClient(kube_client.ApiClient(election_config), timeout=4.0)
+        elector = LeaderElector(
+            election_api, config.lease_namespace, config.lease_name, config.identity, clock
+        )
+    api = KubeClient(
+        kube_client.ApiClient(api_config),
+        may_write=elector.may_write if elector is not None else None,
+        on_request=metrics.count_api_request,
     )
+    manager = Manager(config, api, elector, clock, liveness_endpoint=args.liveness)
     if config.metrics_port is not None:
         metrics.serve(config.metrics_port, config.metrics_host, pages=manager.pages)
     return asyncio.run(manager.run())

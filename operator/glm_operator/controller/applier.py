@@ -1,4 +1,4 @@
-"""Server-side apply of a GLMDeployment's children, and their pruning.
+"""Server-side apply of an owner's children (a GLMDeployment's, a GLMGateway's), and their pruning.
 
 One field manager (``glm-operator``) with ``force``: the operator owns every field it renders. The
 workloads (Deployments, LeaderWorkerSets) are applied in the reconcile, which waits for them: they
@@ -6,14 +6,16 @@ start the long path (scheduling, image pull, model load), and the status speaks 
 the caches have not seen yet is POSTed rather than applied: one write on the apiserver where an
 apply of an absent object makes two (``KubeClient.create_or_apply``).
 
-The companions (Service, PodDisruptionBudget, PodMonitor) go to a **lane** of ``COMPANION_WRITERS``
-background writers, and the reconcile does not wait for them. Nothing uses them before a pod is
-Ready, minutes later, and a Service's ClusterIP allocation is slow under load: in the controller
-bench (200 GLMDeployments created at once) a Service apply took 2.9 s on the apiserver, and
-reconciles that waited for it held the workers, so the next specs' Deployments waited up to 15 s
-for a worker (apply -> child p99 15.5 s without the lane; benchmarks/README.md). A companion
+The companions (Service, PodDisruptionBudget, PodMonitor) of a GLMDeployment go to a **lane** of
+``COMPANION_WRITERS`` background writers, and the reconcile does not wait for them. Nothing uses
+them before a pod is Ready, minutes later, and a Service's ClusterIP allocation is slow under
+load: in the controller bench (200 GLMDeployments created at once) a Service apply took 2.9 s on
+the apiserver, and reconciles that waited for it held the workers, so the next specs' Deployments
+waited up to 15 s for a worker (apply -> child p99 15.5 s without the lane;
+benchmarks/README.md). A companion
 refused by the apiserver is reported by the owner's next reconcile (the lane enqueues it); any
-other failure re-adds the owner with backoff.
+other failure re-adds the owner with backoff. Without the lane (``companion_lane=False``, the
+GLMGateways': their status names every child) every child is applied in the reconcile.
 
 A child whose rendered form is the one last applied, and which still carries the version that apply
 returned (a workload's ``metadata.generation``: spec edits by hand bump it; a Service's
@@ -37,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from glm_operator.clients.kube import ApiErrorSummary, KubeClient, summarize_api_error
-from glm_operator.controller.cache import ClusterCache
+from glm_operator.controller.cache import OwnedObjects
 from glm_operator.controller.predicates import child_version
 from glm_operator.controller.workqueue import Key
 from glm_operator.desired.model import WORKLOAD_KIND_NAMES, ChildRef
@@ -90,16 +92,19 @@ class Applier:
     def __init__(
         self,
         api: KubeClient,
-        cache: ClusterCache,
+        children: OwnedObjects,
         *,
+        companion_lane: bool = True,
         on_companion_rejected: Callable[[Key], None] = lambda owner: None,
         on_companion_failed: Callable[[Key, BaseException], None] = lambda owner, exc: None,
         on_pod_monitor_api_missing: Callable[[], None] = lambda: None,
     ) -> None:
-        """``on_companion_rejected(owner)``: a companion was refused (reconcile the owner to report
+        """``children``: where each answer goes, so the next reconcile sees what was written.
+        ``on_companion_rejected(owner)``: a companion was refused (reconcile the owner to report
         it); ``on_companion_failed(owner, exc)``: another failure (retry the owner with backoff)."""
         self.api = api
-        self.cache = cache
+        self.children = children
+        self.companion_lane = companion_lane
         self.on_companion_rejected = on_companion_rejected
         self.on_companion_failed = on_companion_failed
         self.on_pod_monitor_api_missing = on_pod_monitor_api_missing
@@ -157,8 +162,8 @@ class Applier:
         *,
         tolerate_missing_pod_monitor_api: bool,
     ) -> ApplyResult:
-        """Apply the workloads of ``objects`` and queue the companions; ``current``: the owner's
-        children as cached."""
+        """Apply the workloads of ``objects`` (without the lane: every child) and queue the
+        companions; ``current``: the owner's children as cached."""
         versions = {(c["kind"], c["metadata"]["name"]): child_version(c) for c in current}
         memo = self._applied.setdefault(owner, {})
         workloads = []
@@ -168,8 +173,8 @@ class Applier:
             version = versions.get(ref)
             if version is not None and memo.get(ref) == (digest, version):
                 continue
-            if obj["kind"] in WORKLOAD_KIND_NAMES:
-                workloads.append((obj, digest, version is None))
+            if obj["kind"] in WORKLOAD_KIND_NAMES or not self.companion_lane:
+                workloads.append((obj, digest, version is None and obj["kind"] in WORKLOAD_KIND_NAMES))
             else:
                 self._queue_companion(_Companion(owner, obj, digest, tolerate_missing_pod_monitor_api))
         self._workload_writes += len(workloads)
@@ -196,7 +201,7 @@ class Applier:
                     failure = failure or result
                 continue
             memo[(obj["kind"], obj["metadata"]["name"])] = (digest, child_version(result))
-            self.cache.owned.set_child(owner, result)  # the next reconcile sees what was written
+            self.children.set_child(owner, result)  # the next reconcile sees what was written
         if failure is not None:
             raise failure
         return ApplyResult(tuple(rejected))
@@ -241,7 +246,7 @@ class Applier:
     def _companion_applied(self, job: _Companion, result: dict[str, Any]) -> None:
         ref = (job.obj["kind"], job.obj["metadata"]["name"])
         self._applied.setdefault(job.owner, {})[ref] = (job.digest, child_version(result))
-        self.cache.owned.set_child(job.owner, result)
+        self.children.set_child(job.owner, result)
         if self._rejected.get(job.owner, {}).pop(ref, None) is not None:
             self.on_companion_rejected(job.owner)  # the next reconcile clears ChildRejected
 
@@ -269,5 +274,5 @@ class Applier:
               for api_version, kind, name in children)
         )  # fmt: skip
         for api_version, kind, name in children:
-            self.cache.owned.delete_child(owner, api_version, kind, name)
+            self.children.delete_child(owner, api_version, kind, name)
             self._applied.get(owner, {}).pop((kind, name), None)

@@ -89,12 +89,6 @@ def child_key(obj: Mapping[str, Any]) -> ChildKey:
     return (str(obj.get("apiVersion")), str(obj.get("kind")), str((obj.get("metadata") or {}).get("name")))
 
 
-def spec_planned(obj: Mapping[str, Any]) -> bool:
-    """The GLMDeployment's status says its current generation was planned (else: new spec)."""
-    meta = obj.get("metadata") or {}
-    return (obj.get("status") or {}).get("observedGeneration") == meta.get("generation")
-
-
 def _versions(candidate: Mapping[str, Any], current: Mapping[str, Any] | None) -> tuple[int, int] | None:
     """Both resourceVersions as integers when they are two versions of the same object.
 

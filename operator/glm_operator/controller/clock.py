@@ -1,7 +1,8 @@
 """Time, injected: the controller reads the clock and schedules timers only through a ``Clock``.
 
-Production uses ``LoopClock`` (the running asyncio loop's monotonic time and timers, and the wall
-clock for timestamps written to status). Tests pass a manual clock they advance by hand, so no test
+Production uses ``LoopClock`` (the monotonic time asyncio's loop runs on and the loop's timers, and
+the wall clock for timestamps written to status): one clock for every component, the leader
+election's thread included. Tests pass a manual clock they advance by hand, so no test
 of the controller's timing waits for real time.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
 from collections.abc import Callable
 from typing import Protocol
 
@@ -29,10 +31,10 @@ class Clock(Protocol):
 
 
 class LoopClock:
-    """The running asyncio loop's clock and timers; the system's wall clock."""
+    """The asyncio loop's clock and timers; the system's wall clock."""
 
     def monotonic(self) -> float:
-        return asyncio.get_running_loop().time()
+        return time.monotonic()  # what the loop's time() reads, from any thread
 
     def now(self) -> dt.datetime:
         return dt.datetime.now(dt.UTC)

@@ -16,7 +16,10 @@ from glm_operator.clients.prometheus import (
     DEFAULT_WAITING_QUERY,
 )
 from glm_operator.controller.pod_monitors import PodMonitorMode
+from glm_operator.gateway.network_policy import NetworkPolicySettings
 from glm_operator.planning.supply.outages import DEFAULT_NODE_GRACE_SECONDS
+
+DEFAULT_SYNC_IMAGE = "ghcr.io/glm-operator/glm-operator:latest"
 
 
 def default_identity() -> str:
@@ -47,6 +50,10 @@ class OperatorConfig:
     # long a pod waiting for a new node keeps its place in the plan (planning.supply.capacity).
     node_groups: Mapping[str, Any] | None = None
     node_provisioning_grace_seconds: float = 600.0
+    # GLMGateways: their sync sidecar's image (the operator's own; the chart sets it) and the
+    # chart's gateway.networkPolicy values.
+    gateway_sync_image: str = DEFAULT_SYNC_IMAGE
+    gateway_network_policy: NetworkPolicySettings = field(default_factory=NetworkPolicySettings)
 
 
 def namespace_matches(patterns: tuple[str, ...], namespace: str) -> bool:

@@ -50,16 +50,23 @@ async def _nothing() -> None:
 
 
 class ApiDiscovery:
-    def __init__(self, api: KubeClient, pod_monitor_mode: PodMonitorMode) -> None:
+    def __init__(
+        self,
+        api: KubeClient,
+        pod_monitor_mode: PodMonitorMode,
+        on_pod_monitors_change: Callable[[bool], None] = lambda served: None,
+        load_pod_monitors: Callable[[], Awaitable[None]] = _nothing,
+    ) -> None:
+        """``on_pod_monitors_change``: called with True when PodMonitors became served, False when
+        they went away; ``load_pod_monitors``: lists the existing PodMonitors into the caches,
+        before they count as served."""
         self.api = api
         self.pod_monitor_mode = pod_monitor_mode
         self.lws_served = False
         self.inference_pools_served = False
         self.pod_monitors_served = False
-        # called with True when PodMonitors became served, False when they went away
-        self.on_pod_monitors_change: Callable[[bool], None] = lambda served: None
-        # lists the existing PodMonitors into the caches, before they count as served
-        self.load_pod_monitors: Callable[[], Awaitable[None]] = _nothing
+        self.on_pod_monitors_change = on_pod_monitors_change
+        self.load_pod_monitors = load_pod_monitors
         self._recheck: asyncio.Task[None] | None = None
 
     @property

@@ -3,7 +3,8 @@
 - **observe** reads the GLMDeployment, its children and pods, the nodes and the GPUs other
   workloads hold from the watch-fed caches (no apiserver request);
 - **desired** runs ``glm_operator.desired.compute_desired`` (pure) in a planning thread, bounded in
-  time, so one huge spec never stalls the event loop;
+  time, so one huge spec never stalls the event loop; the autoscaler gets what the plan gives it
+  to scale on;
 - **apply** server-side-applies what is wanted (``Applier``: workloads first, unchanged children
   not sent) and prunes what is not, never while a replacement was refused;
 - **status** is written only when it changed, conditional on the resourceVersion it was computed
@@ -21,13 +22,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from glm_operator.api.v1alpha1 import AutoscalingSpec, GLMDeploymentSpec
 from glm_operator.clients.kube import KubeClient
 from glm_operator.controller import metrics
 from glm_operator.controller.applier import Applier, Rejection
+from glm_operator.controller.autoscaler import Autoscaler
 from glm_operator.controller.cache import ClusterCache
 from glm_operator.controller.clock import Clock, rfc3339
 from glm_operator.controller.config import OperatorConfig
@@ -87,12 +89,12 @@ class GLMDeploymentReconciler:
         queue: WorkQueue[Key],
         config: OperatorConfig,
         clock: Clock,
-        metrics_status: Callable[[Key], MetricsStatus | None] | None = None,
+        autoscaler: Autoscaler | None = None,
         pages: PlanPages | None = None,
     ) -> None:
-        """``metrics_status``: the autoscaler's view of its metrics per key; None when no autoscaler
-        runs (no Prometheus configured). ``pages``: where each reconcile leaves its plan for the
-        metrics port's plan pages."""
+        """``autoscaler``: None when none runs (no Prometheus configured); each reconcile reads its
+        view of the metrics and hands it what the plan gives to scale on. ``pages``: where each
+        reconcile leaves its plan for the metrics port's plan pages."""
         self.api = api
         self.cache = cache
         self.nodepools = nodepools
@@ -102,7 +104,7 @@ class GLMDeploymentReconciler:
         self.queue = queue
         self.config = config
         self.clock = clock
-        self.metrics_status = metrics_status
+        self.autoscaler = autoscaler
         self.pages = pages
         self._planning = concurrent.futures.ThreadPoolExecutor(
             PLANNING_THREADS, thread_name_prefix="planning"
@@ -141,12 +143,16 @@ class GLMDeploymentReconciler:
         found = self.observe(key)
         if found is None:  # deleted: its children go with it (owner references)
             self.applier.forget(key)
+            if self.autoscaler is not None:
+                self.autoscaler.planned(key, None)
             metrics.forget(*key)
             if self.pages is not None:
                 self.pages.forget(key)
             return []
         observed, companions = found
         desired = await self.desired(key, observed)
+        if self.autoscaler is not None:
+            self.autoscaler.planned(key, desired.scaling)
         result = await self.applier.apply(
             key,
             desired.objects,
@@ -187,7 +193,9 @@ class GLMDeploymentReconciler:
             if _owned_by(c, uid) and _of_inference_pool(c)
         ]
         autoscaling = bool((body.get("spec") or {}).get("autoscaling"))
-        view = self.metrics_status(key) if self.metrics_status is not None else PROMETHEUS_NOT_CONFIGURED
+        view = (
+            self.autoscaler.metrics_status(key) if self.autoscaler is not None else PROMETHEUS_NOT_CONFIGURED
+        )
         observed = Observed(
             body=body,
             nodes=list(self.cache.nodes.values()),
@@ -228,9 +236,7 @@ class GLMDeploymentReconciler:
         self, key: Key, observed: Observed, desired: Desired, rejected: list[Rejection]
     ) -> None:
         body = observed.body
-        status = status_step.own_fields(
-            body, desired.status, autoscaler_running=self.metrics_status is not None
-        )
+        status = status_step.own_fields(body, desired.status, autoscaler_running=self.autoscaler is not None)
         if rejected:
             status = status_step.with_rejections(
                 observed, status, [(r.kind, r.name, r.error.line()) for r in rejected], POD_MONITOR_KIND

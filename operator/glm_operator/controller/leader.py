@@ -27,19 +27,19 @@ import datetime as dt
 import logging
 import random
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
 from glm_operator.clients.kube import KubeClient
+from glm_operator.controller.clock import Clock
 
 log = logging.getLogger(__name__)
 
 
-def _micro_time(t: dt.datetime | None = None) -> str:
-    return (t or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def _micro_time(t: dt.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -49,11 +49,13 @@ class LeaderElector:
         namespace: str,
         name: str,
         identity: str,
+        clock: Clock,
         lease_duration: float = 15.0,
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``clock``: the operator's; read from the election thread (``Clock.monotonic`` and
+        ``now`` are safe there), its timers never used."""
         if not retry_period < renew_deadline < lease_duration:
             raise ValueError("leader election needs retry_period < renew_deadline < lease_duration")
         self.api, self.namespace, self.name, self.identity = api, namespace, name, identity
@@ -77,19 +79,19 @@ class LeaderElector:
 
     def may_write(self) -> bool:
         """True while this replica holds the Lease and its last renewal is within the deadline."""
-        return self.leading and not self.lost and self.clock() < self._valid_until
+        return self.leading and not self.lost and self.clock.monotonic() < self._valid_until
 
     # -- one round -----------------------------------------------------------------------------
     def try_acquire_or_renew(self) -> bool:
         """One GET and at most one create/update; True when this replica holds the Lease now."""
-        started = self.clock()
+        started = self.clock.monotonic()
         try:
             lease: dict[str, Any] | None = self.api.request("GET", f"{self.path}/{self.name}")
         except ApiException as exc:
             if exc.status != 404:
                 raise
             lease = None
-        now = _micro_time()
+        now = _micro_time(self.clock.now())
         mine = {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": int(self.lease_duration),
@@ -114,10 +116,10 @@ class LeaderElector:
             return True
         spec = dict(lease.get("spec") or {})
         if spec != self._observed:
-            self._observed, self._observed_at = spec, self.clock()
+            self._observed, self._observed_at = spec, self.clock.monotonic()
         holder = spec.get("holderIdentity") or ""
         duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
-        if holder and holder != self.identity and self.clock() < self._observed_at + duration:
+        if holder and holder != self.identity and self.clock.monotonic() < self._observed_at + duration:
             return False  # held by a peer that renewed less than a lease duration ago (our clock)
         if holder == self.identity:
             mine["acquireTime"] = spec.get("acquireTime") or now
@@ -135,7 +137,7 @@ class LeaderElector:
         return True
 
     def _record(self, spec: dict[str, Any], started: float) -> None:
-        self._observed, self._observed_at = dict(spec), self.clock()
+        self._observed, self._observed_at = dict(spec), self.clock.monotonic()
         self._valid_until = started + self.renew_deadline
 
     def _attempt(self) -> bool:
@@ -167,9 +169,9 @@ class LeaderElector:
         log.info("became leader (%s/%s as %s)", self.namespace, self.name, self.identity)
         on_started_leading()
         while not self._stop.wait(self.retry_period):  # renew
-            if self.clock() >= self._valid_until:
+            if self.clock.monotonic() >= self._valid_until:
                 break  # frozen or cut off past the deadline: a peer may already lead
-            if not self._attempt() and self.clock() >= self._valid_until:
+            if not self._attempt() and self.clock.monotonic() >= self._valid_until:
                 break
         if self._stop.is_set():
             return
@@ -199,7 +201,7 @@ class LeaderElector:
         try:
             lease = self.api.request("GET", f"{self.path}/{self.name}")
             if (lease.get("spec") or {}).get("holderIdentity") == self.identity:
-                now = _micro_time()
+                now = _micro_time(self.clock.now())
                 lease["spec"].update(
                     {"holderIdentity": "", "leaseDurationSeconds": 1, "renewTime": now, "acquireTime": now}
                 )

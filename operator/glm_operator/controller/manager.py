@@ -6,10 +6,14 @@ Components (each in its own module, each given only what it uses):
   their children and pods; Karpenter NodePools);
 - ``EventHandlers`` fed by ``WatchThread`` (kopf, ``watches.WATCHES``): update the caches, enqueue;
 - ``GLMDeploymentReconciler`` on its ``WorkQueue``, with an ``Applier`` and an ``EventRecorder``;
-- ``GatewayReconciler`` on a work queue of its own;
+- ``GatewayReconciler`` on a work queue of its own, with an ``Applier`` of its own and the
+  ``EventRecorder``;
 - ``Autoscaler`` (when a Prometheus URL is configured), with its ``KVCacheReader``;
 - ``ApiDiscovery`` (PodMonitor, LeaderWorkerSet APIs), ``Replanner`` (GPU supply changes);
-- ``LeaderElector`` (a Lease, client-go's rules).
+- ``LeaderElector`` (a Lease, client-go's rules), built by ``glm-operator run`` with the API client
+  whose writes it gates.
+
+Every component gets what it uses in its constructor, and the one ``Clock``.
 
 Lifecycle: list everything once into the caches (retried until the apiserver answers), start the
 watches, then the leader election; the workers wait at the leadership gate. Becoming leader
@@ -37,7 +41,7 @@ from glm_operator.clients.prometheus import PrometheusQueueClient
 from glm_operator.controller import metrics
 from glm_operator.controller.applier import Applier
 from glm_operator.controller.autoscaler import Autoscaler
-from glm_operator.controller.cache import ClusterCache
+from glm_operator.controller.cache import ClusterCache, OwnedObjects
 from glm_operator.controller.clock import Clock, LoopClock
 from glm_operator.controller.config import OperatorConfig, namespace_matches, plain_namespaces
 from glm_operator.controller.discovery import ApiDiscovery
@@ -70,17 +74,18 @@ class Manager:
         self,
         config: OperatorConfig,
         api: KubeClient,
-        election_api: KubeClient | None = None,
+        elector: LeaderElector | None = None,
         clock: Clock | None = None,
         liveness_endpoint: str | None = None,
     ) -> None:
-        """``election_api``: the Lease's own client (own connection pool, short timeouts)."""
+        """``api``: the operator's client (``glm-operator run`` gates its writes on ``elector``'s
+        Lease and counts its requests); ``elector``: None without leader election (this replica
+        writes); ``clock``: the one every component reads, the elector's too."""
         self.config = config
         self.api = api
+        self.elector = elector
         self.clock = clock or LoopClock()
         self.liveness_endpoint = liveness_endpoint
-        api.on_request = metrics.count_api_request
-        self.elector = self._elector(election_api)
         self._leading = asyncio.Event()
         self._stopping = asyncio.Event()
         self.exit_code = 0
@@ -88,23 +93,37 @@ class Manager:
 
         self.cache = ClusterCache(node_group_label_keys(config.node_groups))
         self.nodepools = NodePoolCache()
-        self.discovery = ApiDiscovery(api, config.pod_monitor)
-        self.queue: WorkQueue[Key] = WorkQueue(self.clock)
-        self.queue.observe_wait = metrics.QUEUE_WAIT_SECONDS.observe
+        self.discovery = ApiDiscovery(
+            api,
+            config.pod_monitor,
+            on_pod_monitors_change=self._pod_monitors_changed,
+            load_pod_monitors=self._load_pod_monitors,
+        )
+        self.queue: WorkQueue[Key] = WorkQueue(self.clock, observe_wait=metrics.QUEUE_WAIT_SECONDS.observe)
         self.gateway_queue: WorkQueue[Key] = WorkQueue(self.clock)
         self.applier = Applier(
             api,
-            self.cache,
+            self.cache.owned,
             on_companion_rejected=self.queue.add,
             on_companion_failed=self._companion_failed,
             on_pod_monitor_api_missing=self.discovery.pod_monitor_api_missing,
         )
         self.recorder = EventRecorder(api, hold=self.applier.after_workload_writes)
-        self.gateways = GatewayReconciler(api, self.gateway_queue)
         self.autoscaler = self._autoscaler()
+        self.gateway_children = OwnedObjects()  # the GLMGateways' children, as applied or watched
+        self.gateway_applier = Applier(api, self.gateway_children, companion_lane=False)
+        self.gateways = GatewayReconciler(
+            api=api,
+            queue=self.gateway_queue,
+            children=self.gateway_children,
+            applier=self.gateway_applier,
+            recorder=self.recorder,
+            clock=self.clock,
+            image=config.gateway_sync_image,
+            network_policy=config.gateway_network_policy,
+            wake=self.autoscaler.wake if self.autoscaler is not None else None,  # a model at zero
+        )
         self.pages = PlanPages()
-        if self.autoscaler is not None:  # a gateway's wake requests reach a model at zero at once
-            self.gateways.wake = self.autoscaler.wake
         self.reconciler = GLMDeploymentReconciler(
             api=api,
             cache=self.cache,
@@ -115,7 +134,7 @@ class Manager:
             queue=self.queue,
             config=config,
             clock=self.clock,
-            metrics_status=self.autoscaler.metrics_status if self.autoscaler is not None else None,
+            autoscaler=self.autoscaler,
             pages=self.pages,
         )
         self.replanner = Replanner(self.clock, self.replan_all)
@@ -128,21 +147,7 @@ class Manager:
             discovery=self.discovery,
             namespaces=config.namespaces,
         )
-        self.discovery.on_pod_monitors_change = self._pod_monitors_changed
-        self.discovery.load_pod_monitors = self._load_pod_monitors
         self.watches: WatchThread | None = None
-
-    def _elector(self, election_api: KubeClient | None) -> LeaderElector | None:
-        if not self.config.leader_election:
-            return None
-        elector = LeaderElector(
-            election_api or KubeClient(self.api.api, timeout=4.0),
-            self.config.lease_namespace,
-            self.config.lease_name,
-            self.config.identity,
-        )
-        self.api.may_write = elector.may_write  # no write leaves a replica that does not lead
-        return elector
 
     def _autoscaler(self) -> Autoscaler | None:
         """The built-in autoscaler, when a Prometheus URL is configured."""
@@ -159,10 +164,8 @@ class Manager:
             prometheus=prometheus,
             api=self.api,
             cache=self.cache,
-            nodepools=self.nodepools,
             recorder=self.recorder,
             queue=self.queue,
-            config=config,
             clock=self.clock,
             is_leader=self.is_leader,
         )
@@ -176,6 +179,7 @@ class Manager:
 
     def _started_leading(self) -> None:
         self.applier.forget()  # a peer may have led in between: send every child once
+        self.gateway_applier.forget()
         metrics.LEADER.set(1)
         self._leading.set()
         self.queue.add_all(self.cache.owned.glmdeployments)
@@ -272,8 +276,13 @@ class Manager:
         # (EventHandlers.watches_namespace), as the start-up list is; kopf would open one stream per
         # matching namespace and resource (80 for 10 namespaces, each with its own TLS buffers).
         watched = tuple(plain_namespaces(self.config.namespaces) or ())
-        self.watches = WatchThread(registry(self.handlers, loop), watched, self.liveness_endpoint, settings)
-        self.watches.on_restart = metrics.WATCH_RESTARTS.inc
+        self.watches = WatchThread(
+            registry(self.handlers, loop),
+            watched,
+            self.liveness_endpoint,
+            settings,
+            metrics.WATCH_RESTARTS.inc,
+        )
         self.watches.start()
         log.info(
             "started: %d nodes, %d GLMDeployments in the caches; watching%s",
@@ -312,12 +321,13 @@ class Manager:
             )
 
     async def _resync(self) -> None:
-        """Every ``resync_seconds``: forget what was applied and queue every GLMDeployment, so each
-        child is applied once more (drift no watch event shows, a label edited by hand, is repaired
-        within one period), and ask API discovery again (a missed CRD event)."""
+        """Every ``resync_seconds``: forget what was applied and queue every GLMDeployment and
+        GLMGateway, so each child is applied once more (drift no watch event shows, a label edited
+        by hand, is repaired within one period), and ask API discovery again (a missed CRD event)."""
         while True:
             await asyncio.sleep(self.config.resync_seconds)
             self.applier.forget()
+            self.gateway_applier.forget()
             try:
                 await self.discovery.refresh()
             except Exception as exc:
@@ -325,6 +335,7 @@ class Manager:
             keys = list(self.cache.owned.glmdeployments)
             metrics.ENQUEUED.labels(cause="resync").inc(len(keys))
             self.queue.add_all(keys)
+            self.gateway_queue.add_all(self.gateways.bodies)
 
     # -- shut-down --------------------------------------------------------------------------------
     async def stop(self) -> None:

@@ -1,4 +1,5 @@
-"""Kubernetes Events about GLMDeployments, posted in the background as client-go's recorder does.
+"""Kubernetes Events about GLMDeployments and GLMGateways, posted in the background as client-go's
+recorder does.
 
 A reconcile does not wait for its Events; at most ``MAX_IN_FLIGHT`` are posted at once, after the
 workload writes on the wire (``Applier.after_workload_writes``: a burst writes workloads first). Posting is
@@ -30,7 +31,8 @@ class EventRecorder:
         self._tasks: set[asyncio.Task[None]] = set()
 
     def post(self, about: Mapping[str, Any], events: Sequence[Event]) -> None:
-        """Post ``events`` about ``about`` (a GLMDeployment body), in order, without waiting."""
+        """Post ``events`` about ``about`` (a GLMDeployment or GLMGateway body), in order, without
+        waiting."""
         if not events:
             return
         task = asyncio.create_task(self._post(about, list(events)), name="events")

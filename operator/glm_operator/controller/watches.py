@@ -10,12 +10,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import kopf
-
 from glm_operator.api.gateway import GATEWAY_PLURAL
 from glm_operator.api.v1alpha1 import GROUP, PLURAL, VERSION
 from glm_operator.clients import watches as watch_layer
-from glm_operator.clients.watches import Sink, Watch, WatchThread
+from glm_operator.clients.watches import Registry, Settings, Sink, Watch, WatchThread
 from glm_operator.controller import metrics
 from glm_operator.controller.event_handlers import EventHandlers
 from glm_operator.gateway.objects import GATEWAY_APP_NAME
@@ -75,11 +73,11 @@ WATCHES: tuple[Watch[EventHandlers], ...] = (
 )
 
 
-def settings() -> kopf.OperatorSettings:
+def settings() -> Settings:
     return watch_layer.settings(WATCHES)
 
 
-def registry(handlers: EventHandlers, loop: asyncio.AbstractEventLoop) -> kopf.OperatorRegistry:
+def registry(handlers: EventHandlers, loop: asyncio.AbstractEventLoop) -> Registry:
     """One ``on.event`` handler per row of ``WATCHES``; each passes its event to ``loop``."""
 
     def count(watch: Watch[Any]) -> None:

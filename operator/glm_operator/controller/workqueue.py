@@ -32,7 +32,14 @@ Key = tuple[str, str]  # (namespace, name)
 
 
 class WorkQueue(Generic[K]):
-    def __init__(self, clock: Clock | None = None, limiter: RateLimiter | None = None) -> None:
+    def __init__(
+        self,
+        clock: Clock | None = None,
+        limiter: RateLimiter | None = None,
+        observe_wait: Callable[[float], None] | None = None,
+    ) -> None:
+        """``observe_wait``: called with the seconds a key waited on the queue when a worker takes
+        it (metrics)."""
         self.clock: Clock = clock or LoopClock()
         self.limiter = limiter or RateLimiter()
         self._queue: asyncio.Queue[K] = asyncio.Queue()
@@ -42,8 +49,7 @@ class WorkQueue(Generic[K]):
         self._timers: dict[K, Timer] = {}  # delayed adds not due yet (one per key: the earliest)
         self._due: dict[K, float] = {}  # monotonic time each timer fires
         self._not_before: dict[K, float] = {}  # a 429's Retry-After: no run before this
-        # called with the seconds a key waited on the queue when a worker takes it (metrics)
-        self.observe_wait: Callable[[float], None] | None = None
+        self.observe_wait = observe_wait
         self._added_at: dict[K, float] = {}
 
     # -- adding ---------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ The steps, one module each:
 3. ``prune``: children the plan no longer wants, make before break.
 4. ``findings``: why replicas do not serve (with ``planning.diagnosis`` for the pods).
 5. ``status`` and ``events``: the typed status, and Events for what changed since the last one.
+6. ``scaling``: with ``spec.autoscaling``, what the autoscaler scales on (the plan's capacity up to
+   maxReplicas, its knee); the autoscaler also turns its decisions into status there.
 """
 
 from __future__ import annotations
@@ -44,9 +46,17 @@ from glm_operator.desired.inference_pool import (
     inference_pool_status,
 )
 from glm_operator.desired.inference_pool import wire_status as with_inference_pool
-from glm_operator.desired.model import WORKLOAD_KIND_NAMES, WORKLOAD_KINDS, Desired, Event, Observed
+from glm_operator.desired.model import (
+    WORKLOAD_KIND_NAMES,
+    WORKLOAD_KINDS,
+    Desired,
+    Event,
+    Observed,
+    ScalingTargets,
+)
 from glm_operator.desired.plan import PlanStep, placed_variants, plan_step, plan_summary
 from glm_operator.desired.prune import children_to_prune, kept_children
+from glm_operator.desired.scaling import scaling_targets
 from glm_operator.planning.diagnosis.pods import diagnose_pods
 from glm_operator.planning.placement.compatibility import request_model
 from glm_operator.planning.supply.capacity import pool_limits_note
@@ -55,7 +65,13 @@ from glm_operator.planning.supply.outages import next_expiry
 __all__ = ["WORKLOAD_KINDS", "WORKLOAD_KIND_NAMES", "Desired", "Event", "Observed", "compute_desired"]
 
 
-def _failed(observed: Observed, reason: str, message: str, step: PlanStep | None = None) -> Desired:
+def _failed(
+    observed: Observed,
+    reason: str,
+    message: str,
+    step: PlanStep | None = None,
+    scaling: ScalingTargets | None = None,
+) -> Desired:
     plan = step.plan if step is not None else None
     replicas = step.replicas if step is not None else None
     status = status_step.failed_status(observed, reason, message, plan, replicas)
@@ -65,6 +81,7 @@ def _failed(observed: Observed, reason: str, message: str, step: PlanStep | None
         prune=(),
         status=status_step.wire(status),
         events=events_step.failure_events(observed.previous_status, reason, message),
+        scaling=scaling,
     )
 
 
@@ -77,8 +94,9 @@ def compute_desired(observed: Observed) -> Desired:
         return _failed(observed, "InvalidSpec", f"{where}: {first.get('msg')}")
 
     step = plan_step(observed, spec)
+    scaling = scaling_targets(spec, step, observed.default_image)
     if step.failure is not None:
-        return _failed(observed, step.failure.reason, step.failure.message, step)
+        return _failed(observed, step.failure.reason, step.failure.message, step, scaling)
     assert step.plan is not None and step.request is not None and step.capacity is not None
     plan, capacity = step.plan, step.capacity
 
@@ -131,4 +149,5 @@ def compute_desired(observed: Observed) -> Desired:
         status=with_inference_pool(observed, status_step.wire(status), pool_status),
         events=events_step.plan_events(observed.previous_status, step, placed, degraded, limits),
         requeue_after=None if expiry is None else expiry + 1.0,
+        scaling=scaling,
     )

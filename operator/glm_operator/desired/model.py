@@ -64,6 +64,20 @@ class Event:
     message: str
 
 
+#: Where a first replica goes: (GPU type, on a node to be launched, the node pools it grows into).
+FirstReplica = tuple[str, bool, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class ScalingTargets:
+    """What the autoscaler scales on, from the plan (``desired.scaling``)."""
+
+    capacity: int  # replicas the GPU pools and node autoscalers can host, up to maxReplicas
+    replica_concurrency: float  # running requests one replica aims at: the predicted knee
+    replica_capacity: float  # one replica's max-num-seqs
+    first_replica: FirstReplica | None  # None: no GPU can host one
+
+
 @dataclass(frozen=True)
 class Desired:
     """The outcome of one pass of the pipeline: what to apply, prune, write to status, announce."""
@@ -74,3 +88,4 @@ class Desired:
     status: dict[str, Any]  # the status this pass computed (wire form; see desired.status)
     events: tuple[Event, ...] = ()
     requeue_after: float | None = None  # seconds: reconcile again then (a node grace period ends)
+    scaling: ScalingTargets | None = None  # with spec.autoscaling: what the autoscaler scales on

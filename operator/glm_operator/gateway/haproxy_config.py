@@ -63,9 +63,6 @@ RETRY_AFTER_MAP_FILE = "retry-after.map"  # backend -> Retry-After of its 503 (e
 #: sidecar after the init container) continues with runtime commands instead of a reload.
 STATE_FILE = "state.json"
 
-#: Address of a free slot: never dialled, the slot stays in maintenance.
-UNUSED_SLOT_ADDRESS = ("127.0.0.1", 9)
-
 #: leastconn / roundrobin: HAProxy's. "cache": cache-aware (``route.lua``): the server that already
 #: served the longest run of the prompt's leading blocks, while its load stays within
 #: ``affinity_load_factor`` percent of its share; ties and prompts no server has seen go to the

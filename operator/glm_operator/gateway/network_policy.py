@@ -66,6 +66,17 @@ def parse_metrics_from(text: str) -> tuple[dict[str, Any], ...]:
     return tuple(peers)
 
 
+def network_policy_settings(enabled: str, metrics_from: str | None) -> NetworkPolicySettings:
+    """The chart's ``gateway.networkPolicy`` values as the operator gets them (``true``/``false``,
+    and ``metricsFrom`` as JSON; None: the default peers). Raises ValueError naming the chart value."""
+    enabled = enabled.strip().lower()
+    if enabled not in ("true", "false"):
+        raise ValueError(f"gateway.networkPolicy.enabled: {enabled!r}; set true or false")
+    if metrics_from is None:
+        return NetworkPolicySettings(enabled=enabled == "true")
+    return NetworkPolicySettings(enabled=enabled == "true", metrics_from=parse_metrics_from(metrics_from))
+
+
 def network_policy_name(gateway: str) -> str:
     return names.dns_label(f"{gateway}-gateway-vllm")
 

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from glm_operator.desired.model import Event
 from glm_operator.planning.diagnosis.conditions import FALSE, TRUE, UNKNOWN, get_condition, set_condition
 
 READY = "Ready"
@@ -59,20 +60,13 @@ class GatewayObserved:
 
 
 @dataclass(frozen=True)
-class GatewayEvent:
-    type: str  # Normal or Warning
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True)
 class GatewayStatus:
     """``status`` (conditions and counts; the operator adds observedGeneration and service) and the
     Events to post."""
 
     conditions: list[dict[str, Any]]
     fields: dict[str, Any]
-    events: tuple[GatewayEvent, ...]
+    events: tuple[Event, ...]
 
 
 def _ready(o: GatewayObserved) -> tuple[str, str, str]:
@@ -152,7 +146,7 @@ def gateway_status(
 ) -> GatewayStatus:
     """Conditions, counts and transition Events of one GLMGateway (see the module docstring)."""
     conditions = [dict(c) for c in previous if c.get("type") in GATEWAY_CONDITIONS]
-    events: list[GatewayEvent] = []
+    events: list[Event] = []
     for type_, (status, reason, message) in (
         (READY, _ready(observed)),
         (KEYS_LOADED, _keys(observed)),
@@ -162,9 +156,9 @@ def gateway_status(
         conditions = set_condition(conditions, type_, status, reason, message, observed.generation, now)
         flipped = before is None or before.get("status") != status or before.get("reason") != reason
         if flipped and status != TRUE and reason in WARNING_REASONS:
-            events.append(GatewayEvent("Warning", reason, f"{type_} {status}: {message}"))
+            events.append(Event("Warning", reason, f"{type_} {status}: {message}"))
         elif flipped and status == TRUE and type_ == READY:
-            events.append(GatewayEvent("Normal", READY, message))
+            events.append(Event("Normal", READY, message))
     conditions.sort(key=lambda c: GATEWAY_CONDITIONS.index(str(c["type"])))
     models = sorted(observed.served)
     fields: dict[str, Any] = {

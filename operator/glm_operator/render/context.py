@@ -7,10 +7,9 @@ catches a misspelt field.
 
 Rules encoded here (documented because users see their effect in the pod spec):
 - ``quantization`` is the value of vLLM's ``--quantization`` flag, not the precision the plan
-  chose. A checkpoint that is already quantized (e.g. ``zai-org/GLM-4.5-Air-FP8``) carries a
-  ``quantization_config`` that vLLM detects by itself, so no flag is passed; ``--quantization fp8``
-  is only for a bf16/fp16 checkpoint quantized on the fly at load time. ``vllm_quantization_flag``
-  turns (requested precision, checkpoint precision) into the flag.
+  chose: the plan's ``Variant.quantization_flag`` (the planner decides it with the checkpoint: an
+  already quantized one carries a ``quantization_config`` vLLM detects by itself, so no flag;
+  ``fp8`` only for a 16-bit checkpoint quantized at load time).
 - ``kv_cache_dtype`` is None for ``auto`` (no flag), else ``--kv-cache-dtype <value>``.
 - ``model_source`` decides where the model comes from (see ``resolve_model_location``).
 """
@@ -29,11 +28,6 @@ from glm_operator.catalog.gpus import GPU_RESOURCE
 from glm_operator.render import names
 
 MODELS_MOUNT_PATH = "/models"
-
-# Precisions vLLM reads from the checkpoint itself; "auto"/"bf16" never need a flag.
-_NO_FLAG_PRECISIONS = frozenset({"auto", "bf16", "bfloat16"})
-# Precisions vLLM can quantize to on the fly from a 16-bit checkpoint.
-_ONLINE_QUANTIZATIONS = frozenset({"fp8"})
 
 
 @dataclass(frozen=True)
@@ -108,33 +102,6 @@ def resolve_model_location(model_source: str, model_id: str) -> ModelLocation:
     raise ValueError(f"model source scheme {scheme!r} is not supported (hf://, pvc://, s3://)")
 
 
-def vllm_quantization_flag(requested: str, checkpoint_quantization: str | None) -> str | None:
-    """Value of ``--quantization`` for a planned precision, or None for no flag.
-
-    ``requested`` is the precision the plan chose (auto, bf16, fp16, fp8, int8, int4);
-    ``checkpoint_quantization`` the precision the checkpoint is stored in when it is already
-    quantized (e.g. "fp8" for a -FP8 repository), None for a 16-bit checkpoint.
-
-    - auto/bf16/fp16: no flag (fp16 is a ``--dtype``, not a quantization);
-    - the checkpoint already has the requested precision: no flag, vLLM reads its
-      ``quantization_config``;
-    - fp8 from a 16-bit checkpoint: ``fp8`` (dynamic W8A8 at load time; GPUs below compute
-      capability 8.9 fall back to weight-only FP8 through Marlin);
-    - int8/int4 need a pre-quantized checkpoint (AWQ/GPTQ/...): ``ValueError`` otherwise.
-    """
-    precision = requested.lower()
-    if precision in _NO_FLAG_PRECISIONS or precision == "fp16":
-        return None
-    if checkpoint_quantization is not None and checkpoint_quantization.lower() == precision:
-        return None
-    if checkpoint_quantization is None and precision in _ONLINE_QUANTIZATIONS:
-        return precision
-    raise ValueError(
-        f"quantization {requested!r} needs a checkpoint quantized to {requested!r}"
-        f" (the checkpoint is {checkpoint_quantization or '16-bit'})"
-    )
-
-
 @dataclass(frozen=True)
 class WorkloadContext:
     """Everything needed to render the workload of one variant of a GLMDeployment.
@@ -161,7 +128,7 @@ class WorkloadContext:
     pipeline_parallel_size: int = 1
     nodes_per_replica: int = 1
     port: int = DEFAULT_SERVING_PORT
-    quantization: str | None = None  # value of --quantization; see vllm_quantization_flag
+    quantization: str | None = None  # value of --quantization (the plan's Variant.quantization_flag)
     kv_cache_dtype: str | None = None  # None = auto
     dtype: str | None = None  # --dtype, e.g. "float16" on GPUs without bf16
     extra_args: tuple[str, ...] = ()  # appended last, verbatim
