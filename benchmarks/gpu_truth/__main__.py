@@ -20,8 +20,7 @@ from pathlib import Path
 from benchmarks.gpu_truth.cases import (
     BY_NAME,
     CASES,
-    GPU,
-    GPU_MEMORY_GIB,
+    DEVICES,
     HERE,
     LOGS,
     VLLM_VERSION,
@@ -31,7 +30,7 @@ from benchmarks.gpu_truth.logparse import StartupLog, parse, read_log
 
 REPO = HERE.parents[1]
 CSV_PATH = REPO / "tests" / "fixtures" / "vllm-startups.csv"
-ROW_PREFIX = "h200-"
+ROW_PREFIXES = tuple(d.row_prefix for d in DEVICES.values())
 COLUMNS = [
     "id",
     "source_url",
@@ -105,13 +104,13 @@ def row(case: Case, log: StartupLog, log_name: str) -> dict[str, str]:
     elif log.cut_before_actual_usage:
         notes.append('log ends after the KV-cache lines, before "Actual usage" (no activation split)')
     return {
-        "id": ROW_PREFIX + case.name,
+        "id": case.device.row_prefix + case.name,
         "source_url": f"benchmarks/gpu_truth/logs/{log_name} (this repository: vLLM {VLLM_VERSION} "
-        "--load-format dummy on one H200, benchmarks/gpu_truth)",
+        f"--load-format dummy on one {case.gpu}, benchmarks/gpu_truth)",
         "model": case.model_id,
         "family": case.family,
-        "gpu": GPU,
-        "gpu_memory_gib": f"{GPU_MEMORY_GIB:.2f}",
+        "gpu": case.device.csv_name,
+        "gpu_memory_gib": f"{case.device.memory_gib:.2f}",
         "nodes": "1",
         "tp": "1",
         "pp": "1",
@@ -195,7 +194,7 @@ def _rows(args: argparse.Namespace) -> int:
     with CSV_PATH.open(encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         fields = list(reader.fieldnames or [])
-        kept = [r for r in reader if not r["id"].startswith(ROW_PREFIX)]
+        kept = [r for r in reader if not r["id"].startswith(ROW_PREFIXES)]
     fields += [c for c in COLUMNS if c not in fields]
     with CSV_PATH.open("w", encoding="utf-8", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields, lineterminator="\n")
@@ -210,7 +209,7 @@ def estimate(case: Case, mnbt: int | None) -> dict[str, float]:
     cmd = [
         sys.executable, "-m", "glm_operator.cli", "estimate",
         "--model", str(case.config_path),
-        "--gpu-memory-gib", f"{GPU_MEMORY_GIB}",
+        "--gpu-memory-gib", f"{case.device.memory_gib}",
         "--vllm-version", VLLM_VERSION,
         "--max-model-len", str(case.context_length),
         "--gpu-memory-utilization", str(case.gpu_memory_utilization),
@@ -273,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=_render)
     p = sub.add_parser("rows", help="CSV rows from start-up logs (default: the committed ones)")
     p.add_argument("logs", nargs="*")
-    p.add_argument("--update", action="store_true", help=f"replace the {ROW_PREFIX}* rows of the CSV")
+    p.add_argument("--update", action="store_true", help="replace the h200-*, h100-* rows")
     p.set_defaults(func=_rows)
     p = sub.add_parser("compare", help="glm-operator estimate against the committed logs")
     p.set_defaults(func=_compare)

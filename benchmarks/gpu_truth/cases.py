@@ -37,6 +37,24 @@ GPU = "H200"
 GPU_PRODUCT = "NVIDIA-H200"
 #: torch.cuda.get_device_properties(0).total_memory on the device: 150,109,880,320 B
 GPU_MEMORY_GIB = 139.80
+
+
+@dataclass(frozen=True)
+class Device:
+    """A GPU the device tool lends: the CSV's name for it, its GFD product label, torch's total memory and
+    the id prefix of its rows."""
+
+    csv_name: str
+    product: str
+    memory_gib: float
+    row_prefix: str
+
+
+DEVICES = {
+    "H200": Device(GPU, GPU_PRODUCT, GPU_MEMORY_GIB, "h200-"),
+    # torch reports 79.18 GiB on the device's H100 80GB HBM3 (/work/shared/gpu/README.md)
+    "H100": Device("H100 80GB", "NVIDIA-H100-80GB-HBM3", 79.18, "h100-"),
+}
 #: where the device runner finds the config directories (copied there in the first device call)
 DEVICE_MODELS = "/tmp/acc/models"
 #: flags only the harness adds (no weights, no tokenizer files on the device)
@@ -106,6 +124,11 @@ class Case:
     # dummy weights accept no drafts: vLLM's synthetic rejection sampler accepts this many tokens per step
     # on average (1 .. 1 + speculative_tokens; harness only, in the device argv's --speculative-config)
     synthetic_acceptance_length: float | None = None
+    gpu: str = "H200"  # a key of DEVICES: the card the case runs on
+
+    @property
+    def device(self) -> Device:
+        return DEVICES[self.gpu]
 
     @property
     def env(self) -> dict[str, str]:
@@ -137,7 +160,7 @@ class Case:
         return "fp8" if method == "fp8" else method or None
 
     def context(self) -> WorkloadContext:
-        """The WorkloadContext the controller would build for this case (one H200, TP 1)."""
+        """The WorkloadContext the controller would build for this case (one GPU, TP 1)."""
         defaults = serving_defaults(self.architecture)
         extra: tuple[str, ...] = self.extra_args
         if self.max_num_batched_tokens is not None:
@@ -150,7 +173,7 @@ class Case:
             image=IMAGE,
             model_id=self.model_id,
             served_model_name=self.model_id.rsplit("/", 1)[-1].lower(),
-            gpu_product=GPU_PRODUCT,
+            gpu_product=self.device.product,
             tensor_parallel_size=1,
             gpus_per_replica=1,
             max_model_len=self.context_length,
@@ -212,6 +235,7 @@ def _case(name: str, config: str, model_id: str, family: str, perf: bool = False
 FLASH = ("glm-4.7-flash", "zai-org/GLM-4.7-Flash", "glm-mla-moe")
 GLM5_FP8 = ("glm-5-fp8-l10", "zai-org/GLM-5-FP8", "glm-mla-dsa")
 GLM5 = ("glm-5-l6", "zai-org/GLM-5", "glm-mla-dsa")
+GLM5_L4 = ("glm-5-l4", "zai-org/GLM-5", "glm-mla-dsa")
 GLM45_AIR = ("glm-4.5-air-l20", "zai-org/GLM-4.5-Air", "glm-moe-gqa")
 GLM47 = ("glm-4.7-l12", "zai-org/GLM-4.7", "glm-moe-gqa")
 GLM47_L6 = ("glm-4.7-l6", "zai-org/GLM-4.7", "glm-moe-gqa")
@@ -739,6 +763,51 @@ CASES: tuple[Case, ...] = (
         max_num_batched_tokens=2048,
         speculative_tokens=3,
         synthetic_acceptance_length=2.0,
+    ),
+    # the same on the H100 (the H200 was not lent on 2026-12-06): GLM-4.7-Flash at 8192 tokens of context
+    # without MTP, with one draft and with three (flash-*-s64-perf's knobs but the context: the H100 has
+    # ~12 GiB for the KV cache), and GLM-5's drafter (bf16: a DSA MoE layer of ~18 GiB) on 4 of its layers
+    _case(
+        "flash-h100-s64-perf",
+        *FLASH,
+        perf=True,
+        gpu="H100",
+        context_length=8192,
+        max_num_seqs=64,
+        gpu_memory_utilization=0.92,
+    ),
+    _case(
+        "flash-h100-mtp1-s64-perf",
+        *FLASH,
+        perf=True,
+        gpu="H100",
+        context_length=8192,
+        max_num_seqs=64,
+        gpu_memory_utilization=0.92,
+        speculative_tokens=1,
+        synthetic_acceptance_length=1.8,
+    ),
+    _case(
+        "glm5-l4-h100-mtp1-b2k",
+        *GLM5_L4,
+        gpu="H100",
+        context_length=32768,
+        max_num_seqs=32,
+        gpu_memory_utilization=0.92,
+        max_num_batched_tokens=2048,
+        speculative_tokens=1,
+        synthetic_acceptance_length=1.9,
+    ),
+    _case(
+        "flash-h100-mtp3-s64-perf",
+        *FLASH,
+        perf=True,
+        gpu="H100",
+        context_length=8192,
+        max_num_seqs=64,
+        gpu_memory_utilization=0.92,
+        speculative_tokens=3,
+        synthetic_acceptance_length=2.5,
     ),
 )
 BY_NAME = {c.name: c for c in CASES}

@@ -10,7 +10,7 @@ import csv
 import json
 
 import pytest
-from benchmarks.gpu_truth.__main__ import CSV_PATH, ROW_PREFIX, committed_rows
+from benchmarks.gpu_truth.__main__ import CSV_PATH, ROW_PREFIXES, committed_rows
 from benchmarks.gpu_truth.cases import BY_NAME, CASES, CONFIGS, HARNESS_FLAGS, LOGS, PARSER_FLAGS
 from benchmarks.gpu_truth.logparse import parse, read_log
 
@@ -147,8 +147,8 @@ def test_a_log_cut_before_actual_usage_is_not_an_error() -> None:
     assert log.complete and log.cut_before_actual_usage and log.error is None
     notes = {r["id"]: r["notes"] for r in committed_rows()}
     assert not any("engine did not start" in n for n in notes.values())
-    assert 'before "Actual usage"' in notes[ROW_PREFIX + "glm5fp8-b16k"]
-    assert "from the DEBUG line" in notes[ROW_PREFIX + "glm5fp8-b16k"]
+    assert 'before "Actual usage"' in notes["h200-glm5fp8-b16k"]
+    assert "from the DEBUG line" in notes["h200-glm5fp8-b16k"]
 
 
 def test_a_debug_log_gives_the_split_without_actual_usage() -> None:
@@ -162,7 +162,7 @@ def test_a_debug_log_gives_the_split_without_actual_usage() -> None:
 
 def test_committed_logs_are_the_csv_rows() -> None:
     with CSV_PATH.open(encoding="utf-8") as fh:
-        in_csv = {r["id"]: r for r in csv.DictReader(fh) if r["id"].startswith(ROW_PREFIX)}
+        in_csv = {r["id"]: r for r in csv.DictReader(fh) if r["id"].startswith(ROW_PREFIXES)}
     rows = {r["id"]: r for r in committed_rows()}
     assert rows.keys() == in_csv.keys()
     for key, row in rows.items():
