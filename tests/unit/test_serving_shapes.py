@@ -100,3 +100,20 @@ def test_data_parallel_attention_is_offered_only_to_models_that_need_several_gpu
     assert any(c.data_parallel_size > 1 for c in big.considered)
     dp = next(c for c in big.considered if c.data_parallel_size > 1)
     assert dp.gpus == dp.tensor_parallel_size * dp.data_parallel_size <= 8
+
+
+def test_auto_quantization_across_h100_nodes_serves_the_shape_it_ranks_first() -> None:
+    # issue 49: with PP > 1 the ranking was skipped and bf16 TP 8 x PP 3 (24 GPUs) served where fp8 on 16
+    # GPUs ranked first; now the plan serves the ranking's first shape, fp8 on two nodes
+    spec = {"model": {"id": "zai-org/GLM-5.2"}, "contextLength": 32768, "gpu": {"allowMultiNode": True}}
+    p = plan(spec, gpu_nodes("NVIDIA-H100-80GB-HBM3", count=3))
+    assert p.fits
+    (v,) = p.variants
+    first = v.considered[0]
+    assert first.chosen and first.shape.startswith("fp8 TP=8")
+    assert (v.quantization, v.tensor_parallel_size, v.pipeline_parallel_size) == ("fp8", 8, 2)
+    assert v.gpus_per_replica == first.gpus == 16 and v.nodes_per_replica == 2
+    best = max(c.tokens_per_s_per_gpu for c in v.considered)
+    assert first.tokens_per_s_per_gpu >= best / 1.05  # within the simplicity margin of the fastest
+    bf16 = [c for c in v.considered if c.quantization == "bf16"]
+    assert bf16 and all("fewer output tokens/s per GPU" in c.lost for c in bf16)
