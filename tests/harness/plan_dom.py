@@ -32,6 +32,15 @@ VARIANT_FIELDS = (
     "checkpoint",
     "reason",
 )
+#: Shown only past their default (1: one rank, no drafter), as the page shows them.
+SHAPE_FIELDS = ("decodeContextParallelSize", "dataParallelSize", "speculativeTokens")
+#: Fields of status.plan.variants[].predicted the page shows, with their decimals.
+PREDICTED_FIELDS = {
+    "outputTokensPerSecondPerGPU": 1,
+    "itlMilliseconds": 2,
+    "ttftMilliseconds": 1,
+    "kneeConcurrency": 0,
+}
 
 
 class _PlanParser(HTMLParser):
@@ -132,7 +141,20 @@ def _shown(field: str, value: Any) -> str:
 def expected_from_status(plan: Mapping[str, Any]) -> dict[str, Any]:
     """What the page must show for a ``status.plan`` (wire form), in ``read_plan_dom``'s shape."""
     variants = {
-        v["gpuProduct"]: {f: _shown(f, v[f]) for f in VARIANT_FIELDS if f in v} for v in plan["variants"]
+        v["gpuProduct"]: {
+            **{f: _shown(f, v[f]) for f in VARIANT_FIELDS if f in v},
+            **{
+                f: str(v[f])
+                for f in SHAPE_FIELDS
+                if v.get(f, 0) > 1 or (f == "speculativeTokens" and v.get(f))
+            },
+            **{
+                f: f"{float(value):.{decimals}f}" if decimals else str(value)
+                for f, decimals in PREDICTED_FIELDS.items()
+                if (value := (v.get("predicted") or {}).get(f)) is not None
+            },
+        }
+        for v in plan["variants"]
     }
     return {
         "license": plan.get("license") or "not in the catalog: read the model card",

@@ -110,3 +110,14 @@ def test_plan_output_html(capsys: pytest.CaptureFixture[str]) -> None:
     assert dom["license"] == "MIT (unverified)"
     assert dom["variants"]["NVIDIA-H100-80GB-HBM3"]["replicas"] == "1"
     assert "<title>Plan: glm-5-3-flash</title>" in out
+
+
+def test_the_page_lists_every_compared_shape_and_marks_the_served_one() -> None:
+    plan, status = desired_for(ROOT / "manifests" / "samples" / "glm-5.2.yaml")
+    html = render_plan_page(plan, title="llm/glm-5.2")
+    shown = re.findall(r'<tr data-shape="([^"]+)"( class="chosen")?>', html)
+    wire = [c for v in status["plan"]["variants"] for c in v["considered"]]  # type: ignore[index]
+    assert [s for s, _ in shown] == [c["shape"] for c in wire]
+    assert [bool(chosen) for _, chosen in shown] == [bool(c.get("chosen")) for c in wire]
+    assert sum(1 for _, chosen in shown if chosen) == len(plan.variants)
+    assert "predicted tokens/s per GPU" in html
