@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from glm_operator.planning.placement.plan import plan_placement
@@ -117,3 +118,24 @@ def test_auto_quantization_across_h100_nodes_serves_the_shape_it_ranks_first() -
     assert first.tokens_per_s_per_gpu >= best / 1.05  # within the simplicity margin of the fastest
     bf16 = [c for c in v.considered if c.quantization == "bf16"]
     assert bf16 and all("fewer output tokens/s per GPU" in c.lost for c in bf16)
+
+
+def test_a_source_pinned_to_the_fp8_checkpoint_still_ranks_its_fp8_shapes() -> None:
+    # the glm-5.2 sample names zai-org/GLM-5.2-FP8 as its source: every fp8 shape loads that checkpoint
+    # and competes (the rule against switching checkpoints dropped all but the first fit)
+    import yaml
+
+    sample = Path(__file__).resolve().parents[2] / "manifests" / "samples" / "glm-5.2.yaml"
+    spec = yaml.safe_load(sample.read_text())["spec"]
+    spec["gpu"]["products"] = ["H200"]
+    (v,) = plan(spec, gpu_nodes("NVIDIA-H200")).variants
+    assert len(v.considered) > 1
+    assert {c.quantization for c in v.considered} == {"fp8"}
+    assert v.data_parallel_size > 1 or v.decode_context_parallel_size > 1
+    # the 16-bit repository pinned: its weights are what the pod loads, so fp8 means vLLM's load-time
+    # quantization of them (which loads bf16 first: 176 GiB a GPU at TP 8, so not on one node), never the
+    # FP8 sibling's figures
+    bf16 = {**spec, "model": {**spec["model"], "source": "hf://zai-org/GLM-5.2"}, "quantization": "auto"}
+    (b,) = plan(bf16, gpu_nodes("NVIDIA-H200", count=2)).variants
+    assert b.model_id == "zai-org/GLM-5.2" and b.nodes_per_replica == 2
+    assert b.quantization == "bf16" or b.quantization_flag == "fp8"

@@ -142,12 +142,16 @@ def _unreadable(exc: Exception) -> str:
     )
 
 
-def checkpoint_for(base: ResolvedModel, quantization: str) -> tuple[ResolvedModel, str | None]:
-    """Checkpoint to load for a weights precision, and the vLLM --quantization flag (None = auto)."""
+def checkpoint_for(
+    base: ResolvedModel, quantization: str, pinned_repo: str = ""
+) -> tuple[ResolvedModel, str | None]:
+    """Checkpoint to load for a weights precision, and the vLLM --quantization flag (None = auto). With
+    ``pinned_repo`` naming the model's own 16-bit repository (spec.model.source), fp8 is vLLM's load-time
+    quantization of those weights, not the FP8 sibling."""
     ckpt = base.checkpoint_quantization
     if ckpt is not None:
         return base, None
-    if quantization == "fp8" and base.fp8_checkpoint:
+    if quantization == "fp8" and base.fp8_checkpoint and pinned_repo != base.model_id.lower():
         return resolve_model(base.fp8_checkpoint), None
     if quantization == "fp8":
         return base, "fp8"
@@ -169,13 +173,33 @@ def has_checkpoint(model: ResolvedModel, precision: str) -> bool:
 
 
 def _precisions(request: PlacementRequest, model: ResolvedModel, gpu: GpuType) -> list[str]:
+    pinned = pinned_precisions(request, model)
     if request.quantization == "auto":
         if model.checkpoint_quantization is not None:
             return [model.checkpoint_quantization.precision]
         first = "bf16" if gpu.bf16 and model.architecture.dtype != "fp16" else "fp16"
         found = [first, *(p for p in AUTO_PRECISIONS[1:] if has_checkpoint(model, p))]
-        return [p for p in found if allowed_by_spec(request, p)]
+        return [p for p in found if allowed_by_spec(request, p) and (pinned is None or p in pinned)]
     return [request.quantization]
+
+
+def pinned_precisions(request: PlacementRequest, model: ResolvedModel) -> set[str] | None:
+    """The precisions the weights an hf:// ``spec.model.source`` names can be served in, when it names one of
+    the catalog's checkpoints of the model: its 16-bit repository (16-bit, or fp8 quantized at load), its
+    FP8 sibling (fp8) or a pre-quantized one (that precision). None: no such restriction (no source, or one
+    the catalog does not know)."""
+    repo = request.pinned_repo
+    if not repo or model.checkpoint_quantization is not None:
+        return None
+    if repo == model.model_id.lower():
+        return {"bf16", "fp16", "fp8"}
+    if model.fp8_checkpoint and repo == model.fp8_checkpoint.lower():
+        return {"fp8"}
+    for precision in ("int8", "int4"):
+        quantized = model.quantized_checkpoint(precision)
+        if quantized is not None and repo == quantized.id.lower():
+            return {precision}
+    return None
 
 
 def allowed_by_spec(request: PlacementRequest, precision: str) -> bool:
@@ -251,9 +275,10 @@ def evaluate(
 ) -> Evaluated:
     if request.model_config is not None or not _EVALUATIONS_KEPT:
         return _evaluate_fit(request, base, gpu, cand, context)
-    key = (
+    key = (  # every request field _evaluate_fit reads
         request.model,
         base.model_id,
+        request.pinned_repo,
         request.kv_cache_dtype,
         request.gpu_memory_utilization,
         request.max_num_batched_tokens,
@@ -277,7 +302,7 @@ def evaluate(
 def _evaluate_fit(
     request: PlacementRequest, base: ResolvedModel, gpu: GpuType, cand: Candidate, context: int
 ) -> Evaluated:
-    model, flag = checkpoint_for(base, cand.quantization)
+    model, flag = checkpoint_for(base, cand.quantization, request.pinned_repo)
     quant = "auto" if model.checkpoint_quantization is not None else cand.quantization
     if flag == "fp8":
         peak = _fp8_load_peak_error(request, base, gpu, cand)

@@ -180,7 +180,7 @@ def _variant(
     group, ev = chosen.group, chosen.pick
     assert ev.fit is not None
     fit, cand = ev.fit, ev.candidate
-    _, flag = checkpoint_for(base, cand.quantization)
+    _, flag = checkpoint_for(base, cand.quantization, request.pinned_repo)
     arch, gpu = ev.model.architecture, group.gpu
 
     speed_at = rank_speed(fit, arch, gpu, context, request.acceptance_rate)

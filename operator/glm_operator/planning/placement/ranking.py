@@ -61,17 +61,21 @@ def _rankable(
 ) -> bool:
     """Whether a fit competes for goodput with the first that fits. Not: int8/int4 unless
     ``allowedQuantizations`` names them (quality, not speed, is what rules them out), FP8 on GPUs without
-    FP8 tensor cores (W8A16 Marlin, a way to fit), FP8 that loads another checkpoint than the one
-    ``model.source`` names, TP > 2 over PCIe unless the first fit needs it."""
+    FP8 tensor cores (W8A16 Marlin, a way to fit), a precision that loads another checkpoint than the one
+    ``model.source`` names (the first fit's), TP > 2 over PCIe unless the first fit needs it."""
     cand = ev.candidate
     if ev is first:
         return True
     if PRECISION_RANK[cand.quantization] >= 2 and cand.quantization not in request.allowed_quantizations:
         return False
-    if cand.quantization == "fp8":
-        if not group.gpu.native_fp8:
-            return False
-        if request.checkpoint_pinned and checkpoint_for(base, "fp8")[0] is not base:
+    if cand.quantization == "fp8" and not group.gpu.native_fp8:
+        return False
+    if request.checkpoint_pinned and cand.quantization != first.candidate.quantization:
+        pinned = request.pinned_repo
+        if (
+            checkpoint_for(base, cand.quantization, pinned)[0]
+            is not checkpoint_for(base, first.candidate.quantization, pinned)[0]
+        ):
             return False
     return not cand.penalised or first.candidate.penalised
 

@@ -44,6 +44,8 @@ class PlacementRequest:
     model: str = ""
     model_config: Mapping[str, Any] | None = None
     checkpoint_pinned: bool = False  # spec.model.source names the weights: no switch to another checkpoint
+    # the Hugging Face repository an hf:// spec.model.source names (lower case, no revision); "" otherwise
+    pinned_repo: str = ""
     quantization: str = "auto"
     allowed_quantizations: tuple[str, ...] = ()  # spec.allowedQuantizations: what auto may choose (() = any)
     kv_cache_dtype: str = "auto"
@@ -92,6 +94,7 @@ def placement_request(
         model=spec.model.id or "",
         model_config=config.model_dump(exclude_none=True) if config is not None else None,
         checkpoint_pinned=spec.model.source is not None,
+        pinned_repo=hf_repo(spec.model.source),
         quantization=spec.quantization,
         allowed_quantizations=tuple(spec.allowed_quantizations or ()),
         kv_cache_dtype=spec.kv_cache_dtype,
@@ -146,3 +149,10 @@ def placement_request_from_spec(
     """``placement_request`` for a spec mapping (a manifest's ``spec``, camelCase), validated by the
     API models first: raises ``pydantic.ValidationError`` naming the field."""
     return placement_request(spec_from_dict(spec), pools, default_image)
+
+
+def hf_repo(source: str | None) -> str:
+    """The repository of an ``hf://owner/name[@revision]`` source, lower case; "" for other sources."""
+    if not source or not source.startswith("hf://"):
+        return ""
+    return source[len("hf://") :].split("@", 1)[0].strip("/").lower()
