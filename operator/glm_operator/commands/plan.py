@@ -243,10 +243,13 @@ def _ranking(plan: Plan, request: PlacementRequest) -> list[str]:
     for i, alt in enumerate(rank_precisions(request), 1):
         v = alt.variant
         mark = " (planned)" if chosen is not None and alt.quantization == chosen.quantization else ""
+        shape = next(
+            (c.shape for c in v.considered if c.chosen),
+            f"{alt.quantization} TP={v.tensor_parallel_size}"
+            + (f" PP={v.pipeline_parallel_size}" if v.pipeline_parallel_size > 1 else ""),
+        )
         lines.append(
-            f"rank {i}{mark}: {alt.quantization} TP={v.tensor_parallel_size}"
-            + (f" PP={v.pipeline_parallel_size}" if v.pipeline_parallel_size > 1 else "")
-            + f" on {v.gpu_product}, max-num-seqs {v.max_num_seqs}: "
+            f"rank {i}{mark}: {shape} on {v.gpu_product}, max-num-seqs {v.max_num_seqs}: "
             + (
                 f"{alt.tokens_per_s_per_gpu:.0f} output tokens/s per GPU predicted"
                 if v.speed

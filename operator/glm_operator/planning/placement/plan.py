@@ -438,9 +438,13 @@ def _variant_reason(
     where = f"{shape_text(ev.candidate)} on {gpu.name}" + (
         f" ({group.resource_name})" if group.resource_name != GPU_RESOURCE else ""
     )
+    dp = ev.candidate.dp
+    held = f"{fit.max_concurrency * dp:.2f} concurrent {context}-token sequences"
+    if dp > 1:  # each data-parallel rank is an engine with its own KV cache
+        held += f" ({fit.max_concurrency:.2f} on each of {dp} data-parallel ranks)"
     reason = (
-        f"{where}, {fit.quantization}: {fit.max_concurrency:.2f} concurrent {context}-token sequences "
-        f"(>= minConcurrency {request.min_concurrency:g}), {fit.weights_gib_per_gpu:.1f} GiB weights and "
+        f"{where}, {fit.quantization}: {held} (>= minConcurrency {request.min_concurrency:g}), "
+        f"{fit.weights_gib_per_gpu:.1f} GiB weights and "
         f"{fit.available_kv_cache_gib_per_gpu:.1f} GiB KV cache per GPU"
     )
     # why not a smaller TP or a higher precision: what the candidates before the first fit gave
