@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from glm_operator.catalog.gpus import find_gpu
-from glm_operator.catalog.models import CatalogError, resolve_model_or_file
+from glm_operator.catalog.models import CatalogError, ResolvedModel, resolve_model_or_file
 from glm_operator.catalog.vllm import Version, parse_version
 from glm_operator.cli import UserError
 from glm_operator.commands.engine_args import add_engine_arguments, engine_from_args
@@ -18,6 +18,7 @@ from glm_operator.planning.memory.explain import max_context_for
 from glm_operator.planning.memory.fit import estimate_fit
 from glm_operator.planning.memory.instance import FitInputError, FitResult, GpuFigures, GpuMemory, fit_input
 from glm_operator.planning.releases import DEFAULT_VERSION, release_rules
+from glm_operator.planning.speed.performance import Workload, speed_of_fit
 
 
 def register(subparsers: Any) -> None:
@@ -97,6 +98,16 @@ def register(subparsers: Any) -> None:
         default=None,
         help="VLLM_USE_V2_MODEL_RUNNER=0/1 (vLLM >= 0.20); default: the release's choice for the model",
     )
+    load = parser.add_argument_group("predicted speed (with --gpu: the performance model of planning/speed)")
+    load.add_argument("--concurrency", type=int, default=None, help="clients in a closed loop")
+    load.add_argument("--input-tokens", type=int, default=512, help="prompt tokens per request (512)")
+    load.add_argument("--output-tokens", type=int, default=128, help="output tokens per request (128)")
+    load.add_argument(
+        "--acceptance-rate",
+        type=float,
+        default=None,
+        help="MTP draft acceptance (spec.speculativeDecoding.acceptanceRate); default: published figures",
+    )
     parser.add_argument("--output", "-o", choices=("table", "json"), default="table")
     parser.set_defaults(func=run)
 
@@ -144,7 +155,33 @@ def compute(args: argparse.Namespace) -> tuple[dict[str, Any], FitResult]:
     if engine.notes:
         out["notes"] = [*out["notes"], *engine.notes]
     out["max_context_at_concurrency_1"] = min(max_context_for(result, 1.0), model.max_context)
+    if args.concurrency is not None:
+        out["predicted"] = predicted(args, model, result)
     return out, result
+
+
+def predicted(args: argparse.Namespace, model: ResolvedModel, result: FitResult) -> dict[str, Any]:
+    """The predicted speed of the instance under ``--concurrency`` clients (``status.plan``'s keys)."""
+    if args.concurrency < 1 or args.input_tokens < 1 or args.output_tokens < 1:
+        raise UserError("--concurrency, --input-tokens and --output-tokens must be >= 1")
+    if not args.gpu:
+        raise UserError(
+            "--concurrency needs --gpu (the GPU's bandwidth and TFLOPS; --gpu-memory-gib has none)"
+        )
+    if args.acceptance_rate is not None and not 0 < args.acceptance_rate < 1:
+        raise UserError("--acceptance-rate must be between 0 and 1")
+    workload = Workload(args.concurrency, args.input_tokens, args.output_tokens)
+    speed = speed_of_fit(
+        result, model.architecture, find_gpu(args.gpu), workload, acceptance_rate=args.acceptance_rate
+    )
+    if speed is None:
+        raise UserError(f"no speed figures for {args.gpu} in the catalog (memory_bandwidth / TFLOPS)")
+    return {
+        "concurrency": workload.concurrency,
+        "inputTokens": workload.input_tokens,
+        "outputTokens": workload.output_tokens,
+        **speed.to_dict(),
+    }
 
 
 def speculative_tokens(config: str | None) -> int:
@@ -285,6 +322,14 @@ def run(args: argparse.Namespace) -> int:
     print("vLLM start-up log lines expected (per GPU):")
     for line in vllm_log_lines(result):
         print(f"  {line}")
+    if "predicted" in out:
+        p = out["predicted"]
+        print(
+            f"predicted at {p['concurrency']} clients, {p['inputTokens']} -> {p['outputTokens']} tokens: "
+            f"{p['outputTokensPerSecond']} output tokens/s ({p['outputTokensPerSecondPerGPU']} per GPU), "
+            f"ITL {p['itlMilliseconds']} ms, TTFT {p['ttftMilliseconds']} ms (no queueing behind the token "
+            "budget: issue 50)"
+        )
     for reason in result.reasons:
         print(f"- {reason}")
     for note in (*out["notes"], *result.uncertain):
