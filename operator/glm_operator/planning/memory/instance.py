@@ -216,6 +216,12 @@ def parallelism_error(arch: ModelArchitecture, tp: int, pp: int = 1, dcp: int = 
         kv = arch.num_kv_heads
         if kv % tp and tp % kv:
             return f"TP={tp} and the {kv} KV heads do not divide each other"
+    # vLLM shards the MLP's (and each expert's) intermediate dimension over the TP ranks
+    dense_mlp = not arch.is_moe or arch.first_k_dense_replace > 0
+    if dense_mlp and arch.intermediate_size % tp:
+        return f"TP={tp} does not divide the {arch.intermediate_size}-wide MLP"
+    if arch.is_moe and arch.moe_intermediate_size and arch.moe_intermediate_size % tp:
+        return f"TP={tp} does not divide the experts' {arch.moe_intermediate_size}-wide projections"
     if arch.linear_attention_layers and arch.linear_num_heads % tp:
         return f"TP={tp} does not divide the {arch.linear_num_heads} linear-attention heads"
     if pp > arch.num_layers:

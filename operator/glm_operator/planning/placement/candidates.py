@@ -335,8 +335,8 @@ def _data_parallel_sizes(
 ) -> list[int]:
     """Data-parallel attention ranks to try at ``tp``: the spec's, else 1 and, for MoE models vLLM serves
     that way, each power of two whose GPUs fit on one node."""
-    if request.data_parallel_size:
-        return [request.data_parallel_size]
+    if request.data_parallel_size:  # pinned: at TPs whose DP x TP GPUs fit one node (checked in plan)
+        return [request.data_parallel_size] if request.data_parallel_size * tp <= per_node else []
     if not supports_data_parallel_attention(model.architecture):
         return [1]
     return [1, *(dp for dp in (2, 4, 8, 16, 32, 64) if dp * tp <= per_node)]
@@ -413,8 +413,12 @@ def candidates_for(
         for tp in tps:
             # data-parallel attention stays on one node (vLLM's multi-node DP is not rendered)
             dps = [1] if multi_node else _data_parallel_sizes(request, model, tp, per_node)
-            layouts = [(dcp, 1) for dcp in _decode_context_sizes(request, model, tp, gpu)]
-            layouts += [(1, dp) for dp in dps if dp > 1]
+            # a pinned DP (or DCP) > 1 is the layout served; DP and DCP are not combined
+            layouts = []
+            if request.data_parallel_size <= 1:
+                layouts += [(dcp, 1) for dcp in _decode_context_sizes(request, model, tp, gpu)]
+            if request.decode_context_parallel_size <= 1:
+                layouts += [(1, dp) for dp in dps if dp > 1]
             for pp in pps:
                 if pp > 1 and group.nodes_with(tp) < pp:
                     continue
@@ -474,6 +478,13 @@ def evaluate_all(
     fitting: set[Candidate] = set()
     for cand in cands:  # a knob candidate sorts after the same shape at vLLM's own settings
         if cand.plain != cand and cand.plain in fitting:
+            continue
+        # both knobs only where neither alone fits (the one-knob candidates sort before it)
+        if (
+            cand.utilization is not None
+            and cand.batched_tokens is not None
+            and (replace(cand, utilization=None) in fitting or replace(cand, batched_tokens=None) in fitting)
+        ):
             continue
         # data-parallel attention is for models that need several GPUs: one that fits a GPU is served by
         # independent replicas, with no exchange between them (the candidates come in GPU order)

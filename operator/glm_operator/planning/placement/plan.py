@@ -17,6 +17,7 @@ from glm_operator.catalog.models import ResolvedModel
 from glm_operator.planning.memory.instance import (
     parallelism_error,
 )
+from glm_operator.planning.memory.parallel import mtp_layers, supports_data_parallel_attention
 from glm_operator.planning.placement.candidates import (
     MAX_PIPELINE_PARALLEL,
     PRECISION_RANK,
@@ -31,6 +32,7 @@ from glm_operator.planning.placement.candidates import (
     evaluate_all,
     fits,
     has_checkpoint,
+    pinned_precisions,
     resolve_request_model,
     shape_text,
 )
@@ -124,6 +126,36 @@ def _check_pinned(request: PlacementRequest, base: ResolvedModel) -> None:
         err = parallelism_error(base.architecture, request.tensor_parallel_size)
         if err:
             raise PlanningInputError(f"spec.gpu.tensorParallelSize: {err}; use 0 to let the planner choose")
+    _check_pinned_shape(request, base)
+
+
+def _check_pinned_shape(request: PlacementRequest, base: ResolvedModel) -> None:
+    """Refuse a pinned layout, drafter or precision the model or its pinned weights cannot be served with."""
+    arch = base.architecture
+    if request.data_parallel_size > 1 and not supports_data_parallel_attention(arch):
+        raise PlanningInputError(
+            f"spec.gpu.dataParallelSize {request.data_parallel_size}: {base.name} ({arch.attention} "
+            f"attention{', MoE' if arch.is_moe else ', dense'}) has no data-parallel attention with expert "
+            "parallelism in vLLM (MLA MoE models only); use 0 (the planner chooses) or 1, and replicas for "
+            "more throughput"
+        )
+    if request.data_parallel_size > 1 and request.decode_context_parallel_size > 1:
+        raise PlanningInputError(
+            "spec.gpu.dataParallelSize and spec.gpu.decodeContextParallelSize are both > 1: the planner "
+            "serves one or the other; set one of them to 0 or 1"
+        )
+    if request.speculative_mode == "On" and not mtp_layers(arch):
+        raise PlanningInputError(
+            f"spec.speculativeDecoding.mode On: {base.name} has no MTP layers (num_nextn_predict_layers 0"
+            f"{' or a hybrid model' if arch.attention == 'hybrid' else ''}); use mode Off or Auto"
+        )
+    pinned = pinned_precisions(request, base)
+    if pinned is not None and request.quantization != "auto" and request.quantization not in pinned:
+        raise PlanningInputError(
+            f"spec.quantization {request.quantization}: spec.model.source hf://{request.pinned_repo} holds "
+            f"{' / '.join(sorted(pinned))} weights; use quantization {sorted(pinned)[-1]} or auto, or a "
+            f"source with {request.quantization} weights"
+        )
 
 
 def _choose_shape(
