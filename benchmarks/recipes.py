@@ -41,6 +41,7 @@ from glm_operator.catalog.gpus import find_gpu
 from glm_operator.catalog.models import ModelEntry, load_models
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE
 from glm_operator.planning.placement.plan import plan_placement
+from glm_operator.planning.placement.ranking import MAX_NUM_SEQS_CAP, TYPICAL_SEQUENCE_TOKENS
 from glm_operator.planning.placement.request import PlanningInputError, placement_request_from_spec
 from glm_operator.planning.placement.result import Considered, Plan, Variant
 from glm_operator.planning.supply.nodes import parse_gpu_pools
@@ -581,6 +582,8 @@ class Report:
     dense: tuple[Cell, ...]
     pinned: Mapping[tuple[int, str, str, str], Pinned] = field(default_factory=dict)
     own_hardware: Mapping[int, Pinned] = field(default_factory=dict)  # recipe index -> on its own GPUs
+    # recipe index -> its shape on a machine of ours with the same GPU memory, where its own GPUs refuse it
+    same_memory: Mapping[int, tuple[Hardware, Pinned]] = field(default_factory=dict)
     # the findings' re-plans: each cell's request with kvCacheDtype: fp8; one-GPU replicas with
     # data-parallel attention over the node
     what_if_fp8_kv: Mapping[tuple[str, str, str], Plan] = field(default_factory=dict)
@@ -611,12 +614,16 @@ def generate() -> Report:
                 recipe.shape, cell.request.spec(cell.model, cell.hardware), cell.hardware
             )
     own: dict[int, Pinned] = {}
+    same: dict[int, tuple[Hardware, Pinned]] = {}
     standard = {hw.product for hw in HARDWARE}
     for i, recipe in enumerate(PUBLISHED):
         if recipe.shape is not None and recipe.gpu is not None and recipe.gpu not in standard:
             model = next(m for m in models if m.id == recipe.models[0])
             hardware = own_hardware(recipe)
             own[i] = plan_pinned(recipe.shape, REQUESTS[0].spec(model, hardware), hardware)
+            twin = same_memory_machine(hardware)
+            if own[i].variant is None and twin is not None:
+                same[i] = (twin, plan_pinned(recipe.shape, REQUESTS[0].spec(model, twin), twin))
     fits = [c for c in cells if c.plan.fits]  # a plan where nothing fits searches every fix: not redone
     fp8_kv = {
         c.key: plan_spec({**c.request.spec(c.model, c.hardware), "kvCacheDtype": "fp8"}, c.hardware)
@@ -630,11 +637,20 @@ def generate() -> Report:
         for c in fits
         if c.variant is not None and c.variant.gpus_per_replica == 1
     }
-    return Report(cells, dense, pinned, own, fp8_kv, dp)
+    return Report(cells, dense, pinned, own, same, fp8_kv, dp)
 
 
 def _with_gpu(spec: Mapping[str, Any], **gpu: Any) -> dict[str, Any]:
     return {**spec, "gpu": {**spec["gpu"], **gpu}}
+
+
+def same_memory_machine(hardware: Hardware) -> Hardware | None:
+    """One of our machines whose GPUs have the same memory (within 1 GiB) and the same count, if any."""
+    memory = find_gpu(hardware.product).memory_gib
+    for ours in HARDWARE:
+        if ours.gpus == hardware.gpus and abs(find_gpu(ours.product).memory_gib - memory) < 1.0:
+            return ours
+    return None
 
 
 def own_hardware(recipe: Recipe) -> Hardware:
@@ -690,6 +706,9 @@ def link(recipe: Recipe) -> str:
 
 def header(report: Report) -> list[str]:
     plan = report.cells[0].plan
+    speeds = [c.variant.speed for c in report.cells if c.variant is not None and c.variant.speed is not None]
+    w = speeds[0].workload
+    workload = f"{w.input_tokens} prompt and {w.output_tokens} output tokens"
     return [
         "# Recipes: the operator's plan next to the published ones",
         "",
@@ -722,17 +741,19 @@ def header(report: Report) -> list[str]:
         "# quantization: auto (the default): the planner picks bf16 / fp8, int4 / int8 only to fit",
         "```",
         "",
-        "Why these: 32k is the planner's default context and what the published vLLM commands serve "
-        "without `--max-model-len` at moderate load; 128k is the full context of the GLM-4.5 model card's "
-        "second hardware table, and long enough that MLA models (GLM-4.7-Flash, GLM-5.x) meet the "
-        "duplicated latent cache of tensor parallelism. Eight full-length sequences per replica is issue "
-        "49's bar (GLM-5.2 at 64k with `minConcurrency: 8`) and a small production load; MTP is left to the "
-        "planner (`Auto`) and the weights' precision too, as a new user would leave them. No `slo` is set: "
-        "max-num-seqs is what the KV cache holds (capped at vLLM's 256), and the speed is predicted there.",
+        "Why these: 32k is the planner's default context and a common chat length; the published commands "
+        "mostly leave `--max-model-len` at the model's full context, which the 128k rows approach (128k is "
+        "the GLM-4.5 card's 'full context' table, and long enough that the MLA models, GLM-4.7-Flash and "
+        "GLM-5.x, meet the latent cache that tensor parallelism duplicates on every rank). Eight "
+        "full-length sequences per replica is issue 49's bar (GLM-5.2 at 64k with `minConcurrency: 8`) and "
+        "a small production load; MTP and the weights' precision are left to the planner, as a new user "
+        "would leave them. No `slo` is set: max-num-seqs is the KV cache's tokens over "
+        f"{TYPICAL_SEQUENCE_TOKENS:,} per sequence, capped at the planner's {MAX_NUM_SEQS_CAP}, and the "
+        f"speed is predicted at that many concurrent requests of {workload}.",
         "",
         "MTP acceptance: the planner starts from published figures (GLM-4.x about 0.8 for the first draft "
-        "token and near 0 for the second, vllm-project/vllm issue 25993 on 8 x H200; GLM-5 a mean acceptance "
-        "length of 1.95 with one draft, vllm-project/vllm pull request 34385 on 4 x B300), so `Auto` drafts "
+        "token and near 0 for the second, vllm-project/vllm#25993 on 8 x H200; GLM-5 a mean acceptance "
+        "length of 1.95 with one draft, vllm-project/vllm#34385 on 4 x B300), so `Auto` drafts "
         "one token, as the published recipes do.",
         "",
         "## The machines",
@@ -1045,9 +1066,9 @@ def finding_fp8_kv_gain(report: Report) -> str | None:
         return None
     return (
         "**An fp8 KV cache is a knob the ranking does not try.** `kvCacheDtype` stays what the spec says "
-        "(`auto`: the model's dtype: MLA's latent at 1,152 bytes per token and layer instead of vLLM's "
-        "656-byte fp8 record, GQA at twice fp8's bytes). Planned again with `kvCacheDtype: fp8`, these cells "
-        "are predicted at least 20 % faster per GPU (cells where nothing fits are not re-planned): "
+        "(`auto`: the model's dtype; GLM-5.x's latent at 1,152 bytes per token and layer instead of the "
+        "656-byte `fp8_ds_mla` record, GQA at twice fp8's bytes). Planned again with `kvCacheDtype: fp8`, "
+        "these cells are predicted at least 20 % faster per GPU (where nothing fits, not re-planned): "
         + grouped(items)
         + ". Whether the accuracy cost is acceptable is the user's call, as `allowedQuantizations` is for "
         "the weights; a field that allows it, and the ranking trying it, would serve the published shape "
@@ -1210,16 +1231,23 @@ def finding_multi_node(report: Report) -> str | None:
 def finding_own_hardware(report: Report) -> str | None:
     parts = []
     for i, pinned in report.own_hardware.items():
-        if pinned.variant is None:
-            r = PUBLISHED[i]
-            parts.append(f"{link(r)} ({r.hardware}): {pinned.refused}")
+        if pinned.variant is not None:
+            continue
+        r = PUBLISHED[i]
+        text = f"{link(r)} ({r.hardware}, {r.shape.text if r.shape else ''}): {short_reason(pinned.refused)}"
+        if i in report.same_memory:
+            twin, on_twin = report.same_memory[i]
+            text += f"; the same shape on {twin.label}, the same memory per GPU: " + (
+                "plans" if on_twin.variant is not None else short_reason(on_twin.refused)
+            )
+        parts.append(text)
     if not parts:
         return None
     return (
         "**A published deployment the planner refuses on its own hardware.** " + "; ".join(parts) + ". "
-        "The catalog's minimum compute capability for the DSA models (sparse FlashMLA kernels on Hopper and "
-        "Blackwell) and the bf16 weights' size both say the article's command cannot start as written; "
-        "nothing on this machine shows it running."
+        "Nothing on this machine shows the article's command running; the planner says it cannot start "
+        "as written (the catalog's minimum compute capability for the sparse-attention models may be "
+        "stricter than vLLM's, which only a start-up on an A100 would tell)."
     )
 
 
