@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help deps venv tools prometheus prometheus-operator-crds vllm vllm-flags contract lint unit integration e2e test cluster cluster-down demo generate verify bench image image-save
+.PHONY: help deps venv tools prometheus prometheus-operator-crds vllm vllm-flags contract lint unit integration e2e test cluster cluster-down demo generate recipes verify bench image image-save
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -89,6 +89,9 @@ demo: ## main job: local simulated GPU cluster, then show its GPU nodes
 
 generate: venv ## regenerate committed artifacts (CRD, chart CRD copy, install.yaml)
 	@if [ -f hack/generate.sh ]; then bash hack/generate.sh; fi
+
+recipes: venv ## regenerate docs/recipes.md: the planner's shape per GLM model and machine next to the published recipes
+	$(BIN)/python -m benchmarks.recipes --write
 
 verify: generate ## fail if generated artifacts drift from the committed copies
 	git diff --exit-code -- crds charts manifests

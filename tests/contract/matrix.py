@@ -78,7 +78,8 @@ def desired_for(spec: Mapping[str, Any], nodes: list[dict[str, Any]], name: str 
     return compute_desired(observed(spec, nodes, name=name, namespace="contract"))
 
 
-def _vllm_containers(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def vllm_containers(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The ``vllm serve`` container of a Deployment, or of a LeaderWorkerSet's leader; none elsewhere."""
     spec = obj["spec"]
     if obj["kind"] == "Deployment":
         return [spec["template"]["spec"]["containers"][0]]
@@ -93,7 +94,7 @@ def argvs_of(label: str, desired: Desired, model_id: str) -> Iterator[RenderedAr
     for variant in desired.plan.variants:
         by_name[variant.gpu_product] = variant
     for obj in desired.objects:
-        for container in _vllm_containers(obj):
+        for container in vllm_containers(obj):
             product = obj["metadata"]["labels"].get("inference.glm.dev/gpu-product", "")
             variant = by_name.get(product) or desired.plan.variants[0]
             expected: dict[str, Any] = {
