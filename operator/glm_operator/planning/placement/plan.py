@@ -362,7 +362,11 @@ def _why_not_smaller_or_higher(
     failed = [
         t
         for t in tried
-        if t is not ev and t.candidate.dp == 1 and t.candidate.dcp == 1 and t.candidate.plain == t.candidate
+        if t is not ev
+        and t.candidate.dp == 1
+        and t.candidate.dcp == 1
+        and t.candidate.mtp == 0
+        and t.candidate.plain == t.candidate
     ]
     smaller = [
         t for t in failed if t.candidate.quantization == cand.quantization and t.candidate.tp < cand.tp
