@@ -52,7 +52,7 @@ def max_num_seqs_by_kv(request: PlacementRequest, fit: FitResult, context: int) 
         return request.max_num_seqs
     typical = max(1, min(context, TYPICAL_SEQUENCE_TOKENS))
     by_kv = fit.kv_cache_tokens // typical
-    floor = max(1, math.ceil(request.min_concurrency))
+    floor = max(1, math.ceil(request.min_concurrency / fit.data_parallel_size))  # per data-parallel rank
     return max(floor, min(MAX_NUM_SEQS_CAP, by_kv))
 
 
@@ -171,7 +171,7 @@ def planned_seqs(
     by_kv = max_num_seqs_by_kv(request, fit, context)
     if not (request.slo_itl_ms or request.slo_ttft_ms) or request.max_num_seqs:
         return by_kv, True
-    floor = min(by_kv, max(1, math.ceil(request.min_concurrency)))
+    floor = min(by_kv, max(1, math.ceil(request.min_concurrency / fit.data_parallel_size)))
     if speed_at(floor) is None:
         return by_kv, False  # no speed figures for the GPU type: the KV cache decides (the note says so)
     return concurrency_within(floor, by_kv, speed_at, request.slo_itl_ms, request.slo_ttft_ms)

@@ -54,9 +54,10 @@ PUBLISHED_ACCEPTANCE: dict[str, Acceptance] = {
     "glm4_moe_lite": Acceptance(
         (0.80, 0.05), "GLM-4.x: vllm-project/vllm#25993, ikawrakow/ik_llama.cpp#1992"
     ),
-    # GLM-5: mean acceptance length 1.95 with one draft on gsm8k (vllm-project/vllm#34385, 4 x B300);
-    # positions after the first collapse in vLLM's DeepSeek MTP path, position 2 ~ 10 %
-    # (vllm-project/vllm#46075, closed unmerged); position 1 [inferred] between them
+    # GLM-5: mean acceptance length 1.95 with one draft on gsm8k (vllm-project/vllm#34385, 4 x B300), so
+    # 0.95 on math prompts; 0.90 taken for chat. Drafts after the first collapse in vLLM's DeepSeek MTP
+    # path, the third ("position 2", counted from 0) ~10 % (vllm-project/vllm#46075, closed unmerged);
+    # the second [inferred] between them
     "glm_moe_dsa": Acceptance(
         (0.90, 0.30, 0.10), "GLM-5.x: vllm-project/vllm#34385, vllm-project/vllm#46075"
     ),
