@@ -261,8 +261,8 @@ def _tp_options(request: PlacementRequest, model: ResolvedModel, limit: int) -> 
 
 
 # Candidate fits of catalog models, remembered across plans: a GLMDeployment is re-planned on
-# every node or GPU-usage change and every resync, and a fit depends on neither. Keyed by every
-# request field evaluate reads (not the pools); inline configs (model_config) are not kept.
+# every node or GPU-usage change and every resync, and a fit depends on neither. Keyed by the request
+# without its pools and replicas; inline configs (model_config) are not kept.
 # Bounded: emptied when full.
 _EVALUATIONS: dict[tuple[Any, ...], Evaluated] = {}
 
@@ -275,21 +275,9 @@ def evaluate(
 ) -> Evaluated:
     if request.model_config is not None or not _EVALUATIONS_KEPT:
         return _evaluate_fit(request, base, gpu, cand, context)
-    key = (  # every request field _evaluate_fit reads
-        request.model,
-        base.model_id,
-        request.pinned_repo,
-        request.kv_cache_dtype,
-        request.gpu_memory_utilization,
-        request.max_num_batched_tokens,
-        request.max_num_seqs,
-        request.min_concurrency,
-        request.guarantee_min_concurrency,
-        request.engine,
-        gpu,
-        cand,
-        context,
-    )
+    # the whole request but what changes from one reconcile to the next and no fit reads (the pools, the
+    # replicas): a field added to the request is in the key without anyone having to remember it
+    key = (replace(request, pools=(), replicas=1), base.model_id, gpu, cand, context)
     found = _EVALUATIONS.get(key)
     if found is None:
         found = _evaluate_fit(request, base, gpu, cand, context)
