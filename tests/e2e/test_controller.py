@@ -125,8 +125,9 @@ def test_samples_run_on_the_planned_gpu_types_with_the_planned_args(
 
 def check_samples(cluster: E2ECluster, ns: str) -> None:
     products = node_products(cluster)
-    # GLM-5.2 and GLM-5.3 in FP8 fit one 8-GPU H200 / B200 node; GLM-5.1 (H100 only) runs as a
-    # LeaderWorkerSet group over two H100 nodes (tests/e2e/test_leaderworkerset.py goes further).
+    # GLM-5.2 and GLM-5.3 in FP8 fit one 8-GPU H200 / B200 node, served with data-parallel attention and
+    # expert parallelism (8 ranks of TP 1: the shape their ranking puts first); GLM-5.1 (H100 only) runs
+    # as a LeaderWorkerSet group over two H100 nodes (tests/e2e/test_leaderworkerset.py goes further).
     single_node = {"glm-4-5-air", "glm-4-7-flash", "glm-5-2", "glm-5-3", "glm-5-3-flash"}
     expected_product = {"glm-5-2": "NVIDIA-H200", "glm-5-3": "NVIDIA-B200"}
     for name in sorted(single_node):
@@ -135,7 +136,9 @@ def check_samples(cluster: E2ECluster, ns: str) -> None:
         assert variants, obj["status"]
         if name in expected_product:
             assert [v["gpuProduct"] for v in variants] == [expected_product[name]]
-            assert variants[0]["pipelineParallelSize"] == 1 and variants[0]["tensorParallelSize"] == 8
+            v0 = variants[0]
+            assert (v0["pipelineParallelSize"], v0["gpusPerReplica"], v0["nodesPerReplica"]) == (1, 8, 1)
+            assert v0["tensorParallelSize"] * v0.get("dataParallelSize", 1) == 8
         deployments = {
             d["metadata"]["labels"]["inference.glm.dev/gpu-product"]: d for d in children(cluster, ns, name)
         }
@@ -145,6 +148,9 @@ def check_samples(cluster: E2ECluster, ns: str) -> None:
             dep = deployments[v["gpuProduct"]]
             args = vllm_args(dep)
             assert arg_value(args, "--tensor-parallel-size") == str(v["tensorParallelSize"])
+            if v.get("dataParallelSize", 1) > 1:  # data-parallel attention runs with expert parallelism
+                assert arg_value(args, "--data-parallel-size") == str(v["dataParallelSize"])
+                assert "--enable-expert-parallel" in args
             assert arg_value(args, "--max-model-len") == str(spec["contextLength"])
             assert arg_value(args, "--served-model-name") == obj["status"]["model"]
             assert arg_value(args, "--max-num-seqs") == str(v["maxNumSeqs"])
