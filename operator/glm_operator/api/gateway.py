@@ -12,10 +12,13 @@ sidecar), Service and RBAC from it. It never reads the API-key Secret: the pod m
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
+from glm_operator.api.kube_validation import cel_string
+from glm_operator.api.safe_text import CelRule, SafeLine, SafeText
 from glm_operator.api.v1alpha1 import (
     API_VERSION,
     DNS_SUBDOMAIN_PATTERN,
@@ -52,7 +55,7 @@ class APIKeysSpec(_APIModel):
             "it, and picks up changes (the proxy reloads gracefully)."
         ),
     )
-    key: str = Field(
+    key: SafeLine = Field(
         "keys",
         min_length=1,
         max_length=253,
@@ -114,7 +117,23 @@ class GatewayServiceSpec(_APIModel):
 #: A client name from the keys file (the second word of a line): what limits and metrics are kept by.
 CLIENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 #: A served model name in an allow-list: no whitespace (the proxy's map files are word-separated).
-SERVED_NAME_PATTERN = r"^\S+$"
+SERVED_NAME_MESSAGE = "a served model name has no whitespace"
+
+
+def _check_served_name(value: str) -> str:
+    if re.search(r"\s", value):
+        raise ValueError(f"{value[:80]!r}: {SERVED_NAME_MESSAGE}")
+    return value
+
+
+# RE2's \s is ASCII whitespace; with \p{Z} it covers Python's \s but for control characters, which
+# SafeText refuses anyway.
+ServedName = Annotated[
+    SafeText,
+    AfterValidator(_check_served_name),
+    CelRule("!self.matches(" + cel_string(r"[\s\p{Z}]") + ")", SERVED_NAME_MESSAGE),
+    Field(min_length=1, max_length=256),
+]
 
 
 class GatewayClient(_APIModel):
@@ -127,7 +146,7 @@ class GatewayClient(_APIModel):
         pattern=CLIENT_NAME_PATTERN,
         description="Client name, as in the keys Secret.",
     )
-    models: list[Annotated[str, Field(min_length=1, max_length=256, pattern=SERVED_NAME_PATTERN)]] = Field(
+    models: list[ServedName] = Field(
         ...,
         min_length=1,
         max_length=256,
