@@ -48,7 +48,7 @@ RESOURCE_NAME_PATTERN = r"^(cpu|memory|ephemeral-storage|nvidia\.com/[-A-Za-z0-9
 CONFIG_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
 # The downward API's fields for container env (validEnvDownwardAPIFieldPathExpressions).
 ENV_FIELD_PATH_PATTERN = (
-    r"^(metadata\.(name|namespace|uid)|metadata\.(labels|annotations)\['[^']+'\]"
+    rf"^(metadata\.(name|namespace|uid)|metadata\.(labels|annotations)\['({_DNS_SUBDOMAIN}/)?{_NAME}'\]"
     r"|spec\.(nodeName|serviceAccountName)|status\.(hostIP|hostIPs|podIP|podIPs))$"
 )
 ENV_RESOURCE_PATTERN = r"^(limits|requests)\.(cpu|memory|ephemeral-storage)$"

@@ -845,7 +845,11 @@ class HFTokenSecretRef(SecretKeyRef):
     """A key of a Secret holding a Hugging Face access token."""
 
     key: str = Field(
-        "token", min_length=1, max_length=253, description="Key in the Secret holding the token."
+        "token",
+        min_length=1,
+        max_length=253,
+        pattern=kv.CONFIG_KEY_PATTERN,
+        description="Key in the Secret holding the token.",
     )
 
 
