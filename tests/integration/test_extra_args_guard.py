@@ -97,7 +97,7 @@ def test_the_guard_holds_the_maximum_extra_args_within_the_cel_cost_budget(
 
 # Entries of every kind the rules tell apart: a switch, flags taking one, an optional, several
 # values, a JSON field, a glued value, -O without and with its level, a flag this release lacks,
-# a value, a negative integer (a value for argparse).
+# a value, a negative integer (a value for argparse), a name past what the rules read.
 TOKENS = [
     "--enable-prefix-caching",
     "--seed",
@@ -110,6 +110,7 @@ TOKENS = [
     "--nope",
     "v",
     "-1",
+    "--" + "x" * 70 + ".y",  # a name longer than the rules read
 ]
 
 

@@ -187,8 +187,9 @@ def _glued_short(arg: str) -> bool:
 
 
 def _dotted(arg: str) -> bool:
-    """``--option.field[=value]``: a field of a JSON option, which vLLM folds into ``--option JSON``."""
-    return "." in arg.split("=", 1)[0]
+    """``--option.field[=value]``: a field of a JSON option, which vLLM folds into ``--option JSON``
+    (looked for in the name's first CEL_NAME_LIMIT characters, as the CEL rules do)."""
+    return "." in arg[:CEL_NAME_LIMIT].split("=", 1)[0]
 
 
 def values_after(arg: str) -> int:
