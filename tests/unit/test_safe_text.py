@@ -2,8 +2,9 @@
 
 The rule (glm_operator.api.safe_text) comes with the type, SafeText: a field typed plainly ``str``
 would carry none. This walks the generated CRDs: every string a user writes is an enum, a date, or
-has a pattern that admits only listed ASCII characters, or carries the shared CEL rule, or is one
-of the few that reach no command line, environment variable, label or path (listed with why).
+has a pattern that admits only listed ASCII characters, or carries the shared CEL rule (or its
+pattern form, where the CEL budget cannot afford it), or is one of the few that reach no command
+line, environment variable, label or path (listed with why).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pydantic.fields import FieldInfo
 
 from glm_operator.api import crd
 from glm_operator.api.gateway import GLMGatewaySpec
-from glm_operator.api.safe_text import NO_UNSAFE_CHARACTER_CEL
+from glm_operator.api.safe_text import NO_UNSAFE_CHARACTER_CEL, VISIBLE_WORD_PATTERN
 from glm_operator.api.v1alpha1 import GLMDeploymentSpec
 
 from .test_crd import walk
@@ -98,7 +99,12 @@ def test_every_string_a_user_writes_is_closed_or_carries_the_shared_rule(
 ) -> None:
     rules = rules_of(node)
     patterns = matched_patterns(node)
-    closed = "enum" in node or "format" in node or any(map(admits_only_printable_ascii, patterns))
+    closed = (
+        "enum" in node
+        or "format" in node
+        or VISIBLE_WORD_PATTERN in patterns
+        or any(map(admits_only_printable_ascii, patterns))
+    )
     assert closed or NO_UNSAFE_CHARACTER_CEL in rules, f"{path}: {node}"
 
 
@@ -111,9 +117,10 @@ def test_the_walk_sees_the_fields_the_rule_was_written_for() -> None:
         "spec.gpu.products[]",
         "spec.serving.modelCache.mountPath",
         "spec.serving.modelCache.subPath",
-        "GLMGateway spec.clients[].models[]",
         "GLMGateway spec.apiKeys.key",
     } <= carrying
+    as_pattern = {p for p, n in SPEC_STRINGS if n.get("pattern") == VISIBLE_WORD_PATTERN}
+    assert as_pattern == {"GLMGateway spec.clients[].models[]"}
 
 
 def _patterns_in(annotation: Any, metadata: list[Any]) -> set[str]:
