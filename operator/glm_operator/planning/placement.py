@@ -10,7 +10,10 @@ decision was taken. The rules (docs/DESIGN.md and README "What you write, what y
 2. Group the pools by (GPU type, resource name, nodeSelector): every group is one candidate
    *variant* - GPU types are never mixed inside one replica, and a type advertised through a per-type
    resource on a mixed machine is its own variant. ``gpu.products`` filters and orders the groups
-   (preference order); with ``[]`` any known type is allowed, ordered by free capacity.
+   (preference order); with ``[]`` any known type is allowed: the types the deployment's replicas
+   run on now first (a spec change, or GPUs freed for a moment by another workload's rollout, does
+   not move running replicas to whichever type has the most free GPUs at that instant: with many
+   deployments re-planned at once, that chase moved replicas back and forth), then by free capacity.
 3. Per group, candidates ``(quantization, TP)`` are tried in this order and the first that fits
    (``estimate_fit`` under the budget rules of the request's vLLM release, ``request.engine``:
    concurrency >= minConcurrency) wins:
@@ -973,14 +976,16 @@ def _planned_seqs(
     return concurrency_within(floor, by_kv, speed_at, request.slo_itl_ms, request.slo_ttft_ms)
 
 
-def _order_by_preference(chosen: list[_Chosen], order: dict[str, int]) -> None:
-    """Sort in place: the ``gpu.products`` order, else nodes that exist first, then what autoscalers
-    can add, then memory (free capacity counts nodes in an outage grace period as back)."""
+def _order_by_preference(chosen: list[_Chosen], order: dict[str, int], running_on: tuple[str, ...]) -> None:
+    """Sort in place: the ``gpu.products`` order, else the types the replicas run on now, then nodes
+    that exist first, then what autoscalers can add, then memory (free capacity counts nodes in an
+    outage grace period as back)."""
     if order:
         chosen.sort(key=lambda c: (order[c.group.gpu.name], -c.capacity(True)))
     else:
         chosen.sort(
             key=lambda c: (
+                c.group.gpu.name not in running_on,
                 -c.existing_capacity(True),
                 -c.capacity(True),
                 -c.group.gpu.memory_gib,
@@ -1177,7 +1182,7 @@ def _plan(request: PlacementRequest) -> Plan:
             rejected.append(shape)
         else:
             chosen.append(shape)
-    _order_by_preference(chosen, order)  # rule 5
+    _order_by_preference(chosen, order, request.running_on)  # rule 5
     uncertain: list[str] = list(base.notes)
     variants, shortfall = _spread_replicas(request, base, chosen, context, details, uncertain)
     if variants and shortfall:
