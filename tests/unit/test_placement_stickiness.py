@@ -206,12 +206,21 @@ def glm_4_9b(context: int = 8192) -> dict[str, Any]:
     return {"model": {"id": "zai-org/glm-4-9b-chat"}, "contextLength": context, "gpu": {"products": []}}
 
 
-def bound_pod(child: str, node: str, gpu_product: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": f"{child}-0", "labels": {LABEL_GPU_PRODUCT: gpu_product}},
-        "spec": {"nodeName": node, "containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+def running(gpu_product: str, context: int = 8192) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(children, pods) of glm_4_9b() running on ``gpu_product``: its Deployment, the pod bound."""
+    on = [n for n in NODES if n["metadata"]["labels"].get("nvidia.com/gpu.product") == gpu_product]
+    first = compute_desired(observe(body(**glm_4_9b(context)), nodes=on))
+    (child,) = [copy.deepcopy(o) for o in first.objects if o["kind"] == "Deployment"]
+    assert child["metadata"]["labels"][LABEL_GPU_PRODUCT] == gpu_product
+    pod = {
+        "metadata": {"name": f"{child['metadata']['name']}-0", "labels": {LABEL_GPU_PRODUCT: gpu_product}},
+        "spec": {
+            "nodeName": on[0]["metadata"]["name"],
+            "containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        },
         "status": {"phase": "Running"},
     }
+    return [child], [pod]
 
 
 def test_with_no_gpu_order_a_new_spec_stays_on_the_type_its_replicas_run_on() -> None:
@@ -220,11 +229,13 @@ def test_with_no_gpu_order_a_new_spec_stays_on_the_type_its_replicas_run_on() ->
     change, although the H100s have more free GPUs now."""
     first = compute_desired(observe(body(**glm_4_9b())))
     assert list(deployments(first)) == ["g-h100-80gb-hbm3"]
-    a100 = nodes_of("g-a100-sxm4-80gb")[0]
-    pods = [bound_pod("g-a100-sxm4-80gb", a100, "NVIDIA-A100-SXM4-80GB")]
-    changed = compute_desired(observe(body(generation=2, **glm_4_9b(4096)), pods=pods))
+    children, pods = running("NVIDIA-A100-SXM4-80GB")
+    changed = compute_desired(observe(body(generation=2, **glm_4_9b(4096)), children=children, pods=pods))
     assert list(deployments(changed)) == ["g-a100-sxm4-80gb"]
     assert changed.prune == ()
+    # in the middle of its rollout (the old pod gone, the new one not bound): still there
+    rolling = compute_desired(observe(body(generation=2, **glm_4_9b(4096)), children=children))
+    assert list(deployments(rolling)) == ["g-a100-sxm4-80gb"]
 
 
 def test_with_no_gpu_order_other_workloads_churning_never_moves_a_running_replica() -> None:
@@ -232,7 +243,7 @@ def test_with_no_gpu_order_other_workloads_churning_never_moves_a_running_replic
     next (maxSurge 0: an old pod goes before its replacement is bound); the plan of a running
     replica follows none of it (each move deleted a child another reconcile created again)."""
     a100 = nodes_of("g-a100-sxm4-80gb")
-    pods = [bound_pod("g-a100-sxm4-80gb", a100[0], "NVIDIA-A100-SXM4-80GB")]
+    children, pods = running("NVIDIA-A100-SXM4-80GB")
     h100 = nodes_of("g-h100-80gb-hbm3")
     snapshots: list[dict[str, dict[str, int]]] = [
         {},
@@ -241,5 +252,6 @@ def test_with_no_gpu_order_other_workloads_churning_never_moves_a_running_replic
         {node: {"nvidia.com/gpu": 1} for node in [*h100, *a100]},
     ]
     for used in snapshots:
-        d = compute_desired(observe(body(generation=2, **glm_4_9b(4096)), pods=pods, gpus_used=used))
+        b = body(generation=2, **glm_4_9b(4096))
+        d = compute_desired(observe(b, children=children, pods=pods, gpus_used=used))
         assert list(deployments(d)) == ["g-a100-sxm4-80gb"], used

@@ -10,7 +10,7 @@ decision was taken. The rules (docs/DESIGN.md and README "What you write, what y
 2. Group the pools by (GPU type, resource name, nodeSelector): every group is one candidate
    *variant* - GPU types are never mixed inside one replica, and a type advertised through a per-type
    resource on a mixed machine is its own variant. ``gpu.products`` filters and orders the groups
-   (preference order); with ``[]`` any known type is allowed: the types the deployment's replicas
+   (preference order); with ``[]`` any known type is allowed: the types the deployment's workloads
    run on now first (a spec change, or GPUs freed for a moment by another workload's rollout, does
    not move running replicas to whichever type has the most free GPUs at that instant: with many
    deployments re-planned at once, that chase moved replicas back and forth), then by free capacity.
