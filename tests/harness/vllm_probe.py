@@ -3,7 +3,8 @@
 This file is executed as a script by that interpreter, which has vLLM but not glm_operator, so it
 imports nothing from glm_operator. It reads one JSON request on stdin and prints one JSON answer:
 
-  {"op": "options"}                 every option of `vllm serve`: option strings, dest, nargs
+  {"op": "options"}                 every option of `vllm serve`: option strings (hidden ones too),
+                                    dest, action class, nargs, type, whether it takes JSON
   {"op": "parse", "argvs": [[...]]} parse each argv (the args after `vllm serve`) with vLLM's own
                                     parser; per argv: ok, error, and the parsed values of interest
   {"op": "changed", "argvs": [[...]]} per argv after a model: accepted, and the dests it changes
@@ -63,22 +64,43 @@ def serve_parser() -> argparse.ArgumentParser:
 
 
 def _options(parser: argparse.ArgumentParser) -> dict[str, Any]:
+    # Every string the parser accepts for an action: vLLM hides some from the action's own list
+    # (--no-enable-x beside --disable-x) but keeps them registered.
+    registered: dict[int, list[str]] = {}
+    for string, registered_action in parser._option_string_actions.items():
+        registered.setdefault(id(registered_action), []).append(string)
     actions = []
     for action in parser._actions:
         actions.append(
             {
                 "dest": action.dest,
                 "option_strings": list(action.option_strings),
+                "hidden_option_strings": sorted(
+                    set(registered.get(id(action), [])) - set(action.option_strings)
+                ),
+                "action": type(action).__name__,
                 "nargs": action.nargs
                 if isinstance(action.nargs, (int, str)) or action.nargs is None
                 else None,
                 "type": getattr(action.type, "__name__", None),
+                "json": _takes_json(action),
                 "choices": [str(c) for c in action.choices] if action.choices else None,
             }
         )
     import vllm
 
     return {"version": vllm.__version__, "allow_abbrev": bool(parser.allow_abbrev), "actions": actions}
+
+
+def _takes_json(action: argparse.Action) -> bool:
+    """Whether the option's value is JSON: its type turns '{}' into an object (a dict, a config)."""
+    if action.type is None or not callable(action.type):
+        return False
+    try:
+        value = action.type("{}")
+    except Exception:
+        return False
+    return value is not None and not isinstance(value, (str, int, float, bool))
 
 
 _INTERESTING = (

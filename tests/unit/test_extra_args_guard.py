@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from glm_operator.api import vllm_flags
-from glm_operator.api.vllm_args import MANAGED_DESTS, extra_args_cel_rule, managed_flag, sets_flag
+from glm_operator.api.vllm_args import MANAGED_DESTS, managed_flag, managed_flag_cel_rule, sets_flag
 
 
 @pytest.mark.parametrize(
@@ -63,6 +63,6 @@ def test_generated_list_covers_the_policy_and_the_cel_rule_uses_it() -> None:
     assert vllm_flags.VLLM_VERSION == "0.33.0"
     assert {"--tensor-parallel-size", "--config", "--data-parallel-size"} <= set(vllm_flags.MANAGED_OPTIONS)
     assert len(MANAGED_DESTS) >= 30
-    rule = extra_args_cel_rule()
-    assert rule.startswith("self.all(a, ") and "'-tp'" in rule and "'-dc'" in rule
+    rule = managed_flag_cel_rule()
+    assert rule.startswith("!self.startsWith('-')") and "'-tp'" in rule and "'-dc'" in rule
     assert "replace('_', '-')" in rule

@@ -1,4 +1,5 @@
-"""A running variant keeps its GPU type and pods through short node outages (compute_desired)."""
+"""A running variant keeps its GPU type and pods through short node outages, and, with no GPU type
+preferred, through spec changes and other workloads' churn (compute_desired)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import copy
 import datetime as dt
 from typing import Any
 
+from glm_operator.api.v1alpha1 import LABEL_GPU_PRODUCT
 from glm_operator.desired import Desired, compute_desired
 from glm_operator.desired.children import variant_slug
 
@@ -197,3 +199,59 @@ def test_the_status_does_not_change_while_an_outage_lasts() -> None:
     first = run.reconcile(nodes, at(30), ready=0)
     run.status = first.status
     assert run.reconcile(nodes, at(45)).status == first.status
+
+
+def glm_4_9b(context: int = 8192) -> dict[str, Any]:
+    """One replica of a small model that fits every GPU type of the fixture, no type preferred."""
+    return {"model": {"id": "zai-org/glm-4-9b-chat"}, "contextLength": context, "gpu": {"products": []}}
+
+
+def running(gpu_product: str, context: int = 8192) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(children, pods) of glm_4_9b() running on ``gpu_product``: its Deployment, the pod bound."""
+    on = [n for n in NODES if n["metadata"]["labels"].get("nvidia.com/gpu.product") == gpu_product]
+    first = compute_desired(observe(body(**glm_4_9b(context)), nodes=on))
+    (child,) = [copy.deepcopy(o) for o in first.objects if o["kind"] == "Deployment"]
+    assert child["metadata"]["labels"][LABEL_GPU_PRODUCT] == gpu_product
+    pod = {
+        "metadata": {"name": f"{child['metadata']['name']}-0", "labels": {LABEL_GPU_PRODUCT: gpu_product}},
+        "spec": {
+            "nodeName": on[0]["metadata"]["name"],
+            "containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+    return [child], [pod]
+
+
+def test_with_no_gpu_order_a_new_spec_stays_on_the_type_its_replicas_run_on() -> None:
+    """With gpu.products [] the first plan takes the type with the most free GPUs (the H100s);
+    a replica that runs on an A100 (planned when the H100s were full) stays there through a spec
+    change, although the H100s have more free GPUs now."""
+    first = compute_desired(observe(body(**glm_4_9b())))
+    assert list(deployments(first)) == ["g-h100-80gb-hbm3"]
+    children, pods = running("NVIDIA-A100-SXM4-80GB")
+    changed = compute_desired(observe(body(generation=2, **glm_4_9b(4096)), children=children, pods=pods))
+    assert list(deployments(changed)) == ["g-a100-sxm4-80gb"]
+    assert changed.prune == ()
+    # in the middle of its rollout (the old pod gone, the new one not bound): still there
+    rolling = compute_desired(observe(body(generation=2, **glm_4_9b(4096)), children=children))
+    assert list(deployments(rolling)) == ["g-a100-sxm4-80gb"]
+
+
+def test_with_no_gpu_order_other_workloads_churning_never_moves_a_running_replica() -> None:
+    """Other deployments rolling out free and take GPUs of every type from one reconcile to the
+    next (maxSurge 0: an old pod goes before its replacement is bound); the plan of a running
+    replica follows none of it (each move deleted a child another reconcile created again)."""
+    a100 = nodes_of("g-a100-sxm4-80gb")
+    children, pods = running("NVIDIA-A100-SXM4-80GB")
+    h100 = nodes_of("g-h100-80gb-hbm3")
+    snapshots: list[dict[str, dict[str, int]]] = [
+        {},
+        {node: {"nvidia.com/gpu": 8} for node in h100},
+        {a100[1]: {"nvidia.com/gpu": 8}, **{node: {"nvidia.com/gpu": 7} for node in h100}},
+        {node: {"nvidia.com/gpu": 1} for node in [*h100, *a100]},
+    ]
+    for used in snapshots:
+        b = body(generation=2, **glm_4_9b(4096))
+        d = compute_desired(observe(b, children=children, pods=pods, gpus_used=used))
+        assert list(deployments(d)) == ["g-a100-sxm4-80gb"], used

@@ -12,7 +12,8 @@ Pydantic writes JSON Schema (draft 2020-12); Kubernetes wants a *structural* Ope
   free-form ``dict[str, Any]``) becomes ``x-kubernetes-preserve-unknown-fields: true``;
 - ``default: null`` is dropped; numeric ``exclusiveMinimum``/``exclusiveMaximum`` become the
   OpenAPI 3.0 boolean form;
-- ``x-kubernetes-*`` keys from ``json_schema_extra`` pass through;
+- ``x-kubernetes-*`` keys from ``json_schema_extra`` pass through; the ``x-kubernetes-validations``
+  of an optional field's type and of the field itself add up;
 - every property must have a description, and every node a type (``kubectl explain`` is the
   manual, and the apiserver refuses non-structural schemas).
 
@@ -35,6 +36,7 @@ GENERATED_HEADER = (
 
 _DROPPED_KEYS = frozenset({"title", "$defs", "definitions", "$schema"})
 _KEY_ORDER = ("description", "type", "format", "nullable")
+_VALIDATIONS = "x-kubernetes-validations"
 
 
 class SchemaConversionError(ValueError):
@@ -103,7 +105,11 @@ def _flatten_any_of(
     nullable = len(non_null) != len(members)
     types = sorted(str(member.get("type")) for member in non_null)
     if len(non_null) == 1:
+        # The type's own rules (glm_operator.api.safe_text.CelRule) and the field's add up.
+        rules = [*non_null[0].get(_VALIDATIONS, []), *node.get(_VALIDATIONS, [])]
         node = {**non_null[0], **node}
+        if rules:
+            node[_VALIDATIONS] = rules
         if "$ref" in node or "allOf" in node or "anyOf" in node:
             node = _convert(node, definitions, path)
     elif types == ["integer", "string"] and all(set(m) == {"type"} for m in non_null):

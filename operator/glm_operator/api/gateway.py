@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import Field
 
+from glm_operator.api.safe_text import VISIBLE_WORD_PATTERN, SafeLine
 from glm_operator.api.v1alpha1 import (
     API_VERSION,
     DNS_SUBDOMAIN_PATTERN,
@@ -52,7 +53,7 @@ class APIKeysSpec(_APIModel):
             "it, and picks up changes (the proxy reloads gracefully)."
         ),
     )
-    key: str = Field(
+    key: SafeLine = Field(
         "keys",
         min_length=1,
         max_length=253,
@@ -113,8 +114,10 @@ class GatewayServiceSpec(_APIModel):
 
 #: A client name from the keys file (the second word of a line): what limits and metrics are kept by.
 CLIENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
-#: A served model name in an allow-list: no whitespace (the proxy's map files are word-separated).
-SERVED_NAME_PATTERN = r"^\S+$"
+#: A served model name in an allow-list: one word of visible characters (the proxy's map files are
+#: whitespace-separated; the shared rule against hidden characters, as a pattern: see
+#: glm_operator.api.safe_text.VISIBLE_WORD_PATTERN).
+ServedName = Annotated[str, Field(min_length=1, max_length=256, pattern=VISIBLE_WORD_PATTERN)]
 
 
 class GatewayClient(_APIModel):
@@ -127,7 +130,7 @@ class GatewayClient(_APIModel):
         pattern=CLIENT_NAME_PATTERN,
         description="Client name, as in the keys Secret.",
     )
-    models: list[Annotated[str, Field(min_length=1, max_length=256, pattern=SERVED_NAME_PATTERN)]] = Field(
+    models: list[ServedName] = Field(
         ...,
         min_length=1,
         max_length=256,

@@ -14,12 +14,18 @@ downward API's field paths, toleration rules).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 
 
 def cel_string(text: str) -> str:
     """``text`` as a single-quoted CEL string literal."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def cel_list(values: Iterable[str]) -> str:
+    """``values`` as a CEL list literal of strings."""
+    return "[" + ", ".join(cel_string(v) for v in values) + "]"
 
 
 # resource.Quantity's syntax, non-negative (requests and limits must be >= 0).
@@ -42,19 +48,10 @@ RESOURCE_NAME_PATTERN = r"^(cpu|memory|ephemeral-storage|nvidia\.com/[-A-Za-z0-9
 CONFIG_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
 # The downward API's fields for container env (validEnvDownwardAPIFieldPathExpressions).
 ENV_FIELD_PATH_PATTERN = (
-    r"^(metadata\.(name|namespace|uid)|metadata\.(labels|annotations)\['[^']+'\]"
+    rf"^(metadata\.(name|namespace|uid)|metadata\.(labels|annotations)\['({_DNS_SUBDOMAIN}/)?{_NAME}'\]"
     r"|spec\.(nodeName|serviceAccountName)|status\.(hostIP|hostIPs|podIP|podIPs))$"
 )
 ENV_RESOURCE_PATTERN = r"^(limits|requests)\.(cpu|memory|ephemeral-storage)$"
-# Control characters refused in env values and vLLM arguments: every control character (Unicode
-# category Cc: C0, DEL, C1) except TAB, LF and CR, so a multi-line value such as a chat template or
-# a JSON config is fine. NUL cannot be passed at all (it ends a C string: the container would not
-# start); the others are never meant as text and garble logs. The CEL rule spells the same set
-# with RE2's category class: a shorter regular expression keeps the rule within the apiserver's
-# cost budget for 128 env values of 32 KiB (the estimate grows with the regex's length).
-CONTROL_CHARACTER_PATTERN = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
-CONTROL_CHARACTER_RE2 = r"[^\P{Cc}\t\n\r]"
-NO_CONTROL_CHARACTER_CEL = f"!self.matches({cel_string(CONTROL_CHARACTER_RE2)})"
 # A container image reference, distribution/reference's grammar: [host[:port]/]path[:tag][@digest].
 # The kubelet refuses anything else (InvalidImageName), so the pods could never start.
 _IMAGE_HOST_LABEL = r"[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?"
@@ -70,8 +67,6 @@ IMAGE_MESSAGE = (
     "letters, digits, '_', '.' or '-', a digest of 'sha256:' and 64 lowercase hex digits, no whitespace; "
     "for example docker.io/vllm/vllm-openai:v0.11.0"
 )
-# A relative path without "..": what a volume mount's subPath may be.
-SUB_PATH_PATTERN = r"^[^/]"
 # A ".." segment of a path (path traversal): refused in subPath and in model sources.
 PARENT_SEGMENT_PATTERN = r"(^|/)\.\.(/|$)"
 SUB_PATH_NO_PARENT_CEL = f"!self.matches({cel_string(PARENT_SEGMENT_PATTERN)})"

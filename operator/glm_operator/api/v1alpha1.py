@@ -21,14 +21,22 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 from pydantic.config import JsonDict, JsonValue
 
 from glm_operator.api import kube_validation as kv
-from glm_operator.api import vllm_flags
+from glm_operator.api import vllm_args, vllm_flags
 from glm_operator.api.inline_config import MAX_LAYERS, InlineModelConfig
-from glm_operator.api.vllm_args import EXTRA_ARG_CEL_RULES, check_extra_arg, extra_args_cel_rule, managed_flag
+from glm_operator.api.safe_text import CelRule, SafeLine, SafeText
 
 #: ``apiVersion`` of the operator's kinds and ``kind`` of this one, as types: a Literal must spell its
 #: value out, so these are the one spelling and the names below derive from them.
@@ -83,10 +91,93 @@ DEFAULT_SERVING_PORT = 8000
 #: The Hugging Face cache of the vLLM image (HF_HOME): default ``mountPath`` of ``spec.modelCache``
 #: and where the default cache volume is mounted.
 HF_CACHE_MOUNT_PATH = "/root/.cache/huggingface"
+#: Where the operator mounts a ``pvc://`` model source (read-only) and vLLM's shared memory.
+MODELS_MOUNT_PATH = "/models"
+SHM_MOUNT_PATH = "/dev/shm"
+#: Directories of the container's own system that no volume may be mounted at or below: the kernel's
+#: (/proc, /sys, /dev: the operator's /dev/shm is there), the image's programs, libraries and
+#: configuration, the runtime's sockets. A claim mounted there hides what vLLM needs to start (or,
+#: for /dev/shm, collides with the operator's own mount: the apiserver refuses the pod).
+SYSTEM_MOUNT_TREES: tuple[str, ...] = (
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
+    "/sys", "/usr", "/var/run", MODELS_MOUNT_PATH,
+)  # fmt: skip
+#: Directories a claim may be mounted below but not at: mounted over, they hide the image's whole
+#: home, optional software or variable data (vLLM's own caches live under /root).
+NO_MOUNT_AT: tuple[str, ...] = ("/", "/opt", "/root", "/tmp", "/var")
+MOUNT_PATH_ABSOLUTE_MESSAGE = "mountPath must be an absolute path (starting with /)"
+MOUNT_PATH_SEGMENTS_MESSAGE = (
+    "mountPath must not contain empty ('//'), '.' or '..' segments: write the path as the container sees it"
+)
+MOUNT_PATH_RESERVED_MESSAGE = (
+    f"mountPath must not be {', '.join(NO_MOUNT_AT)}, nor at or below {', '.join(SYSTEM_MOUNT_TREES[:-1])} "
+    f"(the container's system directories) or {MODELS_MOUNT_PATH} (where the operator mounts pvc:// "
+    f"sources): a claim mounted there hides files vLLM needs to start or collides with the operator's own "
+    f"mounts ({SHM_MOUNT_PATH}); mount it on a directory of its own, such as {HF_CACHE_MOUNT_PATH} (the "
+    "default) or /data/hf-cache"
+)
+_PATH_SEGMENT_FAULT = r"//|(^|/)\.\.?(/|$)"
+
+
+def reserved_mount_path(path: str) -> bool:
+    """True when a volume mounted at ``path`` would hide system files or collide with the operator's."""
+    path = path[:-1] if len(path) > 1 and path.endswith("/") else path
+    return path in NO_MOUNT_AT or any(path == t or path.startswith(t + "/") for t in SYSTEM_MOUNT_TREES)
+
+
+def check_mount_path(path: str) -> str:
+    """``path`` if a claim may be mounted there, else ValueError saying why (the CEL rules' messages)."""
+    if not path.startswith("/"):
+        raise ValueError(f"{path[:80]!r}: {MOUNT_PATH_ABSOLUTE_MESSAGE}")
+    if re.search(_PATH_SEGMENT_FAULT, path):
+        raise ValueError(f"{path[:80]!r}: {MOUNT_PATH_SEGMENTS_MESSAGE}")
+    if reserved_mount_path(path):
+        raise ValueError(f"{path[:80]!r}: {MOUNT_PATH_RESERVED_MESSAGE}")
+    return path
+
+
+_MOUNT_PATH_NORMALISED = "(self.size() > 1 && self.endsWith('/') ? self.substring(0, self.size() - 1) : self)"
+
+MountPath = Annotated[
+    SafeLine,
+    AfterValidator(check_mount_path),
+    CelRule("self.startsWith('/')", MOUNT_PATH_ABSOLUTE_MESSAGE),
+    CelRule(f"!self.matches({kv.cel_string(_PATH_SEGMENT_FAULT)})", MOUNT_PATH_SEGMENTS_MESSAGE),
+    CelRule(
+        f"[{_MOUNT_PATH_NORMALISED}].all(p, !(p in {kv.cel_list(NO_MOUNT_AT)}) && "
+        f"!{kv.cel_list(SYSTEM_MOUNT_TREES)}.exists(t, p == t || p.startsWith(t + '/')))",
+        MOUNT_PATH_RESERVED_MESSAGE,
+    ),
+]
+"""Where a volume of the user's is mounted in the vLLM container."""
+
+SUB_PATH_MESSAGE = "subPath must be a relative path without '..'"
+
+
+def _check_sub_path(value: str) -> str:
+    if value.startswith("/") or re.search(kv.PARENT_SEGMENT_PATTERN, value):
+        raise ValueError(f"{value[:80]!r}: {SUB_PATH_MESSAGE}")
+    return value
+
+
+SubPath = Annotated[
+    SafeLine,
+    AfterValidator(_check_sub_path),
+    CelRule(f"!self.startsWith('/') && {kv.SUB_PATH_NO_PARENT_CEL}", SUB_PATH_MESSAGE),
+]
+"""A directory inside a volume: relative, without '..'."""
 
 #: vLLM flags the operator always derives from the spec (canonical spellings; the guard also knows
 #: every other spelling vLLM accepts, see glm_operator.api.vllm_args).
 OPERATOR_MANAGED_VLLM_FLAGS: tuple[str, ...] = tuple(sorted(set(vllm_flags.MANAGED_OPTIONS.values())))
+EXTRA_ARGS_STRUCTURE_MESSAGE = (
+    "every entry of extraArgs must be a flag or the value of the flag right before it (a flag taking "
+    "several values takes the entries up to the next flag), and a flag that needs a value must have one"
+)
+KNOWN_FLAGS_MESSAGE = (
+    f"every flag in extraArgs must be a vllm serve option of vLLM {vllm_flags.VLLM_VERSION} (the default "
+    "image's release), spelled out in full; switches take no value; only JSON options take .field"
+)
 
 # Regular expressions shared by pydantic and the CRD (Go RE2 and Python re both accept them).
 HF_REPO_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$"
@@ -134,12 +225,7 @@ Quantity = Annotated[
 
 def _cel(rule: str, message: str, field_path: str | None = None, reason: str | None = None) -> JsonDict:
     """One ``x-kubernetes-validations`` entry (a CEL rule evaluated by the apiserver)."""
-    entry: JsonDict = {"rule": rule, "message": message}
-    if field_path is not None:
-        entry["fieldPath"] = field_path
-    if reason is not None:
-        entry["reason"] = reason
-    return entry
+    return CelRule(rule, message, field_path=field_path, reason=reason).entry()
 
 
 ImageReference = Annotated[
@@ -158,16 +244,17 @@ ImageReference = Annotated[
 """A container image reference the kubelet can pull (``docker.io/vllm/vllm-openai:v0.11.0``)."""
 
 ExtraArg = Annotated[
-    str,
-    AfterValidator(check_extra_arg),
-    Field(
-        max_length=1024,
-        json_schema_extra={
-            "x-kubernetes-validations": [_cel(rule, message) for rule, message in EXTRA_ARG_CEL_RULES]
-        },
-    ),
+    SafeText,
+    AfterValidator(vllm_args.check_extra_arg),
+    AfterValidator(vllm_args.check_not_managed),
+    *(CelRule(rule, message) for rule, message in vllm_args.EXTRA_ARG_CEL_RULES),
+    CelRule(vllm_args.managed_flag_cel_rule(), vllm_args.MANAGED_FLAG_MESSAGE),
+    Field(max_length=1024),
 ]
 """One vLLM command-line argument: a flag spelled as vLLM spells it, or a value."""
+
+_STRUCTURE_RULE, _STRUCTURE_MESSAGE = vllm_args.structure_cel_rule()
+_KNOWN_FLAGS_RULE, _KNOWN_FLAGS_MESSAGE = vllm_args.known_flags_cel_rule()
 
 
 class _APIModel(BaseModel):
@@ -215,15 +302,16 @@ class ModelSpec(_APIModel):
             "Required unless config is given."
         ),
     )
-    source: str | None = Field(
+    source: (
+        Annotated[
+            SafeText,
+            CelRule(f"self.matches({kv.cel_string(MODEL_SOURCE_PATTERN)})", MODEL_SOURCE_MESSAGE),
+            CelRule(kv.SUB_PATH_NO_PARENT_CEL, MODEL_SOURCE_PARENT_MESSAGE),
+        ]
+        | None
+    ) = Field(
         None,
         max_length=1024,
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                _cel(f"self.matches({kv.cel_string(MODEL_SOURCE_PATTERN)})", MODEL_SOURCE_MESSAGE),
-                _cel(kv.SUB_PATH_NO_PARENT_CEL, MODEL_SOURCE_PARENT_MESSAGE),
-            ]
-        },
         description=(
             "Where the weights come from: hf://<org>/<repo>[@<revision>], pvc://<claim>[/<path>] or "
             "s3://<bucket>[/<prefix>]. Default: hf://<id>."
@@ -295,7 +383,7 @@ class GPUSpec(_APIModel):
         }
     )
 
-    products: list[Annotated[str, Field(min_length=1, max_length=128)]] = Field(
+    products: list[Annotated[SafeLine, Field(min_length=1, max_length=128)]] = Field(
         default_factory=list,
         max_length=16,
         description=(
@@ -615,12 +703,6 @@ class EnvVarSource(_APIModel):
         return self
 
 
-ENV_VALUE_MESSAGE = (
-    "value must not contain control characters (NUL, ESC, DEL, ...; tabs and newlines are allowed); "
-    "remove them, or put binary data in a Secret and mount it"
-)
-
-
 class EnvVar(_APIModel):
     """An environment variable of the vLLM container (a subset of the Pod's EnvVar)."""
 
@@ -637,27 +719,19 @@ class EnvVar(_APIModel):
     name: str = Field(
         ..., min_length=1, max_length=256, pattern=ENV_NAME_PATTERN, description="Variable name."
     )
-    value: str | None = Field(
+    value: SafeText | None = Field(
         None,
         max_length=32768,
-        json_schema_extra={
-            "x-kubernetes-validations": [_cel(kv.NO_CONTROL_CHARACTER_CEL, ENV_VALUE_MESSAGE)]
-        },
         description=(
             "Literal value. Tabs, newlines and carriage returns are allowed; other control characters "
-            "(NUL, ESC, DEL, ...) are not: a NUL cannot be passed to a process at all."
+            "(NUL, ESC, DEL, ...) and invisible format characters (bidirectional overrides, zero-width "
+            "characters) are not: a NUL cannot be passed to a process at all, the others hide what the "
+            "value says."
         ),
     )
     value_from: EnvVarSource | None = Field(
         None, description="Take the value from a Secret, ConfigMap or field."
     )
-
-    @field_validator("value")
-    @classmethod
-    def _printable(cls, value: str | None) -> str | None:
-        if value is not None and re.search(kv.CONTROL_CHARACTER_PATTERN, value):
-            raise ValueError(f"{value[:80]!r}: {ENV_VALUE_MESSAGE}")
-        return value
 
     @model_validator(mode="after")
     def _value_xor_value_from(self) -> EnvVar:
@@ -796,32 +870,22 @@ class ModelCacheSpec(_APIModel):
         pattern=DNS_SUBDOMAIN_PATTERN,
         description="Name of an existing PersistentVolumeClaim in the namespace of the GLMDeployment.",
     )
-    mount_path: str = Field(
+    mount_path: MountPath = Field(
         HF_CACHE_MOUNT_PATH,
         min_length=1,
         max_length=1024,
-        pattern=r"^/[^\x00-\x1f\x7f]*$",
-        description="Where the claim is mounted in the vLLM container; HF_HOME points there: an absolute "
-        "path without control characters.",
+        description=(
+            "Where the claim is mounted in the vLLM container; HF_HOME points there: an absolute path, "
+            f"not / and not a system directory ({', '.join(SYSTEM_MOUNT_TREES[:-1])} and below; "
+            f"{', '.join(NO_MOUNT_AT[1:])} themselves), not {MODELS_MOUNT_PATH} (the operator's mount of "
+            "pvc:// sources)."
+        ),
     )
-    sub_path: str | None = Field(
+    sub_path: SubPath | None = Field(
         None,
         max_length=1024,
-        pattern=kv.SUB_PATH_PATTERN,
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                _cel(kv.SUB_PATH_NO_PARENT_CEL, "subPath must be a relative path without '..'")
-            ]
-        },
         description="Sub-directory of the volume to mount: a relative path without '..'.",
     )
-
-    @field_validator("sub_path")
-    @classmethod
-    def _relative(cls, value: str | None) -> str | None:
-        if value is not None and re.search(kv.PARENT_SEGMENT_PATTERN, value):
-            raise ValueError("subPath must be a relative path without '..'")
-        return value
 
     read_only: bool = Field(
         False, description="Mount read-only (weights must already be on the volume; nothing is downloaded)."
@@ -832,12 +896,29 @@ class HFTokenSecretRef(SecretKeyRef):
     """A key of a Secret holding a Hugging Face access token."""
 
     key: str = Field(
-        "token", min_length=1, max_length=253, description="Key in the Secret holding the token."
+        "token",
+        min_length=1,
+        max_length=253,
+        pattern=kv.CONFIG_KEY_PATTERN,
+        description="Key in the Secret holding the token.",
     )
 
 
 class ServingSpec(_APIModel):
     """How the vLLM pods are run: image, port, API key, extra arguments and pod settings."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                CelRule(
+                    _KNOWN_FLAGS_RULE,
+                    KNOWN_FLAGS_MESSAGE,
+                    field_path=".extraArgs",
+                    message_expression=_KNOWN_FLAGS_MESSAGE,
+                ).entry()
+            ]
+        }
+    )
 
     image: ImageReference | None = Field(
         None,
@@ -864,23 +945,19 @@ class ServingSpec(_APIModel):
             "Must be at least minConcurrency."
         ),
     )
-    extra_args: list[ExtraArg] = Field(
+    extra_args: Annotated[
+        list[ExtraArg],
+        CelRule(_STRUCTURE_RULE, EXTRA_ARGS_STRUCTURE_MESSAGE, message_expression=_STRUCTURE_MESSAGE),
+    ] = Field(
         default_factory=list,
-        max_length=64,
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                _cel(
-                    extra_args_cel_rule(),
-                    "extraArgs must not set flags the operator derives from the spec, in any spelling "
-                    "vLLM accepts (short options such as -tp, underscores, --opt=value, --config): "
-                    + ", ".join(OPERATOR_MANAGED_VLLM_FLAGS)
-                    + "; use the spec fields instead",
-                )
-            ],
-        },
+        max_length=vllm_args.MAX_EXTRA_ARGS,
         description=(
             "Additional vLLM command-line arguments, appended as given (for example "
-            "--enable-prefix-caching). Flags the operator derives from the spec are rejected."
+            "--enable-prefix-caching, or --max-num-batched-tokens and 8192 as two entries). Read as vLLM's "
+            "parser reads them: every entry is a flag or the value of the flag before it (there is no "
+            "shell: nothing is expanded). With the default image (or an image tagged with its release, "
+            f"vLLM {vllm_flags.VLLM_VERSION}) every flag must be one of that release's vllm serve options, "
+            "spelled out in full. Flags the operator derives from the spec are rejected."
         ),
     )
     env: list[EnvVar] = Field(
@@ -963,14 +1040,12 @@ class ServingSpec(_APIModel):
 
     @field_validator("extra_args")
     @classmethod
-    def _no_managed_flags(cls, value: list[str]) -> list[str]:
-        for arg in value:
-            managed = managed_flag(arg)
-            if managed is not None:
-                raise ValueError(
-                    f"extraArgs must not set {arg.split('=', 1)[0]} (vLLM {managed}): the operator derives "
-                    "it from the spec; use the spec fields instead"
-                )
+    def _read_as_vllm_reads_them(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        problem = vllm_args.structure_error(value)
+        if problem is None and vllm_args.checks_known_flags(info.data.get("image")):
+            problem = vllm_args.first_unknown_flag(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
 

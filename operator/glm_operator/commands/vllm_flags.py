@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from glm_operator.api import vllm_args as va
 from glm_operator.api.vllm_args import CEL_NAME_LIMIT, MANAGED_DESTS
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -62,18 +63,49 @@ def _canonical_long(option_strings: list[str]) -> str:
     return longs[0] if longs else option_strings[0]
 
 
+#: argparse actions that print and exit.
+_EXITING_ACTIONS = frozenset({"_HelpAction", "_VersionAction"})
+#: vLLM's parser rewrites ``-O<level>``, ``-O=<level>`` and ``-O <0-3>`` to ``--optimization-level``
+#: before argparse sees them (FlexibleArgumentParser.parse_args): ``-O`` is an option in all but name.
+OPTIMIZATION_LEVEL_ALIAS = ("-O", "--optimization-level")
+
+
+def values_code(action: Mapping[str, Any]) -> int:
+    """How many values an option takes (a ``VALUES_*`` code of glm_operator.api.vllm_args)."""
+    nargs = action["nargs"]
+    if action["action"] in _EXITING_ACTIONS:
+        return va.VALUES_EXITS
+    if nargs == 0:
+        return va.VALUES_SWITCH
+    if nargs == "?":
+        return va.VALUES_OPTIONAL
+    if nargs == "*":
+        return va.VALUES_ANY
+    if nargs == "+" or (isinstance(nargs, int) and nargs > 1):
+        return va.VALUES_ONE_OR_MORE
+    if nargs in (None, 1):
+        return va.VALUES_JSON if action["json"] else va.VALUES_ONE
+    raise RuntimeError(f"option {action['option_strings']} has nargs {nargs!r}, which the guard cannot read")
+
+
 def render_flags_module(options: Mapping[str, Any]) -> str:
     """The text of ``vllm_flags.py`` for the options dump of one vLLM release."""
     managed: dict[str, str] = {}
     all_options: set[str] = set()
+    option_values: dict[str, int] = {}
     for action in options["actions"]:
         strings = list(action["option_strings"])
         all_options.update(strings)
+        for option in [*strings, *action["hidden_option_strings"]]:
+            option_values[option] = values_code(action)
         if action["dest"] in MANAGED_DESTS and strings:
             canonical = _canonical_long(strings)
             for option in strings:
                 managed[option] = canonical
-    too_long = sorted(o for o in all_options if len(o) >= CEL_NAME_LIMIT)
+    alias, target = OPTIMIZATION_LEVEL_ALIAS
+    if target in option_values:
+        option_values[alias] = option_values[target]
+    too_long = sorted(o for o in option_values if len(o) >= CEL_NAME_LIMIT)
     if too_long:
         raise RuntimeError(f"options longer than the CEL rule reads ({CEL_NAME_LIMIT}): {too_long}")
     one_letter = {o: c for o, c in managed.items() if len(o) == 2 and o[0] == "-" and o[1] != "-"}
@@ -95,7 +127,9 @@ def render_flags_module(options: Mapping[str, Any]) -> str:
         "to its canonical long spelling; MANAGED_ONE_LETTER the one-letter aliases, which argparse also",
         "accepts glued to their value; OTHER_OPTIONS_WITH_MANAGED_PREFIX the unmanaged options that start",
         "like a managed one (the guard lets them through); ALLOW_ABBREV whether the parser accepts unique",
-        'prefixes of long options.\n"""',
+        "prefixes of long options. OPTION_VALUES maps every option string the parser accepts (hidden ones",
+        "such as --no-enable-x included) to how many values it takes, a VALUES_* code of",
+        'glm_operator.api.vllm_args.\n"""',
         "",
         "from __future__ import annotations",
         "",
@@ -112,6 +146,9 @@ def render_flags_module(options: Mapping[str, Any]) -> str:
         *[f'        "{o}",' for o in others],
         "    }",
         ")",
+        "OPTION_VALUES: dict[str, int] = {",
+        *[f'    "{o}": {c},' for o, c in sorted(option_values.items())],
+        "}",
         "",
     ]
     return "\n".join(lines)

@@ -65,7 +65,11 @@ log = logging.getLogger(__name__)
 GATEWAY_WORKERS = 2
 EVENT_FLUSH_SECONDS = 2.0  # at shut-down, Events in flight get this long while this replica leads
 LOST_LEASE_EXIT_SECONDS = 20.0  # after the Lease is lost, the process exits within this, whatever hangs
-START_RETRY_LOG_EVERY = 30  # a failed start-up list is logged at warning once per this many tries
+# The start-up list is retried every half second while the apiserver is away (a refused connection
+# costs nothing; a restarted apiserver answers 429 while its storage initialises, for about a second):
+# a replica that restarted during an outage sees the changes made meanwhile soon after the return.
+START_RETRY_SECONDS = 0.5
+START_RETRY_LOG_EVERY = 60  # a failed start-up list is logged at warning once per this many tries (30 s)
 CHILD_KINDS = (("apps/v1", "Deployment"), ("v1", "Service"), ("policy/v1", "PodDisruptionBudget"))
 
 
@@ -268,9 +272,12 @@ class Manager:
             except Exception as exc:
                 level = logging.WARNING if attempt % START_RETRY_LOG_EVERY == 0 else logging.DEBUG
                 log.log(
-                    level, "start-up list failed: %s; retrying every 1 s", summarize_api_error(exc).line()
+                    level,
+                    "start-up list failed: %s; retrying every %g s",
+                    summarize_api_error(exc).line(),
+                    START_RETRY_SECONDS,
                 )
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(START_RETRY_SECONDS)
         # Plain namespace names (a namespaced install, whose Roles allow nothing else): one watch
         # per namespace and resource. Patterns: one cluster-wide watch per resource, filtered here
         # (EventHandlers.watches_namespace), as the start-up list is; kopf would open one stream per

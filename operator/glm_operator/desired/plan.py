@@ -4,7 +4,8 @@ The replica total is ``spec.replicas``, or the autoscaler's ``status.desiredRepl
 ``spec.autoscaling`` is set (clamped to its bounds). The GPU supply is the nodes' free GPUs plus
 what node autoscalers can add (``planning.supply.capacity``); while the spec is unchanged, replicas on a
 NotReady/Unknown node keep their GPUs for the node grace period and on a cordoned node until they
-are drained (``planning.supply.outages``). ``plan_placement`` spreads the total over the GPU types.
+are drained (``planning.supply.outages``). ``plan_placement`` spreads the total over the GPU types, those
+its workloads run on now first when ``gpu.products`` states no order (``running_on``).
 
 The result is a ``PlanStep``: either a fitting plan with what the later steps need, or a
 ``Failure`` whose reason and message say which field to change and how.
@@ -14,12 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from glm_operator.api.v1alpha1 import GLMDeploymentSpec
-from glm_operator.desired.model import Observed
+from glm_operator.api.v1alpha1 import LABEL_GPU_PRODUCT, GLMDeploymentSpec
+from glm_operator.desired.model import WORKLOAD_KIND_NAMES, Observed
 from glm_operator.planning.memory.instance import FitInputError
 from glm_operator.planning.placement.compatibility import ImageCheck, check_request_image
 from glm_operator.planning.placement.plan import plan_placement
@@ -117,6 +118,20 @@ def placed_variants(plan: Plan) -> list[Variant]:
     return [v for v in variants if v.replicas > 0]
 
 
+def running_on(children: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The GPU types the deployment runs on now: those of its workloads with replicas that are not
+    being deleted, by their label (a workload in the middle of a rollout, whose old pod is gone and
+    whose new one is not bound yet, still counts)."""
+    types = {
+        str((child["metadata"].get("labels") or {}).get(LABEL_GPU_PRODUCT) or "")
+        for child in children
+        if child.get("kind") in WORKLOAD_KIND_NAMES
+        and (child.get("spec") or {}).get("replicas")
+        and not child["metadata"].get("deletionTimestamp")
+    }
+    return tuple(sorted(types - {""}))
+
+
 def plan_step(observed: Observed, spec: GLMDeploymentSpec) -> PlanStep:
     replicas = total_replicas(spec, observed.previous_status)
     now = parse_time(observed.now) or dt.datetime.now(dt.UTC)
@@ -130,6 +145,7 @@ def plan_step(observed: Observed, spec: GLMDeploymentSpec) -> PlanStep:
     step = PlanStep(replicas=replicas, now=now, outages=outages, held=held, capacity=capacity)
     try:
         request = placement_request(spec, capacity.pools, observed.default_image, replicas=replicas)
+        request = dataclasses.replace(request, running_on=running_on(observed.children))
         plan = plan_placement(request)
     except (PlanningInputError, FitInputError, ValueError, KeyError) as exc:
         return dataclasses.replace(step, failure=Failure("InvalidSpec", str(exc)))

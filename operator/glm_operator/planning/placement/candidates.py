@@ -277,7 +277,7 @@ def evaluate(
         return _evaluate_fit(request, base, gpu, cand, context)
     # the whole request but what changes from one reconcile to the next and no fit reads (the pools, the
     # replicas): a field added to the request is in the key without anyone having to remember it
-    key = (replace(request, pools=(), replicas=1), base.model_id, gpu, cand, context)
+    key = (replace(request, pools=(), replicas=1, running_on=()), base.model_id, gpu, cand, context)
     found = _EVALUATIONS.get(key)
     if found is None:
         found = _evaluate_fit(request, base, gpu, cand, context)

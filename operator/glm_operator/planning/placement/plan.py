@@ -183,14 +183,17 @@ def _choose_shape(
     return _Chosen(group, best, evaluated[: first + 1], considered)
 
 
-def _order_by_preference(chosen: list[_Chosen], order: dict[str, int]) -> None:
-    """Sort in place: the ``gpu.products`` order, else nodes that exist first, then what autoscalers
-    can add, then memory (free capacity counts nodes in an outage grace period as back)."""
+def _order_by_preference(chosen: list[_Chosen], order: dict[str, int], running_on: tuple[str, ...]) -> None:
+    """Sort in place: the ``gpu.products`` order, else the types the replicas run on now (a spec change,
+    or GPUs freed for a moment by another workload's rollout, does not move running replicas to whichever
+    type has the most free GPUs at that instant), then nodes that exist first, then what autoscalers can
+    add, then memory (free capacity counts nodes in an outage grace period as back)."""
     if order:
         chosen.sort(key=lambda c: (order[c.group.gpu.name], -c.capacity(True)))
     else:
         chosen.sort(
             key=lambda c: (
+                c.group.gpu.name not in running_on,
                 -c.existing_capacity(True),
                 -c.capacity(True),
                 -c.group.gpu.memory_gib,
@@ -326,7 +329,7 @@ def _plan(request: PlacementRequest) -> Plan:
             rejected.append(shape)
         else:
             chosen.append(shape)
-    _order_by_preference(chosen, order)  # rule 5
+    _order_by_preference(chosen, order, request.running_on)  # rule 5
     uncertain: list[str] = list(base.notes)
     variants, shortfall = _spread_replicas(request, base, chosen, context, details, uncertain)
     if variants and shortfall:

@@ -38,7 +38,8 @@ class PlacementRequest:
     ``context_length=None`` means min(32768, the model's limit). ``tensor_parallel_size``,
     ``pipeline_parallel_size``, ``decode_context_parallel_size`` and ``data_parallel_size`` 0 mean "choose".
     ``gpu_products`` is the preference order ([] = any).
-    ``engine`` is the vLLM release the pods run (its memory-budget rules).
+    ``engine`` is the vLLM release the pods run (its memory-budget rules). ``running_on``: the GPU
+    types the deployment's replicas run on now (with ``gpu_products`` empty they come first).
     """
 
     model: str = ""
@@ -69,6 +70,7 @@ class PlacementRequest:
     slo_ttft_ms: float | None = None
     pools: tuple[GpuPool, ...] = field(default=())
     engine: VllmEngine = DEFAULT_ENGINE
+    running_on: tuple[str, ...] = ()
 
     @property
     def gpu_memory_utilization(self) -> float:
