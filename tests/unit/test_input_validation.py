@@ -7,6 +7,7 @@ cases to a real apiserver); the planner's "does not fit" rejections name the fie
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import Any
 
@@ -139,7 +140,7 @@ def test_model_sources_that_traverse_or_a_hub_cannot_have_are_refused(source: st
         ["--compilation-config.cudagraph_capture_sizes+=1,2"],
         ["--seed", "-1"],
         ["--chat-template", "{% for m in messages %}\n\t{{ m.content }}\n{% endfor %}"],
-        ["--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}'],
+        ["--kv-transfer-config", '{"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}'],
         ["--lora-modules", "a=/loras/a", "b=/loras/b", "--enable-lora"],
         ["--hf-token"],  # an optional value
         ["-O", "3"],
@@ -150,6 +151,27 @@ def test_model_sources_that_traverse_or_a_hub_cannot_have_are_refused(source: st
 )
 def test_extra_args_vllm_parses_are_accepted(args: list[str]) -> None:
     spec_from_dict(serving(extraArgs=args))
+
+
+@pytest.mark.parametrize(
+    "args,field",
+    [
+        (
+            ["--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}'],
+            "spec.speculativeDecoding",
+        ),
+        (["--speculative-config.num_speculative_tokens=3"], "spec.speculativeDecoding"),
+        (["--spec-tokens", "2"], "spec.speculativeDecoding.numSpeculativeTokens"),
+        (["--data-parallel-size", "8"], "spec.gpu.dataParallelSize"),
+        (["-dcp", "8"], "spec.gpu.decodeContextParallelSize"),
+        (["--max_model_len=9"], "spec.contextLength"),
+    ],
+)
+def test_a_managed_flag_is_refused_naming_the_spec_field_that_sets_it(args: list[str], field: str) -> None:
+    # the drafter, the layout and the context are planned (their memory is in the plan): extraArgs would
+    # run what the plan did not budget, or stop vLLM ("mutually exclusive" with --spec-*)
+    with pytest.raises(ValidationError, match=f"from {re.escape(field)}; set that instead"):
+        spec_from_dict(serving(extraArgs=args))
 
 
 @pytest.mark.parametrize(

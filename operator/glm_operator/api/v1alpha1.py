@@ -167,9 +167,6 @@ SubPath = Annotated[
 ]
 """A directory inside a volume: relative, without '..'."""
 
-#: vLLM flags the operator always derives from the spec (canonical spellings; the guard also knows
-#: every other spelling vLLM accepts, see glm_operator.api.vllm_args).
-OPERATOR_MANAGED_VLLM_FLAGS: tuple[str, ...] = tuple(sorted(set(vllm_flags.MANAGED_OPTIONS.values())))
 EXTRA_ARGS_STRUCTURE_MESSAGE = (
     "every entry of extraArgs must be a flag or the value of the flag right before it (a flag taking "
     "several values takes the entries up to the next flag), and a flag that needs a value must have one"

@@ -63,6 +63,11 @@ MANAGED_DESTS: tuple[str, ...] = (
     "data_parallel_external_lb",
     "data_parallel_multi_port_external_lb",
     "decode_context_parallel_size",
+    # MTP speculative decoding (spec.speculativeDecoding): the drafter's memory is in the plan
+    "speculative_config",
+    "spec_method",
+    "spec_model",
+    "spec_tokens",
     "prefill_context_parallel_size",
     "distributed_executor_backend",
     "nnodes",
@@ -421,21 +426,45 @@ def managed_flag_cel_rule() -> str:
     return f"!{a}.startsWith('-') || {a} == '-' || {a} == '--' || [{name}].all(n, !({refused}))"
 
 
+#: The spec field that sets a managed flag, where one does (the others are the operator's own: the
+#: model, the server's address, the multi-node wiring).
+SPEC_FIELD_OF: dict[str, str] = {
+    "--tensor-parallel-size": "spec.gpu.tensorParallelSize",
+    "--pipeline-parallel-size": "spec.gpu.pipelineParallelSize",
+    "--data-parallel-size": "spec.gpu.dataParallelSize",
+    "--decode-context-parallel-size": "spec.gpu.decodeContextParallelSize",
+    "--speculative-config": "spec.speculativeDecoding",
+    "--spec-method": "spec.speculativeDecoding",
+    "--spec-model": "spec.speculativeDecoding",
+    "--spec-tokens": "spec.speculativeDecoding.numSpeculativeTokens",
+    "--max-model-len": "spec.contextLength",
+    "--gpu-memory-utilization": "spec.gpu.memoryUtilization",
+    "--max-num-seqs": "spec.serving.maxNumSeqs",
+    "--quantization": "spec.quantization",
+    "--kv-cache-dtype": "spec.kvCacheDtype",
+    "--served-model-name": "spec.model.servedModelName",
+    "--revision": "spec.model.source (hf://repo@revision)",
+}
+
 MANAGED_FLAG_MESSAGE = (
     "extraArgs must not set flags the operator derives from the spec, in any spelling vLLM accepts "
     "(short options such as -tp, underscores, --opt=value, --config): "
     + ", ".join(sorted(set(vllm_flags.MANAGED_OPTIONS.values())))
-    + "; use the spec fields instead"
+    + "; use the spec fields instead ("
+    + ", ".join(f"{flag}: {field}" for flag, field in SPEC_FIELD_OF.items())
+    + ")"
 )
 
 
 def check_not_managed(arg: str) -> str:
-    """``arg`` unless it sets a managed flag (ValueError naming the flag and its canonical spelling)."""
+    """``arg`` unless it sets a managed flag (ValueError naming the flag, its canonical spelling and the
+    spec field that sets it)."""
     managed = managed_flag(arg)
     if managed is not None:
+        field = SPEC_FIELD_OF.get(managed)
         raise ValueError(
             f"extraArgs must not set {arg.split('=', 1)[0]} (vLLM {managed}): the operator derives it "
-            "from the spec; use the spec fields instead"
+            + (f"from {field}; set that instead" if field else "from the spec; use the spec fields instead")
         )
     return arg
 

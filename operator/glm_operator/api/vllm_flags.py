@@ -50,6 +50,10 @@ MANAGED_OPTIONS: dict[str, str] = {
     "--quantization": "--quantization",
     "--revision": "--revision",
     "--served-model-name": "--served-model-name",
+    "--spec-method": "--spec-method",
+    "--spec-model": "--spec-model",
+    "--spec-tokens": "--spec-tokens",
+    "--speculative-config": "--speculative-config",
     "--tensor-parallel-size": "--tensor-parallel-size",
     "--uds": "--uds",
     "-dcp": "--decode-context-parallel-size",
@@ -68,6 +72,7 @@ MANAGED_OPTIONS: dict[str, str] = {
     "-pp": "--pipeline-parallel-size",
     "-q": "--quantization",
     "-r": "--node-rank",
+    "-sc": "--speculative-config",
     "-tp": "--tensor-parallel-size",
 }
 MANAGED_ONE_LETTER: dict[str, str] = {
