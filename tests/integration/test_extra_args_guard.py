@@ -44,6 +44,9 @@ REFUSED = [
     ["--served_model_name", "other"],
     ["--port=9000"],
     ["--uds", "/tmp/vllm.sock"],
+    # the drafter is planned from spec.speculativeDecoding
+    ["--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}'],
+    ["--spec-tokens=2"],
 ]
 ACCEPTED = [
     ["--enable-prefix-caching"],
@@ -51,7 +54,7 @@ ACCEPTED = [
     ["--enable-expert-parallel"],
     ["--tool-call-parser", "hermes", "--enable-auto-tool-choice"],
     ["--trust-remote-code", "--seed", "0"],
-    ["--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}'],
+    ["--kv-transfer-config", '{"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}'],
 ]
 
 
