@@ -19,7 +19,7 @@ Each reconcile is ``cache.gpus_used(exclude_owner=key)`` (what observe() reads) 
 p90 and total per phase; ``--profile N`` also prints cProfile's top N functions by cumulative time
 over the re-plan rounds, ``--profile-burst N`` the burst's top N by their own time; ``--memory``
 traces allocations (tracemalloc, slower) and prints what the
-planner's memos hold at the end (memory still allocated from planning.nodes / planning.placement,
+planner's memos hold at the end (memory still allocated from planning.supply.nodes / planning.placement.candidates,
 which is the node sets, pools with usage, grouping layouts and remembered fits). ``--split`` prints the
 CPU per reconcile of the steps compute_desired calls (node side: parse_gpu_pools, node_outages;
 plan_placement; render_all). Always prints the process's peak RSS. Figures only, no asserts.
@@ -211,7 +211,7 @@ def main() -> int:
 def _report_memory() -> None:
     snapshot = tracemalloc.take_snapshot()
     by_file = snapshot.statistics("filename")
-    for module in ("planning/nodes.py", "planning/placement.py"):
+    for module in ("planning/supply/nodes.py", "planning/placement/candidates.py"):
         held = sum(s.size for s in by_file if s.traceback[0].filename.endswith(module))
         print(f"held by {module}: {held / 1024:.0f} KiB")
     print(f"all traced Python allocations held: {tracemalloc.get_traced_memory()[0] / 2**20:.1f} MiB")
