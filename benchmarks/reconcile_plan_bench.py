@@ -18,11 +18,11 @@ Each reconcile is ``cache.gpus_used(exclude_owner=key)`` (what observe() reads) 
 ``compute_desired``; CPU is measured with ``time.thread_time`` around each. Prints the median,
 p90 and total per phase; ``--profile N`` also prints cProfile's top N functions by cumulative time
 over the re-plan rounds, ``--profile-burst N`` the burst's top N by their own time; ``--memory``
-traces allocations (tracemalloc, slower) and prints what the
-planner's memos hold at the end (memory still allocated from planning.supply.nodes / planning.placement.candidates,
-which is the node sets, pools with usage, grouping layouts and remembered fits). ``--split`` prints the
-CPU per reconcile of the steps compute_desired calls (node side: parse_gpu_pools, node_outages;
-plan_placement; render_all). Always prints the process's peak RSS. Figures only, no asserts.
+traces allocations (tracemalloc, slower) and prints what the planner's memos hold at the end (memory
+still allocated from planning.supply.nodes / planning.placement.candidates, which is the node sets,
+pools with usage, grouping layouts and remembered fits). ``--split`` prints the CPU per reconcile of
+the steps compute_desired calls (node side: parse_gpu_pools, node_outages; plan_placement;
+render_all). Always prints the process's peak RSS. Figures only, no asserts.
 """
 
 from __future__ import annotations
