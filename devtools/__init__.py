@@ -8,5 +8,6 @@ and Grafana dashboards (``charts/glm-operator/monitoring/``) from the metric nam
 them (hack/generate.sh, ``make generate``, ``make vllm-flags``); the drift tests compare their
 output with the committed copies.
 
-Not part of the operator: the wheel and the image hold ``operator/glm_operator`` only.
+Not part of the operator: the wheel and the image hold ``operator/glm_operator`` only, and an
+import contract (pyproject.toml) keeps ``glm_operator`` from importing this package.
 """
