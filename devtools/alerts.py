@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from glm_operator.monitoring import series as s
+from devtools import series as s
 
 GROUP_NAME = "glm-operator"
 

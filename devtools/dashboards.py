@@ -9,7 +9,7 @@ which kube-prometheus-stack's Grafana sidecar loads.
 
 Every dashboard has a Prometheus data-source variable; the deployment dashboard selects a
 GLMDeployment by ``namespace`` and ``name`` and reads its vLLM series by the ``model_name`` the
-operator's info series gives (``glm_operator.monitoring.series``).
+operator's info series gives (``devtools.series``).
 
 grafana-foundation-sdk is a generation-time dependency (the ``test`` extra), not the operator's:
 only ``python -m devtools monitoring dashboards`` imports this module.
@@ -29,7 +29,7 @@ from grafana_foundation_sdk.builders import timeseries as gts
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import dashboard as gmodel
 
-from glm_operator.monitoring import series as s
+from devtools import series as s
 
 DATASOURCE = gmodel.DataSourceRef(type_val="prometheus", uid="${datasource}")
 RATE = "$__rate_interval"

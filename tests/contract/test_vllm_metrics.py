@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from devtools import alerts, dashboards
+from devtools import series as monitoring_series
 from devtools.vllm_flags import probe, vllm_python
 
 from glm_operator.clients.prometheus import (
@@ -18,7 +19,6 @@ from glm_operator.clients.prometheus import (
     DEFAULT_WAITING_QUERY,
     render_query,
 )
-from glm_operator.monitoring import series as monitoring_series
 from glm_operator.monitoring.kv_cache import tokens_of
 from glm_operator.render.monitoring import SCRAPE_TARGET_LABELS, VLLM_SERIES_LABELS
 from tests.harness.vllm_emulator import VLLM_SERIES, CacheConfig

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from devtools import alerts, dashboards
+from devtools import alerts, dashboards, series
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from glm_operator.clients.prometheus import PrometheusQueueClient
@@ -40,7 +40,6 @@ from glm_operator.controller import metrics
 from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.kv_cache import INTERVAL_SECONDS, KVCacheReader
 from glm_operator.gateway.routes import compute_routing_table
-from glm_operator.monitoring import series
 from tests.harness.clock import ManualClock
 from tests.harness.cluster import free_port
 from tests.harness.controller import reconciling
