@@ -35,7 +35,7 @@ vllm: ## Install the default image's vLLM release from PyPI into the cache (~10 
 	nice -n 10 bash hack/vllm.sh >/dev/null
 
 vllm-flags: venv vllm ## Regenerate the extraArgs guard's flag list from vLLM's own parser, then the CRD
-	$(BIN)/glm-operator vllm-flags
+	$(BIN)/python -m devtools vllm-flags
 	$(MAKE) generate
 
 contract: venv vllm ## The vLLM contract test: rendered argv, registry and engine config against real vLLM
@@ -47,8 +47,8 @@ deps: venv
 	@$(MAKE) --no-print-directory -j3 tools prometheus prometheus-operator-crds vllm
 
 lint: venv ## ruff, mypy, import contracts, unused code
-	$(BIN)/ruff check operator tests benchmarks
-	$(BIN)/ruff format --check operator tests benchmarks
+	$(BIN)/ruff check operator devtools tests benchmarks
+	$(BIN)/ruff format --check operator devtools tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/vulture
@@ -87,7 +87,7 @@ demo: ## main job: local simulated GPU cluster, then show its GPU nodes
 	@$(MAKE) --no-print-directory venv tools prometheus
 	bash hack/demo.sh
 
-generate: venv ## regenerate committed artifacts (CRD, chart CRD copy, install.yaml)
+generate: venv ## regenerate committed artifacts (CRDs and their chart copies, alerts, dashboards, install.yaml; python -m devtools)
 	@if [ -f hack/generate.sh ]; then bash hack/generate.sh; fi
 
 recipes: venv ## regenerate docs/recipes.md: the planner's shape per GLM model and machine next to the published recipes

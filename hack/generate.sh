@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Regenerate the committed artifacts that are derived from code:
-#   crds/glmdeployments.inference.glm.dev.yaml   from the pydantic models (glm-operator crd)
+#   crds/glmdeployments.inference.glm.dev.yaml   from the pydantic models (python -m devtools crd)
 #   charts/glm-operator/templates/crd.yaml       the same CRD as a Helm template
 #   crds/glmgateways.inference.glm.dev.yaml      and charts/.../crd-glmgateway.yaml: the GLMGateway CRD
-#   charts/glm-operator/monitoring/alerts.yaml   the chart's alert rules (glm-operator monitoring alerts)
-#   charts/glm-operator/monitoring/dashboards/   its Grafana dashboards (glm-operator monitoring dashboards)
+#   charts/glm-operator/monitoring/alerts.yaml   the chart's alert rules (python -m devtools monitoring alerts)
+#   charts/glm-operator/monitoring/dashboards/   its Grafana dashboards (python -m devtools monitoring dashboards)
 #   manifests/install.yaml                       the chart rendered with default values
 # OUT_DIR=<dir> writes them under <dir> instead of the checkout (the drift tests use that).
 # Needs helm: $HELM, else the cached tool build (hack/build-tools.sh), else helm on PATH.
@@ -26,12 +26,14 @@ if [[ -z "$helm" || ! -x "$helm" ]]; then
 fi
 
 mkdir -p "$out/crds" "$out/charts/glm-operator/templates" "$out/charts/glm-operator/monitoring" "$out/manifests"
-"$python" -m glm_operator.cli crd -o yaml >"$out/crds/glmdeployments.inference.glm.dev.yaml"
-"$python" -m glm_operator.cli crd -o helm >"$out/charts/glm-operator/templates/crd.yaml"
-"$python" -m glm_operator.cli crd --kind GLMGateway -o yaml >"$out/crds/glmgateways.inference.glm.dev.yaml"
-"$python" -m glm_operator.cli crd --kind GLMGateway -o helm >"$out/charts/glm-operator/templates/crd-glmgateway.yaml"
-"$python" -m glm_operator.cli monitoring alerts >"$out/charts/glm-operator/monitoring/alerts.yaml"
-"$python" -m glm_operator.cli monitoring dashboards --out-dir "$out/charts/glm-operator/monitoring/dashboards"
+# The generators live in the checkout's devtools/ (not in the operator's package): the root on the path.
+devtools=(env PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" "$python" -m devtools)
+"${devtools[@]}" crd -o yaml >"$out/crds/glmdeployments.inference.glm.dev.yaml"
+"${devtools[@]}" crd -o helm >"$out/charts/glm-operator/templates/crd.yaml"
+"${devtools[@]}" crd --kind GLMGateway -o yaml >"$out/crds/glmgateways.inference.glm.dev.yaml"
+"${devtools[@]}" crd --kind GLMGateway -o helm >"$out/charts/glm-operator/templates/crd-glmgateway.yaml"
+"${devtools[@]}" monitoring alerts >"$out/charts/glm-operator/monitoring/alerts.yaml"
+"${devtools[@]}" monitoring dashboards --out-dir "$out/charts/glm-operator/monitoring/dashboards"
 
 # Render from a copy of the chart that holds the freshly generated CRD template.
 work=$(mktemp -d)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from glm_operator import __version__
 
-COMMANDS = ("estimate", "plan", "crd", "run", "gateway", "vllm_flags", "loadtest", "monitoring")
+COMMANDS = ("estimate", "plan", "run", "gateway", "loadtest")
 
 
 class UserError(Exception):
@@ -44,7 +44,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    return dispatch(build_parser(), argv)
+
+
+def dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
+    """Run the ``func`` of the subcommand ``argv`` names; the exit status, as ``main`` returns it.
+
+    The developer tools' entry point (``python -m devtools``) runs its commands the same way.
+    """
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from devtools.vllm_flags import FLAGS_MODULE, probe, render_flags_module, vllm_python
 
 from glm_operator.api import vllm_flags
 from glm_operator.api.vllm_args import (
@@ -41,7 +42,6 @@ from glm_operator.api.vllm_args import (
 )
 from glm_operator.catalog.models import load_models, resolve_model
 from glm_operator.catalog.vllm import VLLM_VERSION, architecture_table
-from glm_operator.commands.vllm_flags import FLAGS_MODULE, probe, render_flags_module, vllm_python
 
 from .matrix import RenderedArgv, catalog_config, extra_argvs, matrix_argvs, sample_argvs
 

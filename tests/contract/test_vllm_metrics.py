@@ -9,15 +9,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from devtools import alerts, dashboards
+from devtools import series as monitoring_series
+from devtools.vllm_flags import probe, vllm_python
+
 from glm_operator.clients.prometheus import (
     DEFAULT_KV_CACHE_QUERY,
     DEFAULT_RUNNING_QUERY,
     DEFAULT_WAITING_QUERY,
     render_query,
 )
-from glm_operator.commands.vllm_flags import probe, vllm_python
-from glm_operator.monitoring import alerts, dashboards
-from glm_operator.monitoring import series as monitoring_series
 from glm_operator.monitoring.kv_cache import tokens_of
 from glm_operator.render.monitoring import SCRAPE_TARGET_LABELS, VLLM_SERIES_LABELS
 from tests.harness.vllm_emulator import VLLM_SERIES, CacheConfig
@@ -67,7 +68,7 @@ INITIALISED = {"num_gpu_blocks": 2271, "kv_cache_size_tokens": 36336, "kv_cache_
 
 
 def test_vllm_registers_every_series_the_dashboards_and_alerts_read() -> None:
-    """The chart's dashboards and alerts (glm_operator.monitoring) and the operator's own queries
+    """The chart's dashboards and alerts (devtools) and the operator's own queries
     read these vLLM series, by ``model_name`` (but the info gauge, which has none); the vLLM emulator
     exposes exactly these names (tests/unit/test_monitoring_series.py)."""
     exprs = [a.expr for a in alerts.ALERTS] + [q for view in dashboards.VIEWS for q in view.queries()]

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 import yaml
+from devtools import alerts
 
-from glm_operator.monitoring import alerts
 from tests.harness.prometheus import promtool_binary
 
 pytestmark = [pytest.mark.integration, pytest.mark.prometheus]

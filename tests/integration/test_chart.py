@@ -411,7 +411,7 @@ def test_chart_passes_the_mode_and_grants_podmonitors_in_both_rbac_modes(helm: P
 
 
 def test_prometheus_rule_only_when_enabled(helm: Path) -> None:
-    from glm_operator.monitoring import alerts
+    from devtools import alerts
 
     assert not by_kind(documents(render(helm).stdout), "PrometheusRule")
     on = ("--set", "monitoring.alerts.enabled=true", "--set", "monitoring.alerts.labels.release=kps")
@@ -429,7 +429,7 @@ def test_prometheus_rule_only_when_enabled(helm: Path) -> None:
 def test_dashboards_only_when_enabled(helm: Path) -> None:
     import json
 
-    from glm_operator.monitoring import dashboards
+    from devtools import dashboards
 
     assert not by_kind(documents(render(helm).stdout), "ConfigMap")
     on = (

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from devtools import alerts, dashboards, series
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from glm_operator.clients.prometheus import PrometheusQueueClient
@@ -39,7 +40,6 @@ from glm_operator.controller import metrics
 from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.kv_cache import INTERVAL_SECONDS, KVCacheReader
 from glm_operator.gateway.routes import compute_routing_table
-from glm_operator.monitoring import alerts, dashboards, series
 from tests.harness.clock import ManualClock
 from tests.harness.cluster import free_port
 from tests.harness.controller import reconciling

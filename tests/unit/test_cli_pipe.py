@@ -17,14 +17,18 @@ SAMPLE = ROOT / "manifests" / "samples" / "glm-4.5-air.yaml"
 NODES = ROOT / "tests" / "fixtures" / "gpu-cluster.yaml"
 
 
+GLM_OPERATOR = [str(CONSOLE_SCRIPT)]
+DEVTOOLS = [sys.executable, "-m", "devtools"]  # the generators' entry point, run from the checkout
+
+
 @pytest.mark.parametrize(
     "argv",
     [
-        ["plan", "-f", str(SAMPLE), "--nodes", str(NODES)],
-        ["plan", "-f", str(SAMPLE), "--nodes", str(NODES), "-o", "json"],
-        ["crd"],
+        [*GLM_OPERATOR, "plan", "-f", str(SAMPLE), "--nodes", str(NODES)],
+        [*GLM_OPERATOR, "plan", "-f", str(SAMPLE), "--nodes", str(NODES), "-o", "json"],
+        [*DEVTOOLS, "crd"],
     ],
-    ids=["plan", "plan-json", "crd"],
+    ids=["plan", "plan-json", "devtools-crd"],
 )
 def test_a_reader_that_went_away_ends_the_command_quietly(argv: list[str]) -> None:
     """The pipe's reader is closed before the command writes (deterministic, where a reader that
@@ -32,9 +36,7 @@ def test_a_reader_that_went_away_ends_the_command_quietly(argv: list[str]) -> No
     reader, writer = os.pipe()
     os.close(reader)
     try:
-        done = subprocess.run(
-            [str(CONSOLE_SCRIPT), *argv], stdout=writer, stderr=subprocess.PIPE, timeout=60, check=False
-        )
+        done = subprocess.run(argv, cwd=ROOT, stdout=writer, stderr=subprocess.PIPE, timeout=60, check=False)
     finally:
         os.close(writer)
     err = done.stderr.decode()

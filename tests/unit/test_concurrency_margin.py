@@ -42,7 +42,7 @@ def test_guarantee_is_a_spec_field_and_rejects_non_booleans() -> None:
     assert spec.guarantee_min_concurrency is True
     assert GLMDeploymentSpec.model_validate(AIR).guarantee_min_concurrency is False
     # The apiserver refuses a non-boolean (the CRD's structural schema); the planner reads the model.
-    from glm_operator.api.crd import build_crd
+    from devtools.crd import build_crd
 
     schema = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     assert schema["properties"]["spec"]["properties"]["guaranteeMinConcurrency"]["type"] == "boolean"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from collections.abc import Iterator
@@ -10,10 +11,12 @@ from typing import Any
 
 import pytest
 import yaml
+from devtools import crd
+from devtools.__main__ import main
 
-from glm_operator.api import crd, v1alpha1
+from glm_operator.api import v1alpha1
 from glm_operator.api.kube_validation import cel_string
-from glm_operator.cli import main
+from glm_operator.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED_CRD = ROOT / "crds" / "glmdeployments.inference.glm.dev.yaml"
@@ -179,11 +182,21 @@ def test_chart_crd_matches_the_models() -> None:
     assert parsed["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
 
 
-def test_cli_prints_the_crd(capsys: pytest.CaptureFixture[str]) -> None:
+def test_devtools_prints_the_crd(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["crd"]) == 0
     assert yaml.safe_load(capsys.readouterr().out) == crd.build_crd()
     assert main(["crd", "-o", "json"]) == 0
     assert yaml.safe_load(capsys.readouterr().out) == crd.build_crd()
+    assert main(["crd", "--kind", "GLMGateway", "-o", "helm"]) == 0
+    assert capsys.readouterr().out == crd.chart_crd_template(crd.build_gateway_crd())
+
+
+def test_the_operator_cli_has_no_generator_commands() -> None:
+    """The generators are developer tools (``python -m devtools``), not the shipped operator's."""
+    subcommands = next(
+        action.choices for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)
+    )
+    assert set(subcommands) == {"estimate", "plan", "run", "gateway", "loadtest"}
 
 
 def test_the_crds_stay_small_enough_for_a_client_side_apply() -> None:

@@ -9,9 +9,9 @@ from typing import Any, cast
 
 import pytest
 import yaml
+from devtools.crd import build_gateway_crd, crd_yaml
 from pydantic import ValidationError
 
-from glm_operator.api.crd import build_gateway_crd, crd_yaml
 from glm_operator.api.gateway import GLMGatewaySpec
 from glm_operator.api.v1alpha1 import ModelSpec
 from glm_operator.clients.haproxy import KeyCounters

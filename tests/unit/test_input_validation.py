@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 import yaml
+from devtools import crd
 from pydantic import ValidationError
 
-from glm_operator.api import crd, kube_validation, safe_text, spec_from_dict, v1alpha1, vllm_args
+from glm_operator.api import kube_validation, safe_text, spec_from_dict, v1alpha1, vllm_args
 from glm_operator.api.gateway import GLMGatewaySpec
 from glm_operator.api.inline_config import InlineModelConfig
 from glm_operator.catalog.models import _data_text

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import re
 
+from devtools import alerts, dashboards, series
+
 from glm_operator.clients import prometheus
 from glm_operator.controller import metrics
-from glm_operator.monitoring import alerts, dashboards, series
 from tests.harness.vllm_emulator import VLLM_SERIES
 
 

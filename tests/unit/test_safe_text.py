@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from typing import Annotated, Any, get_args, get_origin
 
 import pytest
+from devtools import crd
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from glm_operator.api import crd
 from glm_operator.api.gateway import GLMGatewaySpec
 from glm_operator.api.safe_text import NO_UNSAFE_CHARACTER_CEL, VISIBLE_WORD_PATTERN
 from glm_operator.api.v1alpha1 import GLMDeploymentSpec

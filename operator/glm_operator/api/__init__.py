@@ -1,7 +1,7 @@
 """Pydantic models of the GLMDeployment API: the single source of the CRD schema.
 
-``glm_operator.api.v1alpha1`` holds the models; ``glm_operator.api.crd`` generates the
-CustomResourceDefinition from them. The names most code needs are re-exported here.
+``glm_operator.api.v1alpha1`` holds the models; ``devtools.crd`` (in the checkout, not the
+package) generates the CustomResourceDefinition from them. The names most code needs are re-exported here.
 """
 
 from glm_operator.api.v1alpha1 import (

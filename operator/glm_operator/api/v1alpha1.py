@@ -1,7 +1,7 @@
 """GLMDeployment v1alpha1: pydantic models of ``spec`` and ``status``.
 
 These models are the only definition of the API. The CustomResourceDefinition in
-``crds/glmdeployments.inference.glm.dev.yaml`` is generated from them (``glm_operator.api.crd``),
+``crds/glmdeployments.inference.glm.dev.yaml`` is generated from them (``devtools.crd``),
 so every field carries a description (``kubectl explain`` is the manual), its default and its
 bounds. Cross-field rules are written twice, on purpose: once as a pydantic validator (so offline
 commands such as ``glm-operator plan`` reject the same specs) and once as a CEL rule in

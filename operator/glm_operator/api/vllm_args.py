@@ -5,7 +5,7 @@ short aliases (``-tp``), underscores for dashes (``--tensor_parallel_size``, vLL
 ``-`` in the option name before parsing), ``--opt=value`` and ``-o=value``, a one-letter alias glued to
 its value (``-qfp8``), and ``--config FILE`` that loads any of them from a YAML file. The option
 strings come from vLLM's own parser: ``glm_operator/api/vllm_flags.py`` is generated from it
-(``make vllm-flags``, ``glm_operator.commands.vllm_flags``) for the release of the default image, and
+(``make vllm-flags``, ``devtools.vllm_flags`` in the checkout) for the release of the default image, and
 the vLLM contract test fails when that file drifts from the parser.
 
 ``MANAGED_DESTS`` is the policy: the argparse destinations whose value the plan decides (model,

@@ -100,7 +100,7 @@ QUEUE_DEPTH = Gauge(
     registry=REGISTRY,
 )
 # Per GLMDeployment, from the status each reconcile writes (``record``): what the dashboards and
-# alerts of the chart (glm_operator.monitoring) join with vLLM's and the GPUs' own series.
+# alerts of the chart (devtools.dashboards, devtools.alerts) join with vLLM's and the GPUs' own series.
 INFO = Gauge(
     "glm_operator_glmdeployment_info",
     "1 per GLMDeployment: model_name is the served model name vLLM labels its series with; model the "

@@ -1,8 +1,6 @@
-"""What a platform team looks at: the chart's Prometheus alerts (``alerts``) and Grafana dashboards
-(``dashboards``), generated from Python into the chart (``glm-operator monitoring``, hack/generate.sh).
+"""What the operator derives from the metrics it reads.
 
 ``kv_cache`` turns the labels of vLLM's ``vllm:cache_config_info`` into the KV tokens the operator
-exports next to the planned ones (PromQL cannot read a label as a number). ``series`` names every
-metric they read, one place, so the tests can check each against what the
-vLLM emulator, the operator, HAProxy and the DCGM stand-in expose, and against vLLM's own list.
+exports next to the planned ones (PromQL cannot read a label as a number). The chart's alerts and
+dashboards, and the metric names they read, are generated outside the package (``devtools``).
 """

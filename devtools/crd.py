@@ -30,7 +30,7 @@ from pydantic import BaseModel
 from glm_operator.api import gateway, v1alpha1
 
 GENERATED_HEADER = (
-    "# Generated from operator/glm_operator/api/v1alpha1.py by `glm-operator crd` (hack/generate.sh).\n"
+    "# Generated from operator/glm_operator/api/v1alpha1.py by `python -m devtools crd` (hack/generate.sh).\n"
     "# Do not edit by hand: change the pydantic models and regenerate.\n"
 )
 
@@ -362,7 +362,7 @@ def _dump(document: dict[str, Any]) -> str:
 def _header(crd: dict[str, Any]) -> str:
     if crd["spec"]["names"]["kind"] == gateway.GATEWAY_KIND:
         return GENERATED_HEADER.replace("v1alpha1.py", "gateway.py").replace(
-            "`glm-operator crd`", "`glm-operator crd --kind GLMGateway`"
+            "`python -m devtools crd`", "`python -m devtools crd --kind GLMGateway`"
         )
     return GENERATED_HEADER
 
@@ -398,9 +398,3 @@ def chart_crd_template(crd: dict[str, Any] | None = None) -> str:
         + body
         + "{{- end }}\n"
     )
-
-
-if __name__ == "__main__":  # pragma: no cover - used by hack/generate.sh
-    import sys
-
-    sys.stdout.write(chart_crd_template() if sys.argv[1:] == ["--chart"] else crd_yaml())

@@ -1,8 +1,8 @@
 """The metric names and join expressions the alerts and dashboards share.
 
 vLLM labels its series with ``model_name`` (the served model name); the PodMonitor adds
-``namespace`` and ``pod`` (``render.monitoring``). The operator's series carry the GLMDeployment's
-``namespace`` and ``name``; ``glm_operator_glmdeployment_info`` joins the two on
+``namespace`` and ``pod`` (``glm_operator.render.monitoring``). The operator's series carry the
+GLMDeployment's ``namespace`` and ``name``; ``glm_operator_glmdeployment_info`` joins the two on
 ``namespace, model_name``. The operator's ServiceMonitor keeps the series' own ``namespace``
 (``honorLabels``). Every replica of the operator serves metrics, the standby with what it held
 last: ``max by`` keeps one series per GLMDeployment.
@@ -26,7 +26,7 @@ VLLM_GENERATION_TOKENS = "vllm:generation_tokens_total"
 VLLM_TTFT_BUCKET = "vllm:time_to_first_token_seconds_bucket"
 VLLM_ITL_BUCKET = "vllm:inter_token_latency_seconds_bucket"
 #: An info gauge (always 1): vLLM's cache configuration as labels, its KV-cache size among them
-#: (read by the operator, ``monitoring.kv_cache``; PromQL cannot turn a label into a value).
+#: (read by the operator, ``glm_operator.monitoring.kv_cache``; PromQL cannot turn a label into a value).
 VLLM_CACHE_CONFIG_INFO = "vllm:cache_config_info"
 
 # DCGM exporter.

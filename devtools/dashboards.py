@@ -3,16 +3,16 @@
 Each dashboard is first a small typed description (``View``: rows of ``Graph``s, each graph a few
 PromQL ``Query``s), then built into Grafana's dashboard model with grafana-foundation-sdk (Grafana's
 own typed builders, so the JSON has the fields and defaults Grafana's schema gives it).
-``glm-operator monitoring dashboards`` writes one JSON file per dashboard into the chart's
+``python -m devtools monitoring dashboards`` writes one JSON file per dashboard into the chart's
 ``monitoring/dashboards/``; the chart puts each into a ConfigMap labelled ``grafana_dashboard: "1"``,
 which kube-prometheus-stack's Grafana sidecar loads.
 
 Every dashboard has a Prometheus data-source variable; the deployment dashboard selects a
 GLMDeployment by ``namespace`` and ``name`` and reads its vLLM series by the ``model_name`` the
-operator's info series gives (``monitoring.series``).
+operator's info series gives (``devtools.series``).
 
 grafana-foundation-sdk is a generation-time dependency (the ``test`` extra), not the operator's:
-only ``glm-operator monitoring dashboards`` imports this module.
+only ``python -m devtools monitoring dashboards`` imports this module.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from grafana_foundation_sdk.builders import timeseries as gts
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import dashboard as gmodel
 
-from glm_operator.monitoring import series as s
+from devtools import series as s
 
 DATASOURCE = gmodel.DataSourceRef(type_val="prometheus", uid="${datasource}")
 RATE = "$__rate_interval"

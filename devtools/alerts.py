@@ -1,7 +1,7 @@
 """The chart's Prometheus alerts: one rule group, each alert with a runbook line that names the fix.
 
 ``rule_file()`` is a Prometheus rule file (``groups:``), written to the chart's
-``monitoring/alerts.yaml`` by ``glm-operator monitoring`` (hack/generate.sh). The chart's
+``monitoring/alerts.yaml`` by ``python -m devtools monitoring alerts`` (hack/generate.sh). The chart's
 PrometheusRule embeds that file; promtool checks and unit-tests the same file. Each alert also
 names its ``signal``: the expression without its threshold, which returns a series whenever the
 metrics it reads are scraped (the live Prometheus test queries it).
@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from glm_operator.monitoring import series as s
+from devtools import series as s
 
 GROUP_NAME = "glm-operator"
 
@@ -218,5 +218,5 @@ def rule_groups(alerts: tuple[Alert, ...] = ALERTS) -> dict[str, Any]:
 
 def rule_file(alerts: tuple[Alert, ...] = ALERTS) -> str:
     """The rule file (YAML), as the chart embeds it and promtool reads it."""
-    header = "# Generated from glm_operator.monitoring.alerts by `glm-operator monitoring alerts`.\n"
+    header = "# Generated from devtools.alerts by `python -m devtools monitoring alerts`.\n"
     return header + yaml.safe_dump(rule_groups(alerts), sort_keys=False, width=100)

@@ -1,15 +1,15 @@
-"""``glm-operator vllm-flags``: regenerate ``glm_operator/api/vllm_flags.py`` from vLLM's parser.
+"""``python -m devtools vllm-flags``: regenerate ``glm_operator/api/vllm_flags.py`` from vLLM's parser.
 
 The extraArgs guard (``glm_operator.api.vllm_args``) must know every spelling of the flags the
 operator manages. Rather than a hand-kept list, this command asks the real vLLM package (the
 release of the default image, installed by ``hack/vllm.sh`` into its own virtualenv) for the
 options of ``vllm serve`` and writes them down. ``--check`` fails when the committed file differs
-(the vLLM contract test does the same). Developer tool: needs the checkout (``hack/``).
+(the vLLM contract test does the same). ``probe`` runs one request in that virtualenv; the contract
+tests use it too.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -21,22 +21,16 @@ from typing import Any
 from glm_operator.api import vllm_args as va
 from glm_operator.api.vllm_args import CEL_NAME_LIMIT, MANAGED_DESTS
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
-FLAGS_MODULE = PACKAGE_DIR / "api" / "vllm_flags.py"
-
-
-def repo_root() -> Path:
-    return PACKAGE_DIR.parents[1]
-
-
-PROBE_SCRIPT = repo_root() / "tests" / "harness" / "vllm_probe.py"  # runs in the vLLM virtualenv
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FLAGS_MODULE = REPO_ROOT / "operator" / "glm_operator" / "api" / "vllm_flags.py"
+PROBE_SCRIPT = REPO_ROOT / "tests" / "harness" / "vllm_probe.py"  # runs in the vLLM virtualenv
 
 
 def vllm_python() -> str:
     """The vLLM virtualenv's python: ``$VLLM_PYTHON``, else installed/located by ``hack/vllm.sh``."""
     if os.environ.get("VLLM_PYTHON"):
         return os.environ["VLLM_PYTHON"]
-    script = repo_root() / "hack" / "vllm.sh"
+    script = REPO_ROOT / "hack" / "vllm.sh"
     out = subprocess.run(["bash", str(script)], check=True, capture_output=True, text=True).stdout
     return out.strip().splitlines()[-1]
 
@@ -154,9 +148,10 @@ def render_flags_module(options: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run(args: argparse.Namespace) -> int:
+def regenerate(check: bool) -> int:
+    """Write ``FLAGS_MODULE`` from vLLM's parser, or (``check``) fail when the committed one differs."""
     text = render_flags_module(probe({"op": "options"}))
-    if args.check:
+    if check:
         if FLAGS_MODULE.read_text(encoding="utf-8") != text:
             print(f"{FLAGS_MODULE} differs from vLLM's parser: run `make vllm-flags`", file=sys.stderr)
             return 1
@@ -164,11 +159,3 @@ def run(args: argparse.Namespace) -> int:
     FLAGS_MODULE.write_text(text, encoding="utf-8")
     print(f"wrote {FLAGS_MODULE}")
     return 0
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser(
-        "vllm-flags", help="regenerate the extraArgs guard's flag list from vLLM's own parser"
-    )
-    parser.add_argument("--check", action="store_true", help="fail if the committed list differs")
-    parser.set_defaults(func=run)
