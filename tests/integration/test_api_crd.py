@@ -206,7 +206,13 @@ def test_defaults_are_applied_by_the_apiserver(cluster: SessionCluster, namespac
     )
     spec = json.loads(result.stdout)["spec"]
     # No memoryUtilization default: left out, it is the vLLM release's own (planning.releases).
-    assert spec["gpu"] == {"allowMultiNode": False, "pipelineParallelSize": 0, "tensorParallelSize": 0}
+    assert spec["gpu"] == {
+        "allowMultiNode": False,
+        "pipelineParallelSize": 0,
+        "tensorParallelSize": 0,
+        "decodeContextParallelSize": 0,
+        "dataParallelSize": 0,
+    }
     assert spec["serving"] == {"port": 8000}
     assert (spec["quantization"], spec["kvCacheDtype"], spec["contextLength"], spec["replicas"]) == (
         "auto",
