@@ -139,3 +139,20 @@ def test_a_source_pinned_to_the_fp8_checkpoint_still_ranks_its_fp8_shapes() -> N
     (b,) = plan(bf16, gpu_nodes("NVIDIA-H200", count=2)).variants
     assert b.model_id == "zai-org/GLM-5.2" and b.nodes_per_replica == 2
     assert b.quantization == "bf16" or b.quantization_flag == "fp8"
+
+
+def test_the_replicas_asked_come_before_tokens_per_gpu() -> None:
+    # two 8 x A100 nodes, 4 replicas of GLM-4.5-Air: TP 8 is predicted 17 % faster per GPU, but only 2 of
+    # its replicas fit; TP 4 places all 4, and TP 8 is listed with why it lost
+    spec = {"model": {"id": "zai-org/GLM-4.5-Air"}, "contextLength": 32768, "replicas": 4}
+    p = plan(spec, gpu_nodes("NVIDIA-A100-SXM4-80GB", count=2))
+    (v,) = p.variants
+    assert (v.tensor_parallel_size, v.replicas, p.shortfall_replicas) == (4, 4, 0)
+    tp8 = next(c for c in v.considered if c.tensor_parallel_size == 8)
+    assert (
+        tp8.lost == "holds 2 of the 4 replicas asked"
+        and tp8.tokens_per_s_per_gpu > v.considered[0].tokens_per_s_per_gpu
+    )
+    # one replica asked: the faster TP 8 is served
+    (one,) = plan({**spec, "replicas": 1}, gpu_nodes("NVIDIA-A100-SXM4-80GB", count=2)).variants
+    assert one.tensor_parallel_size == 8
