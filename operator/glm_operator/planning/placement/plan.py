@@ -179,34 +179,8 @@ def _choose_shape(
     if not fitting:
         return reject_group(request, base, group, context, evaluated, notes)
     first = next(i for i, ev in enumerate(evaluated) if ev is fitting[0])
-    holding, short = _holding_the_replicas(request, group, fitting)
-    best, considered = rank(request, base, group, context, holding)
-    if short:  # listed after the ranked shapes, with the replicas they would hold
-        held = {f"{ev.candidate.quantization} {shape_text(ev.candidate)}": n for ev, n in short}
-        _, others = rank(request, base, group, context, [ev for ev, _ in short])
-        asked = f"of the {request.replicas} replicas asked"
-        considered += tuple(
-            replace(c, chosen=False, first_fit=False, lost=f"holds {held.get(c.shape, 0)} {asked}")
-            for c in others
-        )
+    best, considered = rank(request, base, group, context, fitting)
     return _Chosen(group, best, evaluated[: first + 1], considered)
-
-
-def _holding_the_replicas(
-    request: PlacementRequest, group: Group, fitting: list[Evaluated]
-) -> tuple[list[Evaluated], list[tuple[Evaluated, int]]]:
-    """The fits whose replicas the group's GPUs hold as many of as any shape does, up to spec.replicas (the
-    replicas asked are served before tokens/s per GPU: GLM-4.5-Air x 4 on two 8-GPU nodes is TP 4 x 4, not
-    TP 8 x 2 and two short; the ranking picks among them), and the others with the replicas they hold."""
-
-    def held(ev: Evaluated) -> int:
-        cand = ev.candidate
-        return group.capacity(cand.tp * cand.dp, cand.pp, True)
-
-    target = min(max(1, request.replicas), max(held(ev) for ev in fitting))
-    return [ev for ev in fitting if held(ev) >= target], [
-        (ev, held(ev)) for ev in fitting if held(ev) < target
-    ]
 
 
 def _order_by_preference(chosen: list[_Chosen], order: dict[str, int], running_on: tuple[str, ...]) -> None:

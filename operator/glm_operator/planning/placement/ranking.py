@@ -86,29 +86,46 @@ def rank(
     """The shape to serve among ``fits`` (candidates that hold minConcurrency, in order of simplicity),
     and every one compared, best first.
 
-    Each is scored at its own max-num-seqs (``planned_seqs``, spec.slo included) by predicted output
-    tokens/s per GPU (``planning.speed``). Walking from the simplest, a shape replaces the one kept when it
-    meets spec.slo where that one does not, or gives ``GOODPUT_MARGIN`` more: within the margin the model
-    cannot tell two shapes apart, and the simpler one is the safer bet."""
+    The replicas asked come first: only shapes whose replicas the group's GPUs hold as many of as any
+    rankable shape does (up to spec.replicas) can be served (GLM-4.5-Air x 4 on two 8-GPU nodes: TP 4 x 4,
+    not TP 8 x 2 and two short). Among them each is scored at its own max-num-seqs (``planned_seqs``,
+    spec.slo included) by predicted output tokens/s per GPU (``planning.speed``). Walking from the simplest,
+    a shape replaces the one kept when it meets spec.slo where that one does not, or gives
+    ``GOODPUT_MARGIN`` more: within the margin the model cannot tell two shapes apart, and the simpler one
+    is the safer bet."""
     first = fits[0]
     scored = [
         (ev, _considered(request, ev, group.gpu, context, first=ev is first))
         for ev in fits
         if _rankable(request, base, group, ev, first)
     ]
-    best, best_c = scored[0]
-    for ev, c in scored[1:]:
+    held = {
+        id(ev): group.capacity(ev.candidate.tp * ev.candidate.dp, ev.candidate.pp, True) for ev, _ in scored
+    }
+    target = min(max(1, request.replicas), max(held.values()))
+    best, best_c = next((ev, c) for ev, c in scored if held[id(ev)] >= target)
+    for ev, c in scored:
+        if held[id(ev)] < target or ev is best:
+            continue
         if (c.meets_slo and not best_c.meets_slo) or (
             c.meets_slo == best_c.meets_slo
             and c.tokens_per_s_per_gpu > best_c.tokens_per_s_per_gpu * (1 + GOODPUT_MARGIN)
         ):
             best, best_c = ev, c
+    short = {id(c): held[id(ev)] for ev, c in scored if held[id(ev)] < target}
     ranked = sorted(
-        (c for _, c in scored), key=lambda c: (c is not best_c, not c.meets_slo, -c.tokens_per_s_per_gpu)
+        (c for _, c in scored),
+        key=lambda c: (c is not best_c, id(c) in short, not c.meets_slo, -c.tokens_per_s_per_gpu),
     )
+    ranked = [
+        replace(c, lost=f"holds {short[id(c)]} of the {request.replicas} replicas asked")
+        if id(c) in short
+        else c
+        for c in ranked
+    ]
     shown = ranked[:SHOWN_SHAPES]
     shown += [c for c in ranked[SHOWN_SHAPES:] if c.first_fit]  # the simplest shape stays in view
-    return best, tuple(replace(c, chosen=c is best_c, lost=_why_lost(c, best_c)) for c in shown)
+    return best, tuple(replace(c, chosen=c is best_c, lost=c.lost or _why_lost(c, best_c)) for c in shown)
 
 
 def _why_lost(c: Considered, best: Considered) -> str:
