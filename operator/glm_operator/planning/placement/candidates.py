@@ -39,6 +39,7 @@ from glm_operator.planning.placement.request import (
     PlacementRequest,
     PlanningInputError,
 )
+from glm_operator.planning.placement.result import layout_text
 
 PRECISION_RANK = {"bf16": 0, "fp16": 0, "fp8": 1, "int8": 2, "int4": 3, "nvfp4": 3}
 
@@ -420,21 +421,8 @@ def candidates_for(
 
 
 def shape_text(c: Candidate) -> str:
-    """The parallel layout in words: ``TP=8 DCP=8``, ``TP=1 x DP=8 (EP)``, ``TP=4 x PP=2``, ``+ MTP=1``."""
-    text = f"TP={c.tp}"
-    if c.dp > 1:
-        text += f" x DP={c.dp} (EP)"
-    if c.dcp > 1:
-        text += f" DCP={c.dcp}"
-    if c.pp > 1:
-        text += f" x PP={c.pp}"
-    if c.mtp:
-        text += f" + MTP={c.mtp}"
-    if c.utilization is not None:
-        text += f" at utilization {c.utilization:g}"
-    if c.batched_tokens is not None:
-        text += f" with {c.batched_tokens} batched tokens"
-    return text
+    """The candidate's layout in words (:func:`glm_operator.planning.placement.result.layout_text`)."""
+    return layout_text(c.tp, c.pp, c.dcp, c.dp, c.mtp, c.utilization, c.batched_tokens)
 
 
 def describe_failure(ev: Evaluated, context: int) -> str:

@@ -13,6 +13,33 @@ from glm_operator.planning.speed.performance import (
 )
 
 
+def layout_text(
+    tp: int,
+    pp: int = 1,
+    dcp: int = 1,
+    dp: int = 1,
+    mtp: int = 0,
+    utilization: float | None = None,
+    batched_tokens: int | None = None,
+) -> str:
+    """A serving shape in words: ``TP=8 DCP=8``, ``TP=1 x DP=8 (EP)``, ``TP=4 x PP=2``, ``+ MTP=1``, and
+    the engine knobs it needs."""
+    text = f"TP={tp}"
+    if dp > 1:
+        text += f" x DP={dp} (EP)"
+    if dcp > 1:
+        text += f" DCP={dcp}"
+    if pp > 1:
+        text += f" x PP={pp}"
+    if mtp:
+        text += f" + MTP={mtp}"
+    if utilization is not None:
+        text += f" at utilization {utilization:g}"
+    if batched_tokens is not None:
+        text += f" with {batched_tokens} batched tokens"
+    return text
+
+
 @dataclass(frozen=True)
 class Considered:
     """A shape that fits, compared for goodput: its max-num-seqs and predicted speed there."""
@@ -43,20 +70,16 @@ class Considered:
 
     @property
     def shape(self) -> str:
-        text = f"{self.quantization} TP={self.tensor_parallel_size}"
-        if self.data_parallel_size > 1:
-            text += f" x DP={self.data_parallel_size} (EP)"
-        if self.decode_context_parallel_size > 1:
-            text += f" DCP={self.decode_context_parallel_size}"
-        if self.pipeline_parallel_size > 1:
-            text += f" x PP={self.pipeline_parallel_size}"
-        if self.speculative_tokens:
-            text += f" + MTP={self.speculative_tokens}"
-        if self.gpu_memory_utilization is not None:
-            text += f" at utilization {self.gpu_memory_utilization:g}"
-        if self.max_num_batched_tokens is not None:
-            text += f" with {self.max_num_batched_tokens} batched tokens"
-        return text
+        layout = layout_text(
+            self.tensor_parallel_size,
+            self.pipeline_parallel_size,
+            self.decode_context_parallel_size,
+            self.data_parallel_size,
+            self.speculative_tokens,
+            self.gpu_memory_utilization,
+            self.max_num_batched_tokens,
+        )
+        return f"{self.quantization} {layout}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
