@@ -38,8 +38,9 @@ from typing import Any
 from tests.contract.matrix import desired_for, gpu_nodes, vllm_containers
 
 from glm_operator.catalog.gpus import find_gpu
-from glm_operator.catalog.models import ModelEntry, load_models
+from glm_operator.catalog.models import ModelEntry, load_models, resolve_model
 from glm_operator.catalog.vllm import DEFAULT_VLLM_IMAGE
+from glm_operator.planning.memory.parallel import supports_data_parallel_attention
 from glm_operator.planning.placement.plan import plan_placement
 from glm_operator.planning.placement.ranking import MAX_NUM_SEQS_CAP, TYPICAL_SEQUENCE_TOKENS
 from glm_operator.planning.placement.request import PlanningInputError, placement_request_from_spec
@@ -635,7 +636,9 @@ def generate() -> Report:
             c.hardware,
         )
         for c in fits
-        if c.variant is not None and c.variant.gpus_per_replica == 1
+        if c.variant is not None
+        and c.variant.gpus_per_replica == 1
+        and supports_data_parallel_attention(resolve_model(c.model.id).architecture)
     }
     return Report(cells, dense, pinned, own, same, fp8_kv, dp)
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from statistics import median
 
 import pytest
 import yaml
-from benchmarks.calibration.perf_model import DEFAULT_PERF, errors, load_points, refit
+from benchmarks.calibration.perf_model import DEFAULT_PERF, errors, held_out, load_points, refit
 from pydantic import ValidationError
 
 from glm_operator.catalog.gpus import find_gpu
@@ -52,20 +53,82 @@ def test_held_out_points_against_the_h200() -> None:
     bar; benchmarks/calibration/perf_model.py prints them all)."""
     held = [errors(p, DEFAULT_PERF) for p in POINTS if not p.calibration]
     assert len(held) >= 18
-    itl = sorted(abs(e[3]) for e in held)
+    itl = sorted(abs(e.itl_error) for e in held)
     assert itl[len(itl) // 2] <= 0.10 and itl[-1] <= 0.25
-    assert sum(1 for e in held if abs(e[2]) <= 0.15 and abs(e[3]) <= 0.15) >= 6
+    assert sum(1 for e in held if abs(e.tokens_per_s_error) <= 0.15 and abs(e.itl_error) <= 0.15) >= 6
 
 
-def _flash_fit(quantization: str = "auto"):  # type: ignore[no-untyped-def]
+def test_ttft_under_load_against_the_h200() -> None:
+    """TTFT p50 (issue 50: 0.35-2.1 s measured at 64-256 clients, 47-70 ms predicted before the queue was
+    modelled): the points outside the calibration within 25 % at the median (measured 16.6 %); every point
+    at 64 clients or more within 35 % (worst measured 31 %); and refitted without each load test in turn,
+    the held-out TTFT median within 30 % (measured 27.6 %), ITL p50 median within 7 % (6.4 %), tokens/s
+    median within 12 % (11.4 %)."""
+    held = [errors(p, DEFAULT_PERF) for p in POINTS if not p.calibration]
+    assert median(abs(e.ttft_error) for e in held) <= 0.25
+    loaded = [errors(p, DEFAULT_PERF) for p in POINTS if p.concurrency >= 64]
+    assert len(loaded) >= 10 and max(abs(e.ttft_error) for e in loaded) <= 0.35
+    out = [e for _, _, errs in held_out(POINTS, lambda p: f"{p.case.name}.{p.shape}") for e in errs]
+    assert len(out) == len(POINTS)
+    assert median(abs(e.ttft_error) for e in out) <= 0.30
+    assert median(abs(e.itl_error) for e in out) <= 0.07
+    assert median(abs(e.tokens_per_s_error) for e in out) <= 0.12
+
+
+def test_ttft_grows_with_the_clients_and_the_prompt_and_falls_with_the_token_budget() -> None:
+    arch, fit = _flash_fit(seqs=256, batched_tokens=8192)
+
+    def ttft(clients: int, prompt: int, budget_fit=fit) -> float:  # type: ignore[no-untyped-def]
+        speed = speed_of_fit(budget_fit, arch, H200, Workload(clients, prompt, 128))
+        assert speed is not None
+        return speed.ttft_s
+
+    by_clients = [ttft(n, 512) for n in (1, 4, 16, 64, 256)]
+    assert by_clients == sorted(by_clients) and by_clients[-1] > 10 * by_clients[0]
+    by_prompt = [ttft(16, n) for n in (512, 4096, 16384)]
+    assert by_prompt == sorted(by_prompt) and by_prompt[-1] > 4 * by_prompt[0]
+    # a larger budget prefills more of the queued prompts a step: fewer steps of decodes in between
+    _, small = _flash_fit(seqs=256, batched_tokens=2048)
+    _, large = _flash_fit(seqs=256, batched_tokens=16384)
+    assert ttft(16, 4096, small) > ttft(16, 4096, fit) > ttft(16, 4096, large)
+    assert ttft(1, 16384, small) > ttft(1, 16384, large)  # a lone long prompt in chunks
+
+
+def test_clients_beyond_max_num_seqs_wait_for_a_slot() -> None:
+    arch, fit = _flash_fit(seqs=256, batched_tokens=8192)
+    at = {n: speed_of_fit(fit, arch, H200, Workload(n, 512, 128), max_num_seqs=16) for n in (16, 32)}
+    assert at[16] is not None and at[32] is not None
+    assert at[32].output_tokens_per_s == pytest.approx(at[16].output_tokens_per_s)  # no more running
+    # each waits for a whole request of another client: its TTFT and decode
+    assert at[32].ttft_s > 2 * at[16].ttft_s + 100 * at[16].itl_s
+
+
+def test_the_knee_respects_a_ttft_target() -> None:
+    arch, fit = _flash_fit(seqs=256, batched_tokens=8192)
+
+    def speed_at(n: int):  # type: ignore[no-untyped-def]
+        return speed_of_fit(fit, arch, H200, plan_workload(n, 32768))
+
+    free = modelled_knee(speed_at, 256)
+    top = free.concurrency or 256
+    target = 0.5 * 1000 * speed_at(top).ttft_s
+    held = modelled_knee(speed_at, 256, ttft_ms=target)
+    assert held.concurrency is not None and held.concurrency < top
+    assert 1000 * speed_at(held.concurrency).ttft_s <= target < 1000 * speed_at(held.concurrency + 1).ttft_s
+    assert "spec.slo's" in held.reason
+    assert modelled_knee(speed_at, 256, ttft_ms=10**6) == free  # a target every level meets changes nothing
+
+
+def _flash_fit(quantization: str = "auto", seqs: int = 64, batched_tokens: int | None = None):  # type: ignore[no-untyped-def]
     model = resolve_model("zai-org/GLM-4.7-Flash")
     fit = estimate_fit(
         FitInput(
             model=model,
             gpu_memory_gib=H200.memory_gib,
             max_model_len=32768,
-            max_num_seqs=64,
+            max_num_seqs=seqs,
             quantization=quantization,
+            max_num_batched_tokens=batched_tokens,
         )
     )
     return model.architecture, fit
@@ -98,11 +161,12 @@ def test_fp8_gemms_run_at_the_measured_fp8_rate_only_on_fp8_tensor_cores_and_no_
     )
     marlin = speed_of_fit(fit, arch, replace(H200, fp8=False), big_batch)
     assert marlin is not None and marlin.itl_s < h200.itl_s
-    # prefill runs at the bf16 rate either way: the same TTFT at batch 1
+    # prefill too: on-the-fly FP8 prefills 4k prompts ~1.6x slower on the H200 (benchmarks/gpu_truth/perf),
+    # so FP8 GEMMs prefill at the share of the bf16 rate that decode measures; Marlin at the bf16 rate
     one = Workload(1, 4096, 16)
     a, b = speed_of_fit(fit, arch, H200, one), speed_of_fit(fit, arch, replace(H200, fp8=False), one)
     assert a is not None and b is not None
-    assert a.ttft_s - a.itl_s == pytest.approx(b.ttft_s - b.itl_s)
+    assert a.ttft_s - a.itl_s > b.ttft_s - b.itl_s
     assert speed_of_fit(fit, arch, replace(H200, memory_bandwidth_gbs=0.0), big_batch) is None
 
 
@@ -138,10 +202,12 @@ def _h100(plan):  # type: ignore[no-untyped-def]
 
 
 def test_spec_slo_lowers_max_num_seqs_until_the_prediction_meets_it_and_says_so() -> None:
-    free = _h100(plan({**AIR}))
+    # TP 4 pinned: with a free TP an ITL target may pick TP 8 at the full batch instead (ranking rule 3)
+    tp4 = {**AIR, "gpu": {"tensorParallelSize": 4}}
+    free = _h100(plan(tp4))
     assert free.speed is not None and free.max_num_seqs > 16
     target = round(0.8 * 1000 * free.speed.itl_s, 1)  # tighter than what the KV-sized batch gives
-    held = _h100(plan({**AIR, "slo": {"itlMilliseconds": target}}))
+    held = _h100(plan({**tp4, "slo": {"itlMilliseconds": target}}))
     assert 4 <= held.max_num_seqs < free.max_num_seqs
     assert held.speed is not None and 1000 * held.speed.itl_s <= target
     assert any(n.startswith("spec.slo: max-num-seqs") for n in held.notes)

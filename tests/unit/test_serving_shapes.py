@@ -142,7 +142,7 @@ def test_a_source_pinned_to_the_fp8_checkpoint_still_ranks_its_fp8_shapes() -> N
 
 
 def test_the_replicas_asked_come_before_tokens_per_gpu() -> None:
-    # two 8 x A100 nodes, 4 replicas of GLM-4.5-Air: TP 8 is predicted 17 % faster per GPU, but only 2 of
+    # two 8 x A100 nodes, 4 replicas of GLM-4.5-Air: TP 8 is predicted faster per GPU, but only 2 of
     # its replicas fit; TP 4 places all 4, and TP 8 is listed with why it lost
     spec = {"model": {"id": "zai-org/GLM-4.5-Air"}, "contextLength": 32768, "replicas": 4}
     p = plan(spec, gpu_nodes("NVIDIA-A100-SXM4-80GB", count=2))
@@ -153,6 +153,7 @@ def test_the_replicas_asked_come_before_tokens_per_gpu() -> None:
         tp8.lost == "holds 2 of the 4 replicas asked"
         and tp8.tokens_per_s_per_gpu > v.considered[0].tokens_per_s_per_gpu
     )
-    # one replica asked: the faster TP 8 is served
+    # one replica asked: TP 8 is judged on tokens/s per GPU alone (served, or within rule 3's margin)
     (one,) = plan({**spec, "replicas": 1}, gpu_nodes("NVIDIA-A100-SXM4-80GB", count=2)).variants
-    assert one.tensor_parallel_size == 8
+    tp8_one = next(c for c in one.considered if c.tensor_parallel_size == 8)
+    assert tp8_one.chosen or ("replicas" not in tp8_one.lost and "margin" in tp8_one.lost)

@@ -172,7 +172,12 @@ def predicted(args: argparse.Namespace, model: ResolvedModel, result: FitResult)
         raise UserError("--acceptance-rate must be between 0 and 1")
     workload = Workload(args.concurrency, args.input_tokens, args.output_tokens)
     speed = speed_of_fit(
-        result, model.architecture, find_gpu(args.gpu), workload, acceptance_rate=args.acceptance_rate
+        result,
+        model.architecture,
+        find_gpu(args.gpu),
+        workload,
+        acceptance_rate=args.acceptance_rate,
+        max_num_seqs=result.max_num_seqs,  # clients beyond it wait for a slot
     )
     if speed is None:
         raise UserError(f"no speed figures for {args.gpu} in the catalog (memory_bandwidth / TFLOPS)")
@@ -327,8 +332,8 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"predicted at {p['concurrency']} clients, {p['inputTokens']} -> {p['outputTokens']} tokens: "
             f"{p['outputTokensPerSecond']} output tokens/s ({p['outputTokensPerSecondPerGPU']} per GPU), "
-            f"ITL {p['itlMilliseconds']} ms, TTFT {p['ttftMilliseconds']} ms (no queueing behind the token "
-            "budget: issue 50)"
+            f"ITL {p['itlMilliseconds']} ms, TTFT {p['ttftMilliseconds']} ms (p50 of a closed loop, prompts "
+            "queued behind the token budget)"
         )
     for reason in result.reasons:
         print(f"- {reason}")

@@ -18,27 +18,51 @@ A decode step of a batch of ``B`` sequences at context ``L`` on one GPU of the i
   sequence in 5.1 ms where reading its 7 GB takes 1.5 ms, bf16 and fp8 alike, while the dense
   Qwen3-8B's 5.2 ms are mostly its 15 GB (benchmarks/gpu_truth/perf).
 
-Prefill of ``n`` prompt tokens costs 2 x active parameters x n plus causal attention (n^2 x (qk + v)
-head dims x heads per layer) FLOPs. A closed loop of ``C`` clients that each send a prompt of ``I`` tokens
-and read ``O`` output tokens (what ``glm-operator loadtest`` drives) spends, per round of C requests,
-``O`` decode steps at batch C and the prefill FLOPs of C prompts, and each request also waits
-``request_overhead`` (HTTP, scheduling, the first step) before its first token::
+Prefill of one prompt of ``n`` tokens alone (``prefill(n)``, :func:`prefill_terms`)::
 
-    output tokens/s = C x O / (request_overhead + O x step(C, I + O/2) + C x prefill(I))
-    ITL (p50)      = step(C, I + O/2)
-    TTFT           = request_overhead + prefill(I) + step(C, I)
+    prefill(n) = (2 x active parameters x n + n^2 x (qk + v) head dims x heads x layers) FLOPs
+                 / (bf16 TFLOPS x prefill_compute_efficiency)
+                 + n x MoE layers x moe_prefill_token
 
-A step also costs ``sequence_overhead`` per sequence of the batch (what grows with the batch beyond its
-KV and GEMMs: sampling, the scheduler's and the output processor's per-request work). FP8 GEMMs run at
-``fp8_compute_efficiency`` of the datasheet FP8 TFLOPS: on the H200, GLM-4.7-Flash with on-the-fly
-FP8 decodes a batch of 256 in 19.1 ms where bf16 takes 16.6 ms, so the fitted FP8 rate is below the
-bf16 one (per-step activation quantization; block-FP8 checkpoints were not load-tested yet), and
-prefill is counted at the bf16 rate for every precision. What FP8 buys in this model is the weight
-bytes read and the KV room (a larger batch), not GEMM speed.
+The per-token MoE term is the routing and the fused-MoE kernels' token permutation, work that grows with
+the tokens but is no GEMM: with it one GEMM efficiency fits both the dense Qwen3-8B (whose 512- and
+4096-token prompts alone take 14 and 99 ms on the H200) and GLM-4.7-Flash (20 and ~120 ms, although it
+multiplies a third of Qwen3-8B's parameters per token). FP8 GEMMs on FP8 tensor cores prefill at the share
+of the bf16 rate that the decode fit measures (``fp8_compute_efficiency`` x FP8 TFLOPS over
+``compute_efficiency`` x bf16 TFLOPS): on-the-fly FP8 prefills GLM-4.7-Flash's 4k prompts ~1.6x slower.
+
+A closed loop of ``C`` clients that each send a prompt of ``I`` tokens and read ``O`` output tokens (what
+``glm-operator loadtest`` drives) runs ``B = min(C, max-num-seqs)`` requests at once; per round of the B
+requests it spends ``O`` decode steps at batch B and the prefill of B prompts (a step carries the running
+decodes plus prefill chunks up to the token budget ``T``, ``--max-num-batched-tokens``, so the prompts'
+GPU time adds to the decode steps')::
+
+    output tokens/s = B x O / (request_overhead + O x step(B, I + O/2) + B x prefill(I))
+    ITL (p50)      = step(B, I + O/2)
+
+TTFT under load (p50). The closed loop's rounds stay in step: requests prefilled in the first steps of a
+round finish their decode together with the others (their last steps are short decode steps), so the
+clients come back as a wave and their prompts queue behind each other for the token budget. The median
+prompt has ``(B - 1) / 2`` of its wave before it; they and it take ``ceil((B + 1) / 2 x I / T)`` steps,
+each also decoding the running batch::
+
+    wave    = (B - 1) / 2 x prefill(I) + (ceil((B + 1) / 2 x I / T) - ceil(I / T)) x step
+    wait    = min(wave, wave_wait_limit x (O - 1) x step)
+    TTFT(B) = request_overhead + prefill(I) + ceil(I / T) x step + wait
+    TTFT    = TTFT(B) + (C / B - 1) x (TTFT(B) + (O - 1) x step)      (clients beyond max-num-seqs)
+
+The cap: where the wave's prefill outlasts a fraction of the decode phase (4k prompts at 64 clients on
+the H200: ~6 s of prefill against 1.3 s of decode), the first requests of the wave come back while it is
+still being prefilled, the rounds fall out of step and a prompt waits for a few steps only (measured p50
+0.7-1.2 s where a wave would give 3 s); ``wave_wait_limit`` is fitted. Clients beyond max-num-seqs wait
+for a slot: each request of the others, its TTFT and its decode (Little's law over a full engine).
+``step`` is the decode step at batch B, ``request_overhead`` what a request waits for besides the GPU
+(HTTP, scheduling, streaming the first token). The load tests' p50 sees the steady state: the first
+wave (clients all sending at once) is 1/4 to 1/2 of a level's requests and lies on both sides of it.
 
 Constants (:class:`PerfConstants`) are calibrated on the H200 load tests
-(``benchmarks/calibration/perf_model.py``
-prints the fit and the held-out errors: a linear least-squares fit of ITL p50); GPU speeds are
+(``benchmarks/calibration/perf_model.py`` prints the fit and the held-out errors: linear least-squares
+fits of ITL p50, then of TTFT p50 and the rounds' time for the prefill constants); GPU speeds are
 datasheet figures (``catalog/data/gpus.yaml``).
 With TP > 1 every layer ends its attention and its MLP with an all-reduce of the step's activations
 (``tokens x hidden x 2`` bytes, bf16): ``2 x layers x (allreduce_latency + 2 (TP-1)/TP x bytes / link
@@ -52,10 +76,12 @@ MTP speculative decoding: a step verifies 1 + k tokens per sequence and runs k d
 the expected accepted tokens (:mod:`glm_operator.planning.speed.speculative`); ITL = step / tokens per step.
 
 Not modelled: pipeline bubbles (PP stages are summed), prefix caching, DSA's sparse KV reads (the whole
-context is read).
+context is read), the API server's own time under a burst (at 4-16 clients with 512-token prompts the
+H200 runs' TTFT is 2-4x the GPU's share; ITL at 4 clients is 14 % above 16 clients' too).
 
 The knee (:func:`modelled_knee`): the load-test rule of :mod:`glm_operator.planning.speed.knee` applied to
-predicted levels 1, 2, 4, ... up to max-num-seqs; the autoscaler aims each replica at it.
+predicted levels 1, 2, 4, ... up to max-num-seqs, lowered to the most clients whose predicted TTFT meets
+spec.slo's TTFT target where one is set; the autoscaler aims each replica at it.
 """
 
 from __future__ import annotations
@@ -78,24 +104,33 @@ class PerfConstants:
     """Efficiencies and overheads; see the module docstring. Calibrated on the H200 (vLLM 0.26, TP 1)."""
 
     # a least-squares fit of the ITL p50 of the calibration runs (calibration/perf_model.py --refit)
-    layer_overhead_s: float = 29.6e-6
-    moe_layer_overhead_s: float = 57.4e-6  # more per MoE layer (routing, the fused-MoE kernels)
+    layer_overhead_s: float = 35.9e-6
+    moe_layer_overhead_s: float = 50.2e-6  # more per MoE layer (routing, the fused-MoE kernels)
     bandwidth_efficiency: float = 0.9  # fixed: a decode GEMV reaches ~90 % of HBM peak at most
-    compute_efficiency: float = 0.4  # of the datasheet dense bf16 TFLOPS
-    # the median TTFT at concurrency 1 of those runs (HTTP, scheduling, the first step)
-    request_overhead_s: float = 0.025
+    compute_efficiency: float = 0.4  # of the datasheet dense bf16 TFLOPS, in a decode step's GEMMs
+    # a least-squares fit of the TTFT p50 of the same runs (calibration/perf_model.py --refit): what a
+    # request waits for besides the GPU (HTTP, scheduling, streaming the first token)
+    request_overhead_s: float = 0.0033
+    # prefill: its GEMMs and causal attention at this fraction of the datasheet dense bf16 TFLOPS
+    prefill_compute_efficiency: float = 0.74
+    # prefill: per prompt token and MoE layer (routing, the fused-MoE kernels' token permutation)
+    moe_prefill_token_s: float = 347e-9
+    # the longest a prompt waits behind its wave of the closed loop, in decode phases (module docstring)
+    wave_wait_limit: float = 0.6
     # tensor-parallel all-reduce (module docstring): assumptions, not calibrated (one GPU on the device)
     allreduce_latency_s: float = 8e-6
     nvlink_allreduce_gbs: float = 300.0
     pcie_allreduce_gbs: float = 20.0
     # of the datasheet dense FP8 TFLOPS (on-the-fly FP8 also quantizes each step's activations)
-    fp8_compute_efficiency: float = 0.13
+    fp8_compute_efficiency: float = 0.14
     # per sequence of the batch and step: what grows with the batch beyond its KV and GEMMs (sampling,
     # the scheduler's and the output processor's per-request work, MLA/attention kernels' batch setup)
-    sequence_overhead_s: float = 8.0e-6
+    sequence_overhead_s: float = 10.2e-6
 
 
 DEFAULT_PERF = PerfConstants()
+# vLLM's --max-num-batched-tokens where a caller names none (its default for the API server on a large GPU)
+DEFAULT_TOKEN_BUDGET = 8192
 
 
 @dataclass(frozen=True)
@@ -355,19 +390,84 @@ def decode_step_s(
     return step
 
 
-def prefill_compute_s(
+@dataclass(frozen=True)
+class PrefillTerms:
+    """What one prompt's prefill costs before the constants: each field multiplies one constant (so the
+    prefill constants are a linear least-squares fit of measured TTFT and throughput,
+    ``benchmarks/calibration/perf_model.py``)."""
+
+    flops_s: float  # GEMMs and causal attention at the datasheet bf16 TFLOPS; / prefill_compute_efficiency
+    moe_token_layers: float  # prompt tokens x MoE layers; x moe_prefill_token_s
+    comms_s: float = 0.0  # the all-reduces and the expert-parallel exchange (uncalibrated link figures)
+
+    def seconds(self, c: PerfConstants) -> float:
+        return (
+            self.flops_s / c.prefill_compute_efficiency
+            + self.moe_token_layers * c.moe_prefill_token_s
+            + self.comms_s
+        )
+
+
+def prefill_terms(
     arch: ModelArchitecture, weights: ModelWeights, tokens: int, tp: int, gpu: GpuType, fp8: bool,
     c: PerfConstants = DEFAULT_PERF,
-) -> float:  # fmt: skip
-    """The tensor-core time of one prompt of ``tokens`` (GEMMs + causal attention), on one GPU."""
+) -> PrefillTerms:  # fmt: skip
+    """The terms of one prompt of ``tokens`` on one GPU: GEMMs (FP8 ones, on FP8 tensor cores, at the share of
+    the bf16 rate that decode measures: on-the-fly FP8 prefills GLM-4.7-Flash's 4k prompts ~1.6x slower on
+    the H200, ``benchmarks/gpu_truth/perf``), causal attention, the per-token MoE work and the collectives."""
     if arch.is_mla:
         head_dims = arch.qk_nope_head_dim + arch.qk_rope_head_dim + arch.v_head_dim
     else:
         head_dims = 2 * arch.head_dim
     attention = float(tokens) ** 2 * head_dims * arch.num_attention_heads / tp * arch.num_layers
-    # at the bf16 rate whatever the weights: the H200's fp8 runs prefill no faster (benchmarks/gpu_truth/perf)
-    flops = 2.0 * (weights.active_params + weights.expert_active_params) * tokens + attention
-    return flops / (gpu.bf16_tflops * 1e12 * c.compute_efficiency) + allreduce_s(arch, tokens, tp, gpu, c)
+    gemm = 2.0 * (weights.active_params + weights.expert_active_params) * tokens
+    if fp8 and gpu.fp8_tflops > 0:
+        # the FP8 rate relative to bf16, as the decode fit has it (fp8_compute_efficiency x FP8 TFLOPS over
+        # compute_efficiency x bf16 TFLOPS)
+        gemm *= (c.compute_efficiency * gpu.bf16_tflops) / (c.fp8_compute_efficiency * gpu.fp8_tflops)
+    flops_s = (gemm + attention) / (gpu.bf16_tflops * 1e12)
+    return PrefillTerms(flops_s, float(tokens) * weights.moe_layers, allreduce_s(arch, tokens, tp, gpu, c))
+
+
+def prefill_compute_s(
+    arch: ModelArchitecture, weights: ModelWeights, tokens: int, tp: int, gpu: GpuType, fp8: bool,
+    c: PerfConstants = DEFAULT_PERF,
+) -> float:  # fmt: skip
+    """The GPU time of one prompt of ``tokens`` alone (:func:`prefill_terms`), on one GPU."""
+    return prefill_terms(arch, weights, tokens, tp, gpu, fp8, c).seconds(c)
+
+
+@dataclass(frozen=True)
+class Queueing:
+    """How a closed loop's prompts queue on one engine (module docstring, "TTFT under load")."""
+
+    running: int  # the clients whose requests run at once: min(clients, max-num-seqs)
+    prompts_ahead: float  # of the median prompt's wave, prefilled before it
+    prompt_steps: int  # the steps one prompt takes alone: ceil(prompt / token budget)
+    steps_ahead: int  # the extra steps those prompts take beyond the median prompt's own
+    slot_rounds: float  # clients / running - 1: whole requests a client waits for a free sequence slot
+
+
+def queueing(clients: int, max_num_seqs: int | None, token_budget: int, input_tokens: int) -> Queueing:
+    """The shape of the median prompt's wait, before the constants (see :func:`ttft_under_load_s`)."""
+    running = max(1, min(clients, max_num_seqs or clients))
+    ahead = (running - 1) / 2
+    own_steps = math.ceil(max(1, input_tokens) / max(1, token_budget))
+    steps = math.ceil((ahead + 1) * max(1, input_tokens) / max(1, token_budget))
+    return Queueing(running, ahead, own_steps, max(0, steps - own_steps), max(0.0, clients / running - 1))
+
+
+def ttft_under_load_s(
+    q: Queueing, prefill_s: float, step_s: float, output_tokens: int, c: PerfConstants
+) -> tuple[float, bool]:
+    """TTFT p50 of a closed loop (module docstring) from its queueing shape, one prompt's prefill and the
+    decode step at the running batch; and whether the wave limit set the wait."""
+    decode_phase = max(0, output_tokens - 1) * step_s
+    wave = q.prompts_ahead * prefill_s + q.steps_ahead * step_s
+    limit = c.wave_wait_limit * decode_phase
+    wait = min(wave, limit)
+    ttft = c.request_overhead_s + prefill_s + q.prompt_steps * step_s + wait
+    return ttft + q.slot_rounds * (ttft + decode_phase), wave > limit
 
 
 def predict_speed(
@@ -386,10 +486,14 @@ def predict_speed(
     dp: int = 1,
     draft_tokens: int = 0,
     acceptance: Acceptance | None = None,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int = DEFAULT_TOKEN_BUDGET,
 ) -> Speed | None:
     """Closed-loop speed of one instance (module docstring); None where the GPU's speed is unknown. With
     ``draft_tokens`` (MTP) a step emits ``acceptance.expected_tokens`` tokens per sequence
-    (:mod:`glm_operator.planning.speed.speculative`): the ITL is the step over them.
+    (:mod:`glm_operator.planning.speed.speculative`): the ITL is the step over them. ``max_num_seqs`` (per
+    data-parallel rank; None: no limit) and ``max_num_batched_tokens`` are the engine's: the clients beyond
+    the first wait for a free sequence slot, and a step prefills at most the token budget.
 
     ``same_experts``: every token picks the same experts. That is what dummy weights do to GLM's router
     (sigmoid scores of ~0.5 from weights of 1e-3, so the 1e-3 ``e_score_correction_bias`` decides the
@@ -406,18 +510,19 @@ def predict_speed(
     n, i, o = max(1, workload.concurrency), workload.input_tokens, max(1, workload.output_tokens)
     k = draft_tokens if draft_layers else 0
     per_step = acceptance.expected_tokens(k) if k and acceptance else 1.0
-    step = decode_step_s(arch, w, kv, n, i + o / 2, gpu, fp8, c, same_experts, tp, dcp, dp, k)
-    # each data-parallel rank prefills its own prompts
+    # each data-parallel rank serves its share of the clients: prefills its prompts, holds its sequences
+    q = queueing(math.ceil(n / dp), max_num_seqs, max_num_batched_tokens, i)
+    batch = min(n, q.running * dp)
+    step = decode_step_s(arch, w, kv, batch, i + o / 2, gpu, fp8, c, same_experts, tp, dcp, dp, k)
     prefill = prefill_compute_s(arch, w, i, tp, gpu, fp8, c) + expert_parallel_s(arch, i, dp, gpu, c)
-    round_s = c.request_overhead_s + o / per_step * step + math.ceil(n / dp) * prefill
-    first_step = decode_step_s(arch, w, kv, n, i, gpu, fp8, c, same_experts, tp, dcp, dp, k)
-    ttft = c.request_overhead_s + prefill + first_step
+    round_s = c.request_overhead_s + o / per_step * step + q.running * prefill
+    ttft, _ = ttft_under_load_s(q, prefill, step, math.ceil(o / per_step), c)
     if not math.isfinite(round_s) or round_s <= 0:
         return None
     return Speed(
         itl_s=step / per_step,
         ttft_s=ttft,
-        output_tokens_per_s=n * o / round_s,
+        output_tokens_per_s=batch * o / round_s,
         gpus=tp * pp * dp,
         workload=workload,
     )
@@ -447,9 +552,12 @@ def speed_of_fit(
     c: PerfConstants = DEFAULT_PERF,
     same_experts: bool = False,
     acceptance_rate: float | None = None,
+    max_num_seqs: int | None = None,
 ) -> Speed | None:
-    """:func:`predict_speed` for a planned instance (its weights and KV bytes per GPU from the fit; with MTP
-    the measured ``acceptance_rate`` or the published figures for the model)."""
+    """:func:`predict_speed` for a planned instance (its weights and KV bytes per GPU and its token budget
+    from the fit; with MTP the measured ``acceptance_rate`` or the published figures for the model).
+    ``max_num_seqs``: the engine's, where the workload may bring more clients (a load test); a plan
+    predicts at its own max-num-seqs and leaves it out."""
     precision = fit.quantization
     k = fit.num_speculative_tokens
     return predict_speed(
@@ -468,13 +576,19 @@ def speed_of_fit(
         dp=fit.data_parallel_size,
         draft_tokens=k,
         acceptance=acceptance_for(arch, k, acceptance_rate) if k else None,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=fit.max_num_batched_tokens,
     )
 
 
-def modelled_knee(speed_at: Callable[[int], Speed | None], max_num_seqs: int) -> Knee:
+def modelled_knee(
+    speed_at: Callable[[int], Speed | None], max_num_seqs: int, ttft_ms: float | None = None
+) -> Knee:
     """The knee rule (:func:`glm_operator.planning.speed.knee.find_knee`) on predicted levels 1, 2, 4, ... and
     ``max_num_seqs``; ``Knee(None, ...)`` when throughput still rises up to max-num-seqs or speed is
-    unknown."""
+    unknown. With a TTFT target (``spec.slo``) the knee is at most the largest concurrency whose predicted
+    TTFT meets it: TTFT grows with the clients (their prompts queue), so the autoscaler's target per replica
+    must not be where the target is already missed."""
     top = max(1, max_num_seqs)
     levels = []
     for n in sorted({*(2**i for i in range(top.bit_length()) if 2**i < top), top}):
@@ -495,9 +609,20 @@ def modelled_knee(speed_at: Callable[[int], Speed | None], max_num_seqs: int) ->
                 output_tokens_per_s=speed.output_tokens_per_s,
             )
         )
-    if len(levels) < 2:
-        return Knee(None, "max-num-seqs 1")
-    return find_knee(levels)
+    knee = find_knee(levels) if len(levels) >= 2 else Knee(None, "max-num-seqs 1")
+    if ttft_ms is None:
+        return knee
+    reached = knee.concurrency or top
+    within, met = concurrency_within(1, reached, speed_at, None, ttft_ms)
+    if within >= reached:
+        return knee
+    if not met:
+        return Knee(1, f"{knee.reason}; lowered to 1: no concurrency meets spec.slo's TTFT {ttft_ms:g} ms")
+    return Knee(
+        within,
+        f"{knee.reason}; lowered to {within}, the most clients whose predicted TTFT meets spec.slo's "
+        f"{ttft_ms:g} ms",
+    )
 
 
 def step_terms_of_fit(
