@@ -219,6 +219,21 @@ def test_spec_slo_lowers_max_num_seqs_until_the_prediction_meets_it_and_says_so(
     assert pinned.max_num_seqs == 64 and not any("spec.slo" in n for n in pinned.notes)
 
 
+def test_a_ttft_target_lowers_max_num_seqs_and_the_knee_now_that_prompts_queue() -> None:
+    tp4 = {**AIR, "gpu": {"tensorParallelSize": 4}}
+    free = _h100(plan(tp4))
+    assert free.speed is not None
+    target = round(0.5 * 1000 * free.speed.ttft_s)  # half what the KV-sized batch's queue gives
+    held = _h100(plan({**tp4, "slo": {"ttftMilliseconds": target}}))
+    assert held.speed is not None and 1000 * held.speed.ttft_s <= target
+    assert 4 <= held.max_num_seqs < free.max_num_seqs
+    assert 1 <= held.knee_concurrency <= held.max_num_seqs
+    # serving.maxNumSeqs pinned: spec.slo is ignored, the knee's TTFT cap too
+    pinned = _h100(plan({**tp4, "slo": {"ttftMilliseconds": 1}, "serving": {"maxNumSeqs": 64}}))
+    unpinned_knee = _h100(plan({**tp4, "serving": {"maxNumSeqs": 64}})).knee_concurrency
+    assert pinned.max_num_seqs == 64 and pinned.knee_concurrency == unpinned_knee
+
+
 def test_spec_slo_values_are_checked_by_the_schema() -> None:
     with pytest.raises(ValidationError, match=r"itlMilliseconds|itl_milliseconds"):
         plan({**AIR, "slo": {"itlMilliseconds": 0}})

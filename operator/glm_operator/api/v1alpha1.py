@@ -1440,7 +1440,8 @@ class PredictedSpeed(_APIModel):
         ge=1,
         description=(
             "The predicted knee: the concurrency beyond which doubling raises output tokens/s by < 10 % "
-            "while ITL rises > 20 % (the load-test rule); maxNumSeqs when not reached below it. The "
+            "while ITL rises > 20 % (the load-test rule); maxNumSeqs when not reached below it; with "
+            "spec.slo.ttftMilliseconds at most the concurrency whose predicted TTFT meets it. The "
             "autoscaler aims each replica at this many running requests."
         ),
     )

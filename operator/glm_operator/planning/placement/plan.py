@@ -225,7 +225,8 @@ def _variant(
             *notes,
             slo_note(request, max_num_seqs_by_kv(request, fit, context), max_num_seqs, met, speed_at),
         ]
-    knee = modelled_knee(speed_at, max_num_seqs, request.slo_ttft_ms)
+    # spec.slo is ignored where serving.maxNumSeqs is set (the API's word), the knee's TTFT cap too
+    knee = modelled_knee(speed_at, max_num_seqs, None if request.max_num_seqs else request.slo_ttft_ms)
     return Variant(
         gpu_product=group.gpu.name,
         resource_name=group.resource_name,
