@@ -72,6 +72,23 @@ class RecordedShape:
         return f"{text} {self.quantization}"
 
 
+def shape_from_status(variant: Mapping[str, Any], image: str) -> RecordedShape:
+    """The shape of one ``status.plan.variants[]`` entry (its wire form) served with ``image``: what the
+    recording stores and what the reconciler compares it with, read from the same form."""
+    return RecordedShape(
+        gpu_product=str(variant.get("gpuProduct", "")),
+        checkpoint=str(variant.get("checkpoint", "")),
+        quantization=str(variant.get("quantization", "")),
+        kv_cache_dtype=str(variant.get("kvCacheDtype", "")),
+        tensor_parallel_size=int(variant.get("tensorParallelSize", 1)),
+        pipeline_parallel_size=int(variant.get("pipelineParallelSize", 1)),
+        data_parallel_size=int(variant.get("dataParallelSize", 1)),
+        decode_context_parallel_size=int(variant.get("decodeContextParallelSize", 1)),
+        speculative_tokens=int(variant.get("speculativeTokens", 0)),
+        image=image,
+    )
+
+
 @dataclass(frozen=True)
 class Measurement:
     """One recorded sweep: levels as measured (the whole URL), and what they were measured against."""
@@ -92,7 +109,7 @@ class MeasurementFormatError(ValueError):
 
 
 def measurement_to_data(m: Measurement) -> dict[str, str]:
-    """The ConfigMap ``data`` of a measurement: JSON, keys as ``glm-operator loadtest -o json`` writes them."""
+    """The ConfigMap ``data`` of a measurement: JSON, keys as ``loadtest -o json`` writes them."""
     doc = {
         "version": FORMAT_VERSION,
         "recorded_at": m.recorded_at,
