@@ -68,7 +68,9 @@ def test_without_slo_the_knee_is_where_throughput_stops_rising() -> None:
     assert knee.reason.startswith("the measured knee: from concurrency 8 to 16")
 
 
-def test_the_slo_limit_is_interpolated_between_the_last_level_that_meets_it_and_the_first_that_misses() -> None:
+def test_the_slo_limit_is_interpolated_between_the_last_level_that_meets_it_and_the_first_that_misses() -> (
+    None
+):
     # ITL 16 ms at 8, 32 ms at 16: 20 ms is reached a quarter of the way, at 10
     knee = measured_knee(CLIMBING, replicas=1, max_concurrency=256, itl_ms=20)
     assert knee.concurrency == 10
@@ -92,7 +94,9 @@ def test_the_lowest_bound_wins_and_max_num_seqs_caps_it() -> None:
 def test_no_level_that_meets_the_slo_gives_no_knee() -> None:
     knee = measured_knee(CLIMBING, 1, 256, itl_ms=5)
     assert knee.concurrency is None
-    assert knee.reason.startswith("no measured level meets spec.slo (ITL p50 <= 5 ms): at concurrency 1 ITL p50 10.0")
+    assert knee.reason.startswith(
+        "no measured level meets spec.slo (ITL p50 <= 5 ms): at concurrency 1 ITL p50 10.0"
+    )
 
 
 def test_a_sweep_that_stops_short_gives_no_knee_and_says_how_far_to_go() -> None:
