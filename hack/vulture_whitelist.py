@@ -4,7 +4,7 @@
 # fmt: off
 
 # pydantic fields: the CRD's schema and status (written and read on the wire)
-model_count, optional, divisor, output_tokens_per_second, output_tokens_per_second_per_gpu
+model_count, optional, divisor, output_tokens_per_second, output_tokens_per_second_per_gpu, speed_source, speed_source_reason
 # pydantic fields of spec.model.config: the config.json keys accepted (validated here, read as a dict)
 q_group_size, weight_block_size, zero_point, config_groups, architectures, num_hidden_layers, n_layer
 num_key_value_heads, multi_query_group_num, kv_channels, ffn_hidden_size, padded_vocab_size

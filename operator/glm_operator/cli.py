@@ -74,4 +74,8 @@ def dispatch(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m glm_operator.cli` runs this file as __main__: the commands raise the UserError of
+    # glm_operator.cli, not this copy's, so run the package module's main (one line, not a traceback)
+    from glm_operator.cli import main as package_main
+
+    sys.exit(package_main())

@@ -4,15 +4,19 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
+from glm_operator.clients.load_tests import load_test_config_map
 from glm_operator.controller.config import OperatorConfig
 from glm_operator.controller.predicates import WORKLOAD_STATUS_FIELDS, child_view
 from glm_operator.desired import Observed, compute_desired
+from glm_operator.planning.speed.measured import Measurement, measurement_to_data, shape_from_status
 from glm_operator.render import names
 from tests.harness.controller import Reconciling, reconciling
 from tests.harness.fake_api import FakeApi
 from tests.harness.scenarios import BODY, NODES
+from tests.unit.test_measured_knee import SATURATING
 
 KEY = ("llm", "g")
 
@@ -152,3 +156,38 @@ def test_compute_desired_reads_nothing_of_a_workload_outside_its_view() -> None:
     assert child_view(ready[0]) != child_view(workloads[0])
     moved = compute_desired(observed.__class__(**{**observed.__dict__, "body": body, "children": ready}))
     assert moved.status["readyReplicas"] != base.status["readyReplicas"]
+
+
+def test_a_recorded_load_test_is_an_input_each_new_version_of_it_replans() -> None:
+    """The ConfigMap of ``loadtest --record`` comes through the child watch: it has no generation, so
+    its resourceVersion stands for its data; a replayed version enqueues nothing."""
+    t = Setup()
+    status = t.r.wired.cache.owned.glmdeployments[KEY]["status"]
+    assert status["plan"]["speedSource"] == "modelled"
+    plan = status["plan"]
+    m = Measurement(
+        SATURATING, 512, 128, shape_from_status(plan["variants"][0], plan["image"]), "2026-12-07T00:00:00Z"
+    )
+    cm = load_test_config_map(BODY, measurement_to_data(m))
+    cm["metadata"]["resourceVersion"] = "40"
+    t.event(cm, "ADDED")
+    assert t.enqueued() == [KEY]
+    t.reconcile()
+    measured = t.r.wired.cache.owned.glmdeployments[KEY]["status"]["plan"]
+    assert measured["speedSource"] == "measured" and measured["variants"][0]["measuredKneeConcurrency"] == 8
+    t.event(copy.deepcopy(cm))  # a replay of the version read
+    assert t.enqueued() == []
+
+    stale = _bump(cm)  # edited: the same sweep, as if taken on another image
+    doc = json.loads(stale["data"]["measurement.json"])
+    doc["shape"]["image"] = "vllm/vllm-openai:v0.1.0"
+    stale["data"]["measurement.json"] = json.dumps(doc)
+    t.event(stale)
+    assert t.enqueued() == [KEY]
+    t.reconcile()
+    plan = t.r.wired.cache.owned.glmdeployments[KEY]["status"]["plan"]
+    assert (
+        plan["speedSource"] == "modelled" and "image 'vllm/vllm-openai:v0.1.0'" in plan["speedSourceReason"]
+    )
+    t.event(_bump(stale), "DELETED")
+    assert t.enqueued() == [KEY]

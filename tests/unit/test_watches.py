@@ -31,7 +31,7 @@ def test_settings_filter_children_on_the_server_and_build_no_diff_base() -> None
     selected = {w.plural for w in WATCHES if w.server_selector}
     assert selected == {
         "deployments", "services", "poddisruptionbudgets", "leaderworkersets", "podmonitors",
-        "inferencepools", "serviceaccounts", "roles", "rolebindings",
+        "inferencepools", "serviceaccounts", "roles", "rolebindings", "configmaps",
     }  # fmt: skip
     for plural in selected:
         assert "app.kubernetes.io/managed-by=glm-operator" in str(s.watching.label_selectors), plural

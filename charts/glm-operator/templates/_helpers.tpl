@@ -90,6 +90,10 @@ each watched namespace's Role. No Secrets: the operator never reads them.
 - apiGroups: ["inference.glm.dev"]
   resources: ["glmgateways/finalizers"]
   verbs: ["update"]
+# The recorded load test of a GLMDeployment (glm-operator loadtest --record writes it): read only.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "list", "watch"]
 - apiGroups: [""]
   resources: ["serviceaccounts"]
   verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]

@@ -1375,6 +1375,15 @@ class PlanVariant(_APIModel):
             "tokens, 128 output tokens): a model calibrated on H200 load tests, not a measurement."
         ),
     )
+    measured_knee_concurrency: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "The knee of the load test recorded for this shape (glm-operator loadtest --record; plan "
+            "speedSource: measured): running requests per replica the autoscaler aims at instead of "
+            "predicted.kneeConcurrency. Absent when the modelled knee is used."
+        ),
+    )
     considered: list[ConsideredShape] = Field(
         default_factory=list,
         description=(
@@ -1456,6 +1465,10 @@ class RejectedVariant(_APIModel):
     )
 
 
+#: Where the plan's knee comes from (``status.plan.speedSource``).
+SpeedSource = Literal["measured", "modelled"]
+
+
 class PlanStatus(_APIModel):
     """The planner's result: one variant per usable GPU type, and the rejected ones."""
 
@@ -1470,6 +1483,26 @@ class PlanStatus(_APIModel):
             "When nothing fits: changes that would fit (another GPU type of the cluster in gpu.products, "
             "gpu.allowMultiNode and how many nodes, a lower quantization), each found by planning again "
             "with it, cheapest first (fewest GPUs per replica), with the shape it would get."
+        ),
+    )
+    image: str | None = Field(
+        None, description="The vLLM image the plan's workloads run (spec.serving.image, else the operator's)."
+    )
+    speed_source: SpeedSource | None = Field(
+        None,
+        description=(
+            "Where the knee the autoscaler aims each replica at comes from: 'measured', the load test "
+            "recorded in the GLMDeployment's <name>-loadtest ConfigMap (glm-operator loadtest --record) "
+            "when it was taken on the shape served now with a comparable workload; else 'modelled', the "
+            "performance model's prediction. speedSourceReason says why."
+        ),
+    )
+    speed_source_reason: str | None = Field(
+        None,
+        max_length=2048,
+        description=(
+            "Why speedSource is what it is: the recording and its knee, or why the recording was not used "
+            "(none, another shape, another workload, no level meeting spec.slo) and what to do."
         ),
     )
     license: str | None = Field(

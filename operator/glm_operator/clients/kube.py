@@ -49,6 +49,7 @@ KINDS: dict[tuple[str, str], KindInfo] = {
     ("v1", "Node"): KindInfo("/api/v1", "nodes", namespaced=False),
     ("v1", "Pod"): KindInfo("/api/v1", "pods"),
     ("v1", "ServiceAccount"): KindInfo("/api/v1", "serviceaccounts"),
+    ("v1", "ConfigMap"): KindInfo("/api/v1", "configmaps"),  # a recorded load test (clients.load_tests)
     ("rbac.authorization.k8s.io/v1", "Role"): KindInfo("/apis/rbac.authorization.k8s.io/v1", "roles"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): KindInfo(
         "/apis/rbac.authorization.k8s.io/v1", "rolebindings"

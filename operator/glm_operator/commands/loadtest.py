@@ -4,20 +4,28 @@ For a deployment behind the gateway, a Service port-forward or a vLLM pod: TTFT 
 and output tokens/s per concurrency, and the concurrency beyond which throughput stops rising
 while the inter-token latency climbs (the rule: :mod:`glm_operator.planning.speed.knee`).
 
-Exit codes: 0 done, 1 some requests failed, 2 bad input.
+With ``--record NAMESPACE/NAME`` the sweep is stored in a ConfigMap owned by that GLMDeployment, with
+the shape and image its ``status.plan`` serves; the operator then takes the knee from it
+(:mod:`glm_operator.desired.measured_speed`).
+
+Exit codes: 0 done, 1 some requests failed, 2 bad input (or nothing to record).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import json
 import math
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from glm_operator.cli import UserError
+from glm_operator.clients.kube import KubeClient
+from glm_operator.clients.load_tests import read_glmdeployment, record_load_test
 from glm_operator.clients.openai_load import LoadTestConfig, endpoint, run_sweep
 from glm_operator.planning.speed.knee import (
     DEFAULT_MIN_ITL_RISE,
@@ -26,6 +34,8 @@ from glm_operator.planning.speed.knee import (
     LevelResult,
     find_knee,
 )
+from glm_operator.planning.speed.measured import Measurement, measurement_to_data, shape_from_status
+from glm_operator.planning.supply.outages import format_time
 
 
 def register(subparsers: Any) -> None:
@@ -78,6 +88,29 @@ def register(subparsers: Any) -> None:
         help="knee: while ITL p50 rises more than this %% (default %(default)g)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random prompts")
+    parser.add_argument(
+        "--record",
+        metavar="NAMESPACE/NAME",
+        help=(
+            "after the sweep, store it in the GLMDeployment's <NAME>-loadtest ConfigMap (owned by it) with "
+            "the shape and image its status.plan serves: the operator then aims the autoscaler at the "
+            "measured knee (status.plan.speedSource: measured)"
+        ),
+    )
+    parser.add_argument(
+        "--record-gpu",
+        metavar="GPU",
+        help="with --record: the plan variant (gpuProduct) the URL reaches, when the plan runs on several",
+    )
+    parser.add_argument(
+        "--record-replicas",
+        type=int,
+        default=1,
+        help=(
+            "with --record: replicas the URL balances over (default %(default)s: a port-forward to one "
+            "pod); each level's concurrency is divided by it"
+        ),
+    )
     parser.add_argument("--output", "-o", choices=("table", "json"), default="table")
     parser.set_defaults(func=run)
 
@@ -148,6 +181,7 @@ def table(levels: list[LevelResult], knee: Knee) -> str:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
+    target = record_target(args) if args.record else None
     gain, rise = args.knee_throughput_gain / 100, args.knee_itl_rise / 100
 
     def progress(level: LevelResult) -> None:
@@ -179,4 +213,90 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print(table(levels, knee))
+    if target is not None:
+        record(target, args, config, levels)
     return 1 if any(level.errors for level in levels) else 0
+
+
+@dataclass(frozen=True)
+class RecordTarget:
+    """The GLMDeployment ``--record`` names, the plan variant the URL reaches and its image."""
+
+    api: KubeClient
+    glmdeployment: dict[str, Any]
+    variant: dict[str, Any]
+    image: str
+
+
+def record_target(args: argparse.Namespace) -> RecordTarget:
+    """Read the GLMDeployment before the sweep: a typo is refused before minutes of load."""
+    from glm_operator.commands.run import load_kube_config
+
+    namespace, _, name = str(args.record).partition("/")
+    if not namespace or not name or "/" in name:
+        raise UserError(f"--record {args.record!r}: give NAMESPACE/NAME of a GLMDeployment")
+    if args.record_replicas < 1:
+        raise UserError("--record-replicas must be 1 or more")
+    try:
+        load_kube_config()
+        api = KubeClient()
+        found = read_glmdeployment(api, namespace, name)
+    except Exception as exc:  # no kubeconfig, apiserver unreachable, forbidden
+        raise UserError(f"--record {args.record}: cannot read the GLMDeployment ({exc})") from None
+    if found is None:
+        raise UserError(
+            f"--record {args.record}: no GLMDeployment {name} in namespace {namespace}; fix: name an "
+            "existing one (kubectl get glmdeployments -A)"
+        )
+    plan = (found.get("status") or {}).get("plan") or {}
+    variants = list(plan.get("variants") or [])
+    if args.record_gpu:
+        serving = [v for v in variants if v.get("gpuProduct") == args.record_gpu]
+    else:
+        serving = [v for v in variants if v.get("replicas")]
+    if not variants:
+        raise UserError(
+            f"--record {args.record}: its status.plan has no variant yet; fix: wait for Planned=True "
+            "(kubectl get glmdeployment) and load-test a Ready replica"
+        )
+    if len(serving) != 1:
+        products = ", ".join(str(v.get("gpuProduct")) for v in variants)
+        why = f"--record-gpu {args.record_gpu} is none of them" if args.record_gpu else "name one"
+        raise UserError(
+            f"--record {args.record}: its plan serves {products}: {why} with --record-gpu (the GPU type "
+            "the URL reaches)"
+        )
+    return RecordTarget(api, found, serving[0], str(plan.get("image") or ""))
+
+
+def record(
+    target: RecordTarget, args: argparse.Namespace, config: LoadTestConfig, levels: list[LevelResult]
+) -> None:
+    """Write the sweep into the GLMDeployment's ConfigMap; refuse a sweep with no level without errors."""
+    meta = target.glmdeployment["metadata"]
+    if all(level.errors for level in levels):
+        first = next((lv.first_error for lv in levels if lv.first_error), "")
+        raise UserError(
+            f"--record {args.record}: every level had failed requests ({first}); nothing recorded. Fix: "
+            "check --url and --model against the deployment (status.model is the served name), then run again"
+        )
+    measurement = Measurement(
+        levels=tuple(levels),
+        input_tokens=config.input_tokens,
+        output_tokens=config.output_tokens,
+        shape=shape_from_status(target.variant, target.image),
+        recorded_at=format_time(dt.datetime.now(dt.UTC)),
+        replicas=args.record_replicas,
+        max_num_seqs=int(target.variant.get("maxNumSeqs") or 0),
+        url=config.url,
+        model=config.model,
+    )
+    try:
+        written = record_load_test(target.api, target.glmdeployment, measurement_to_data(measurement))
+    except Exception as exc:
+        raise UserError(f"--record {args.record}: the ConfigMap was not written ({exc})") from None
+    print(
+        f"recorded in ConfigMap {meta['namespace']}/{written['metadata']['name']} "
+        f"({measurement.shape.describe()}); the operator reports its use in status.plan.speedSource",
+        file=sys.stderr,
+    )

@@ -1,7 +1,8 @@
 """The GLMDeployment reconciler: observe -> desired -> apply -> status, one key at a time.
 
-- **observe** reads the GLMDeployment, its children and pods, the nodes and the GPUs other
-  workloads hold from the watch-fed caches (no apiserver request);
+- **observe** reads the GLMDeployment, its children and pods, its recorded load test (a ConfigMap
+  it owns), the nodes and the GPUs other workloads hold from the watch-fed caches (no apiserver
+  request);
 - **desired** runs ``glm_operator.desired.compute_desired`` (pure) in a planning thread, bounded in
   time, so one huge spec never stalls the event loop; the autoscaler gets what the plan gives it
   to scale on;
@@ -192,6 +193,12 @@ class GLMDeploymentReconciler:
             for c in owned.children_of(key, INFERENCE_POOL_KINDS)
             if _owned_by(c, uid) and _of_inference_pool(c)
         ]
+        load_test_name = names.load_test_name(key[1])
+        load_tests = [
+            c
+            for c in owned.children_of(key, {"ConfigMap"})
+            if _owned_by(c, uid) and c["metadata"].get("name") == load_test_name
+        ]
         autoscaling = bool((body.get("spec") or {}).get("autoscaling"))
         view = (
             self.autoscaler.metrics_status(key) if self.autoscaler is not None else PROMETHEUS_NOT_CONFIGURED
@@ -212,6 +219,7 @@ class GLMDeploymentReconciler:
             pod_monitors=pod_monitors,
             inference_pool_api=self.discovery.inference_pools_served,
             inference_pool_children=pool_children,
+            load_test=load_tests[0] if load_tests else None,
         )
         return observed, companions
 

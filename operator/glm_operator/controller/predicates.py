@@ -1,6 +1,7 @@
 """Which child events need a reconcile, like controller-runtime's event predicates.
 
-A child object (Deployment, LeaderWorkerSet, Service, PodDisruptionBudget, PodMonitor) changes
+A child object (Deployment, LeaderWorkerSet, Service, PodDisruptionBudget, PodMonitor, the ConfigMap
+of a recorded load test) changes
 far more often than anything a reconcile reads from it: the deployment controller rewrites a
 Deployment's status for ``availableReplicas``, ``unavailableReplicas`` and each condition, the
 disruption controller a PodDisruptionBudget's for every pod that turns Ready. ``child_view`` is
@@ -12,6 +13,7 @@ exactly what a reconcile reads from a child:
   spec-hash label and whose ``status.observedGeneration`` caught up with ``metadata.generation``;
 - ``apply_children`` compares ``child_version`` (a workload's, PDB's or PodMonitor's
   generation, a Service's resourceVersion) with the one its last apply returned;
+- ``desired.measured_speed`` reads a load-test ConfigMap's data: its resourceVersion stands for it;
 - a child being deleted (deletionTimestamp) is kept in the view, although nothing reads it yet.
 
 The cache remembers, per child, the view the last reconcile *read* (``OwnedObjects.children_of``);
@@ -31,14 +33,18 @@ from glm_operator.desired.model import WORKLOAD_KIND_NAMES
 from glm_operator.render import names
 
 ChildView = tuple[Any, ...]
+# Kinds without metadata.generation: a Service, and the ConfigMap of a recorded load test (its data
+# is what the reconcile reads)
+VERSIONED_BY_RESOURCE_VERSION = frozenset({"Service", "ConfigMap"})
 WORKLOAD_STATUS_FIELDS = ("replicas", "readyReplicas", "updatedReplicas", "observedGeneration")
 COUNTED_FIELDS = ("replicas", "readyReplicas", "updatedReplicas")  # what status sums
 
 
 def child_version(obj: Mapping[str, Any]) -> str:
-    """What changes when somebody else edits a child: a workload's generation, a Service's version."""
+    """What changes when somebody else edits a child: a workload's generation, a Service's or
+    ConfigMap's version."""
     meta = obj.get("metadata") or {}
-    if obj.get("kind") == "Service":
+    if obj.get("kind") in VERSIONED_BY_RESOURCE_VERSION:
         return str(meta.get("resourceVersion", ""))
     return str(meta.get("generation", ""))
 

@@ -57,6 +57,8 @@ WATCHES: tuple[Watch[EventHandlers], ...] = (
     _child("", "v1", "serviceaccounts", "ServiceAccount"),
     _child("rbac.authorization.k8s.io", "v1", "roles", "Role"),
     _child("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
+    # the recorded load test of a GLMDeployment (glm-operator loadtest --record): an input of its plan
+    _child("", "v1", "configmaps", "ConfigMap"),
     Watch("karpenter.sh", "v1", "nodepools", lambda h: h.on_nodepool),
     Watch(GROUP, VERSION, GATEWAY_PLURAL, lambda h: h.on_gateway),
     Watch(

@@ -9,6 +9,7 @@ The steps, one module each:
 1. ``plan``: the spec (validated once, by the API models) and the GPU supply -> a plan, or a
    failure naming the field and the fix. A plan that does not fit creates nothing; children of an
    earlier, fitting generation keep running (a bad edit must not take down a serving model).
+   ``measured_speed``: a recorded load test on the shape served replaces the modelled knee.
 2. ``children``: the plan's variants -> Deployments / LeaderWorkerSets, Service, PDB, PodMonitor.
    Replicas the free GPUs cannot host (the plan's shortfall) still go to the preferred GPU type:
    their pods stay Pending and Degraded says how many and why. ``inference_pool``: with
@@ -21,6 +22,8 @@ The steps, one module each:
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from pydantic import ValidationError
 
@@ -46,6 +49,7 @@ from glm_operator.desired.inference_pool import (
     inference_pool_status,
 )
 from glm_operator.desired.inference_pool import wire_status as with_inference_pool
+from glm_operator.desired.measured_speed import speed_source_events, use_recording
 from glm_operator.desired.model import (
     WORKLOAD_KIND_NAMES,
     WORKLOAD_KINDS,
@@ -94,11 +98,14 @@ def compute_desired(observed: Observed) -> Desired:
         return _failed(observed, "InvalidSpec", f"{where}: {first.get('msg')}")
 
     step = plan_step(observed, spec)
-    scaling = scaling_targets(spec, step, observed.default_image)
+    image = spec.serving.image or observed.default_image
+    scaling = scaling_targets(spec, step, observed.default_image, observed.load_test)
     if step.failure is not None:
         return _failed(observed, step.failure.reason, step.failure.message, step, scaling)
     assert step.plan is not None and step.request is not None and step.capacity is not None
-    plan, capacity = step.plan, step.capacity
+    capacity, request = step.capacity, step.request
+    plan, speed = use_recording(step.plan, observed.load_test, spec, image)
+    step = dataclasses.replace(step, plan=plan)
 
     placed = placed_variants(plan)
     findings = outage_findings([step.outages[n] for n in sorted(step.held)], observed.node_grace_seconds)
@@ -108,7 +115,7 @@ def compute_desired(observed: Observed) -> Desired:
     limits = pool_limits_note(capacity.elastic, [v.gpu_product for v in plan.variants])
     findings += shortfall_finding(plan.shortfall_replicas, step.replicas, limits)
 
-    model = request_model(step.request)
+    model = request_model(request)
     defaults = model.serving_defaults if model is not None else None
     summary = plan_summary(plan)
     contexts = [
@@ -139,6 +146,8 @@ def compute_desired(observed: Observed) -> Desired:
         degraded=degraded,
         replicas=step.replicas,
         served_model_name=served_model_name(spec),
+        image=image,
+        speed=speed,
     )
     expiry = next_expiry((step.outages[n] for n in step.held), step.now, step.held)
     pool_status = inference_pool_status(observed, spec, pool_objects)
@@ -147,7 +156,8 @@ def compute_desired(observed: Observed) -> Desired:
         objects=(*objects, *pool_objects),
         prune=prune,
         status=with_inference_pool(observed, status_step.wire(status), pool_status),
-        events=events_step.plan_events(observed.previous_status, step, placed, degraded, limits),
+        events=events_step.plan_events(observed.previous_status, step, placed, degraded, limits)
+        + speed_source_events(observed.previous_status.get("plan") or {}, speed),
         requeue_after=None if expiry is None else expiry + 1.0,
         scaling=scaling,
     )

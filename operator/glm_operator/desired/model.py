@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from glm_operator.api.v1alpha1 import SpeedSource
 from glm_operator.planning.diagnosis.conditions import MetricsStatus
 from glm_operator.planning.placement.result import Plan
 from glm_operator.planning.supply.capacity import ElasticCapacityInput
@@ -45,6 +46,9 @@ class Observed:
     # now (the InferencePool and its endpoint picker's: pruned when not wanted).
     inference_pool_api: bool = False
     inference_pool_children: Sequence[Mapping[str, Any]] = ()
+    # The load test recorded for this GLMDeployment (glm-operator loadtest --record): its ConfigMap,
+    # owned by it, or None (desired.measured_speed).
+    load_test: Mapping[str, Any] | None = None
 
     @property
     def generation(self) -> int:
@@ -53,6 +57,16 @@ class Observed:
     @property
     def previous_status(self) -> Mapping[str, Any]:
         return self.body.get("status") or {}
+
+
+@dataclass(frozen=True)
+class SpeedChoice:
+    """``status.plan.speedSource`` and ``speedSourceReason`` (``desired.measured_speed``);
+    ``recorded``: a load-test recording was read."""
+
+    source: SpeedSource
+    reason: str
+    recorded: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,12 @@
 """The autoscaler's part of the pipeline (pure): its targets from the plan, its status from a decision.
 
 ``scaling_targets`` (a step of ``compute_desired``, with ``spec.autoscaling``): the replicas the GPU
-pools and node autoscalers can host, one replica's target concurrency (the predicted knee, at most
-max-num-seqs), its max-num-seqs and where a first replica goes. The capacity needs the plan for
-``maxReplicas`` (a node autoscaler's pool offers as many new nodes as the replicas planned): where
-the reconcile plans fewer, the plan is made once more on the same GPU supply. ``scale``: the
-GLMDeployment, its targets and the vLLM queue (None: unavailable) -> ``planning.scaling.autoscale.decide``
+pools and node autoscalers can host, one replica's target concurrency (the knee of a recorded load
+test on the shape served, else the predicted knee; at most max-num-seqs), its max-num-seqs and
+where a first replica goes. The capacity needs the plan for ``maxReplicas`` (a node autoscaler's
+pool offers as many new nodes as the replicas planned): where the reconcile plans fewer, the plan is
+made once more on the same GPU supply. ``scale``: the GLMDeployment, its targets and the vLLM queue
+(None: unavailable) -> ``planning.scaling.autoscale.decide``
 -> the status fields the autoscaler owns (the measured cold start kept across zero) and its Event.
 """
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from glm_operator.api.v1alpha1 import GLMDeploymentSpec
+from glm_operator.desired.measured_speed import use_recording
 from glm_operator.desired.model import Event, FirstReplica, ScalingTargets
 from glm_operator.desired.plan import PlanStep
 from glm_operator.desired.status import MAX_EVENT_MESSAGE, autoscaler_fields
@@ -39,9 +41,11 @@ from glm_operator.planning.supply.outages import format_time
 WAKE_REACTION_SECONDS = 2.0
 
 
-def scaling_targets(spec: GLMDeploymentSpec, step: PlanStep, default_image: str) -> ScalingTargets | None:
-    """The targets of ``step``'s plan (made for ``maxReplicas`` when it was not); None without
-    ``spec.autoscaling`` or a plan."""
+def scaling_targets(
+    spec: GLMDeploymentSpec, step: PlanStep, default_image: str, load_test: Mapping[str, Any] | None = None
+) -> ScalingTargets | None:
+    """The targets of ``step``'s plan (made for ``maxReplicas`` when it was not), with the knee of the
+    recorded ``load_test`` where it applies; None without ``spec.autoscaling`` or a plan."""
     if spec.autoscaling is None or step.plan is None or step.capacity is None:
         return None
     max_replicas = spec.autoscaling.max_replicas
@@ -51,10 +55,12 @@ def scaling_targets(spec: GLMDeploymentSpec, step: PlanStep, default_image: str)
         nodes = [p for p in supply.pools if not p.elastic_pool]  # the nodes that exist
         pools = capacity_pools(nodes, supply.elastic, supply.waiting, max_replicas, spec.gpu.allow_multi_node)
         plan = plan_placement(placement_request(spec, pools, default_image, replicas=max_replicas))
+    if plan.fits:
+        plan, _ = use_recording(plan, load_test, spec, spec.serving.image or default_image)
     placed = [v for v in plan.variants if v.replicas > 0] or list(plan.variants)
     return ScalingTargets(
         capacity=plan.replicas_planned,
-        replica_concurrency=max((float(v.knee_concurrency or v.max_num_seqs) for v in placed), default=1.0),
+        replica_concurrency=max((float(v.target_concurrency) for v in placed), default=1.0),
         replica_capacity=max((float(v.max_num_seqs) for v in placed), default=1.0),
         first_replica=_first_replica(placed),
     )

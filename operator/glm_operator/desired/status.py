@@ -25,7 +25,7 @@ from glm_operator.api.v1alpha1 import (
     RejectedVariant,
 )
 from glm_operator.desired.children import replica_sum
-from glm_operator.desired.model import Observed
+from glm_operator.desired.model import Observed, SpeedChoice
 from glm_operator.desired.plan import plan_summary
 from glm_operator.planning.diagnosis.conditions import set_condition, summarize
 from glm_operator.planning.diagnosis.pods import Diagnosis, diagnose_pods
@@ -36,9 +36,13 @@ AUTOSCALER_FIELDS = frozenset({"desiredReplicas", "autoscaler"})
 MAX_EVENT_MESSAGE = 1000
 
 
-def plan_status(plan: Plan) -> PlanStatus:
+def plan_status(plan: Plan, image: str | None = None, speed: SpeedChoice | None = None) -> PlanStatus:
+    """``status.plan``; ``image`` and ``speed`` (source, reason) once the plan fits."""
     return PlanStatus(
-        variants=[_variant(v) for v in plan.variants],
+        image=image,
+        speed_source=speed.source if speed else None,
+        speed_source_reason=speed.reason if speed else None,
+        variants=[plan_variant(v) for v in plan.variants],
         rejected=[RejectedVariant(gpu_product=r.gpu_product, reason=r.reason) for r in plan.rejected],
         summary=plan_summary(plan),
         fixes=[f.describe() for f in plan.fixes],
@@ -46,7 +50,8 @@ def plan_status(plan: Plan) -> PlanStatus:
     )
 
 
-def _variant(v: Variant) -> PlanVariant:
+def plan_variant(v: Variant) -> PlanVariant:
+    """One ``status.plan.variants[]`` entry."""
     return PlanVariant(
         gpu_product=v.gpu_product,
         tensor_parallel_size=v.tensor_parallel_size,
@@ -70,6 +75,7 @@ def _variant(v: Variant) -> PlanVariant:
         checkpoint=v.model_id + (f" --quantization {v.quantization_flag}" if v.quantization_flag else ""),
         notes=list(v.notes),
         predicted=_predicted(v),
+        measured_knee_concurrency=v.measured_knee_concurrency or None,
         considered=[
             ConsideredShape(
                 shape=c.shape,
@@ -152,6 +158,8 @@ def planned_status(
     degraded: Sequence[Diagnosis],
     replicas: int,
     served_model_name: str,
+    image: str | None = None,
+    speed: SpeedChoice | None = None,
 ) -> GLMDeploymentStatus:
     """After a fitting plan: replica counts of the children that remain, conditions, the plan."""
     ready = replica_sum(kept, "readyReplicas")
@@ -165,7 +173,7 @@ def planned_status(
         **{**_counts(observed, observed.children), "ready_replicas": ready},
         phase=phase,
         conditions=_conditions(conditions),
-        plan=plan_status(plan),
+        plan=plan_status(plan, image, speed),
         desired_replicas=replicas,
         model=served_model_name,
         gpu=", ".join(f"{v.replicas}x {v.gpu_product}" for v in placed) or "-",

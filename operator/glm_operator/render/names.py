@@ -47,6 +47,9 @@ COMPONENT_WORKER = "worker"
 # The Gateway API Inference Extension's endpoint picker of a GLMDeployment's InferencePool
 # (render.inference_pool): a child, not a vLLM pod.
 COMPONENT_ENDPOINT_PICKER = "endpoint-picker"
+# The ConfigMap of a recorded load test (glm-operator loadtest --record): written by the CLI, owned
+# by the GLMDeployment, read by the reconciler.
+COMPONENT_LOAD_TEST = "load-test"
 
 MAX_DNS_LABEL_LENGTH = 63  # a child object's name (DNS-1035 label)
 MAX_LABEL_VALUE_LENGTH = 63
@@ -153,6 +156,22 @@ def service_labels(deployment_name: str) -> dict[str, str]:
         LABEL_NAME: APP_NAME,
         LABEL_INSTANCE: label_value(deployment_name),
         LABEL_COMPONENT: COMPONENT_INFERENCE,
+        LABEL_PART_OF: PART_OF,
+        LABEL_MANAGED_BY: MANAGED_BY,
+        LABEL_DEPLOYMENT: label_value(deployment_name),
+    }
+
+
+def load_test_name(deployment_name: str) -> str:
+    """Name of the ConfigMap that holds a GLMDeployment's recorded load test."""
+    return dns_label(f"{deployment_name}-loadtest")
+
+
+def load_test_labels(deployment_name: str) -> dict[str, str]:
+    """Labels of that ConfigMap: the operator's child labels (so its child watch sees it), no variant."""
+    return {
+        LABEL_INSTANCE: label_value(deployment_name),
+        LABEL_COMPONENT: COMPONENT_LOAD_TEST,
         LABEL_PART_OF: PART_OF,
         LABEL_MANAGED_BY: MANAGED_BY,
         LABEL_DEPLOYMENT: label_value(deployment_name),

@@ -146,12 +146,21 @@ class Variant:
     # the predicted knee (speed.performance.modelled_knee), max_num_seqs when not reached: the
     # autoscaler's target of running requests per replica
     knee_concurrency: int = 0
+    # the knee of a load test recorded on this shape (speed.measured), 0 when none is used: it replaces
+    # the predicted knee as the autoscaler's target (``target_concurrency``)
+    measured_knee_concurrency: int = 0
     # the shapes that fit, compared for goodput (``ranking``), the chosen one marked
     considered: tuple[Considered, ...] = ()
     decode_context_parallel_size: int = 1
     data_parallel_size: int = 1  # attention ranks of a replica (max_num_seqs is each rank's)
     speculative_tokens: int = 0  # MTP draft tokens per step
     max_num_batched_tokens: int | None = None  # the knob's token budget; None: vLLM's default
+
+    @property
+    def target_concurrency(self) -> int:
+        """Running requests the autoscaler aims one replica at: the measured knee, else the predicted
+        one, else max-num-seqs."""
+        return self.measured_knee_concurrency or self.knee_concurrency or self.max_num_seqs
 
     @property
     def headroom_gib(self) -> float:
@@ -193,6 +202,7 @@ class Variant:
             "cudagraph_gib": round(self.cudagraph_gib, 2),
             "predicted": self.speed.to_dict() if self.speed else None,
             "knee_concurrency": self.knee_concurrency,
+            "measured_knee_concurrency": self.measured_knee_concurrency,
             "considered": [c.to_dict() for c in self.considered],
             "decode_context_parallel_size": self.decode_context_parallel_size,
             "data_parallel_size": self.data_parallel_size,
