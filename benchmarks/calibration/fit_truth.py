@@ -698,8 +698,14 @@ def uninformed_constants(
 
 
 def graph_estimate_startups() -> list[Startup]:
-    """Used rows from vLLM >= 0.18 that log the V1 model runner's "Estimated CUDA graph memory"."""
-    return [s for s in load_startups() if s.use and s.generation != Generation.OLDER and s.logged_graph_gib]
+    """Used rows from vLLM >= 0.18 that log the V1 model runner's "Estimated CUDA graph memory", but those
+    with MTP: the drafter's attention stand-ins dominate their first capture
+    (``activation.draft_capture_standin_bytes``, derived from vLLM's source, not fitted)."""
+    return [
+        s
+        for s in load_startups()
+        if s.use and s.generation != Generation.OLDER and s.logged_graph_gib and not s.num_speculative_tokens
+    ]
 
 
 def is_fp8_online(s: Startup) -> bool:

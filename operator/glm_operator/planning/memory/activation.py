@@ -228,6 +228,24 @@ def mla_profile_upprojection_bytes(arch: ModelArchitecture, tp: int, settings: B
     return rows * heads * (arch.qk_nope_head_dim + arch.v_head_dim) * 2.0
 
 
+def draft_capture_standin_bytes(arch: ModelArchitecture, tp: int, settings: BudgetSettings) -> float:
+    """What the MTP drafter adds to the first CUDA-graph capture vLLM's estimate samples, on one rank.
+
+    While the target captures, the drafter runs ``dummy_run`` under ``set_forward_context(None, ...)``
+    (0.26.0 ``v1/spec_decode/llm_base_proposer.py`` L1621-1673, called from ``_dummy_run`` L6100-6139): with
+    no attention metadata its MLA layer allocates the profiling stand-in of the chunked-context
+    up-projection (:func:`mla_profile_upprojection_bytes`) and a DSA layer the indexer's logits stand-in
+    (``DSA_MAX_LOGITS_BYTES``), inside the capture window, so ``profile_cudagraph_memory`` counts them in
+    that mode's first capture (L6576-6743). H200 logs (``Estimated ... first-capture``): GLM-4.7-Flash MTP 1,
+    PIECEWISE first capture 1,298 MiB against 104 MiB without MTP (stand-in 1,120 MiB); GLM-5 (6 layers)
+    MTP 3, FULL first capture 4,588 MiB against ~470 MiB (stand-ins 3,584 + 512 MiB).
+    """
+    if not settings.draft_layers:
+        return 0.0
+    dsa = float(DSA_MAX_LOGITS_BYTES) if arch.index_head_dim else 0.0
+    return mla_profile_upprojection_bytes(arch, tp, settings) + dsa
+
+
 def compile_transient_bytes(arch: ModelArchitecture, tp: int, settings: BudgetSettings) -> float:
     """What a cold ``torch.compile`` allocates inside vLLM's profiling run, on one rank (vLLM >= 0.20)::
 

@@ -13,7 +13,11 @@ import math
 
 from glm_operator.catalog.models import CheckpointQuantization
 from glm_operator.catalog.vllm import Version, format_version
-from glm_operator.planning.memory.activation import activation_peak_bytes, compile_transient_bytes
+from glm_operator.planning.memory.activation import (
+    activation_peak_bytes,
+    compile_transient_bytes,
+    draft_capture_standin_bytes,
+)
 from glm_operator.planning.memory.constants import GIB
 from glm_operator.planning.memory.cuda_graphs import MODEL_MAX_CAPTURE_SIZE, cudagraph_bytes
 from glm_operator.planning.memory.explain import fit_notes, fit_reasons, fit_uncertainties
@@ -207,6 +211,8 @@ def _memory_budget(
     non_torch = non_torch_bytes(tp, pp, settings, inp.constants, arch.hidden_size)
     stage_layers = max(end - start for start, end in pp_layer_ranges(arch.num_layers, pp))
     graphs = cudagraph_bytes(stage_layers + settings.draft_layers, settings, inp.constants, tp)
+    if graphs:  # the drafter's stand-ins ride in the first capture the estimate samples
+        graphs += draft_capture_standin_bytes(arch, tp, settings)
     in_budget = inp.cudagraphs_in_budget
     cg = graphs if in_budget else 0.0
     if inp.available_kv_cache_gib is not None:
