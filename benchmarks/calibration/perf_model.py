@@ -58,6 +58,8 @@ CALIBRATION = {
     ("flash-c32k-perf", "chat"),
     ("flash-fp8online", "chat"),
     ("qwen3-8b-s16-b2k", "chat"),
+    # MTP: the speculative step's overhead only (refit_speculative); its long shape is held out
+    ("flash-mtp1-s64-perf", "chat"),
 }
 # a level at concurrency 1 whose TTFT p95 is this many times its p50 was disturbed (a lone prompt takes the
 # same time every time): left out of the TTFT fit, still reported
@@ -127,8 +129,23 @@ def plan(case: Case) -> FitResult:
             kv_cache_dtype=case.kv_cache_dtype,
             quantization=case.quantization,
             max_num_batched_tokens=case.max_num_batched_tokens,
+            num_speculative_tokens=case.speculative_tokens,
         )
     )
+
+
+def acceptance_rate(case: Case) -> float | None:
+    """The per-draft rate ``a`` (``p_i = a^i``, planning/speed/speculative.py) whose mean tokens per step
+    equal the case's ``synthetic_acceptance_length``, the mean vLLM's synthetic sampler accepts exactly
+    (``SpeculativeConfig._acceptance_length_to_rates``); None without MTP."""
+    k, length = case.speculative_tokens, case.synthetic_acceptance_length
+    if not k or length is None:
+        return None
+    low, high = 0.0, 1.0
+    for _ in range(60):  # bisection: 1 + a + ... + a^k rises with a
+        mid = (low + high) / 2
+        low, high = (mid, high) if 1 + sum(mid**i for i in range(1, k + 1)) < length else (low, mid)
+    return (low + high) / 2
 
 
 def same_experts(case: Case) -> bool:
@@ -153,15 +170,27 @@ def errors(p: Point, c: PerfConstants) -> Errors:
     arch = p.case.resolved().architecture
     workload = Workload(p.concurrency, p.input_tokens, p.output_tokens)
     speed = speed_of_fit(
-        fit, arch, p.gpu, workload, c, same_experts=same_experts(p.case), max_num_seqs=fit.max_num_seqs
+        fit,
+        arch,
+        p.gpu,
+        workload,
+        c,
+        same_experts=same_experts(p.case),
+        acceptance_rate=acceptance_rate(p.case),
+        max_num_seqs=fit.max_num_seqs,
     )
     assert speed is not None
+    # the model's ITL is the step over the tokens it emits on average; the load test's p50 is the step of
+    # the median token over its tokens (median_token_step)
+    itl = speed.itl_s
+    if p.case.speculative_tokens and p.case.synthetic_acceptance_length:
+        itl *= p.case.synthetic_acceptance_length / median_token_step(p.case)
     return Errors(
         speed.output_tokens_per_s,
-        speed.itl_s,
+        itl,
         speed.ttft_s,
         speed.output_tokens_per_s / p.tokens_per_s - 1,
-        speed.itl_s / p.itl_s - 1,
+        itl / p.itl_s - 1,
         speed.ttft_s / p.ttft_s - 1,
     )
 
@@ -337,7 +366,35 @@ def refit(points: Sequence[Point], use: Callable[[Point], bool] = lambda p: p.ca
     """The constants fitted on the points ``use`` picks (the CALIBRATION set by default): the decode step's
     on ITL p50 (``refit_decode``), then the prefill and queueing ones on TTFT p50 (``refit_ttft``)."""
     chosen = [p for p in points if use(p)]
-    return refit_ttft(chosen, refit_decode(chosen))
+    plain = [p for p in chosen if not p.case.speculative_tokens]
+    return refit_speculative(chosen, refit_ttft(plain, refit_decode(plain)))
+
+
+def refit_speculative(points: Sequence[Point], c: PerfConstants) -> PerfConstants:
+    """``speculative_step_overhead_s`` on top of the other constants: the median over the chosen MTP points
+    of the step they measure (ITL p50 x the tokens a step emits) less the step predicted without it; the
+    shipped value where no MTP point is chosen. Rounded to 0.1 ms."""
+    mtp = [p for p in points if p.case.speculative_tokens]
+    if not mtp:
+        return c
+    base = replace(c, speculative_step_overhead_s=0.0)
+    gaps = [(p.itl_s - errors(p, base).itl_s) * median_token_step(p.case) for p in mtp]
+    return replace(c, speculative_step_overhead_s=round(max(0.0, statistics.median(gaps)), 4))
+
+
+def median_token_step(case: Case) -> int:
+    """The tokens of the step that emits the median token, 1 without MTP. ``loadtest`` splits a streamed
+    chunk's interval over its tokens, so with MTP its ITL p50 is that step over its tokens, not the step over
+    the mean: vLLM's synthetic sampler accepts ``[1] * n + [f] + [0] * ...`` per position (the
+    minimum-variance schedule, ``SpeculativeConfig._acceptance_length_to_rates``), so a step emits n + 1
+    tokens (share 1 - f) or n + 2 (share f), and the median token sits in the larger step when
+    f (n + 2) >= (1 - f)(n + 1)."""
+    length = case.synthetic_acceptance_length
+    if not case.speculative_tokens or length is None:
+        return 1
+    full = int(length - 1)
+    frac = length - 1 - full
+    return full + 2 if frac * (full + 2) >= (1 - frac) * (full + 1) else full + 1
 
 
 def summary(name: str, errs: Sequence[float]) -> str:

@@ -42,7 +42,13 @@ def test_mtp_and_its_acceptance_move_the_prediction(capsys: pytest.CaptureFixtur
     poor = predicted(
         capsys, "--concurrency", "1", "--speculative-config", '{"method":"mtp"}', "--acceptance-rate", "0.05"
     )
-    assert mtp["itlMilliseconds"] < plain["itlMilliseconds"] < poor["itlMilliseconds"]
+    sure = predicted(
+        capsys, "--concurrency", "1", "--speculative-config", '{"method":"mtp"}', "--acceptance-rate", "0.95"
+    )
+    # GLM-4.7-Flash's short step: one draft at the published rate about breaks even, as measured on the H200
+    # (the speculative step's overhead, tests/unit/test_speculative.py); a sure draft pays, a poor one costs
+    assert abs(mtp["itlMilliseconds"] / plain["itlMilliseconds"] - 1) < 0.1
+    assert sure["itlMilliseconds"] < plain["itlMilliseconds"] < poor["itlMilliseconds"]
 
 
 def test_bad_load_arguments_name_the_flag(capsys: pytest.CaptureFixture[str]) -> None:

@@ -51,11 +51,22 @@ def test_held_out_points_against_the_h200() -> None:
     at 16 and long prompts at 256's start-up, Qwen3-8B long prompts): ITL p50 median error within 10 %
     and none beyond 25 %; at least six points with both tokens/s and ITL p50 within 15 % (issue 32's
     bar; benchmarks/calibration/perf_model.py prints them all)."""
-    held = [errors(p, DEFAULT_PERF) for p in POINTS if not p.calibration]
+    held = [errors(p, DEFAULT_PERF) for p in POINTS if not p.calibration and not p.case.speculative_tokens]
     assert len(held) >= 18
     itl = sorted(abs(e.itl_error) for e in held)
     assert itl[len(itl) // 2] <= 0.10 and itl[-1] <= 0.25
     assert sum(1 for e in held if abs(e.tokens_per_s_error) <= 0.15 and abs(e.itl_error) <= 0.15) >= 6
+
+
+def test_mtp_long_prompts_held_out_against_the_h200() -> None:
+    """GLM-4.7-Flash with one MTP draft (synthetic acceptance length 1.8): the speculative step's overhead
+    is fitted on the chat shape only; the 4k-prompt shape, held out, has its ITL p50 within 10 % at the
+    median (measured 3.7 %) and 30 % at worst (22.6 % at 64 clients). The load test's p50 is the step
+    of the median token over its tokens (perf_model.median_token_step)."""
+    held = [errors(p, DEFAULT_PERF) for p in POINTS if not p.calibration and p.case.speculative_tokens]
+    assert len(held) >= 4
+    assert median(abs(e.itl_error) for e in held) <= 0.10
+    assert max(abs(e.itl_error) for e in held) <= 0.30
 
 
 def test_ttft_under_load_against_the_h200() -> None:

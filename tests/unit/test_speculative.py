@@ -3,6 +3,7 @@ serves (planning/memory, planning/speed/speculative.py, planning/placement)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from glm_operator.planning.memory.weights import mtp_weights_bytes
 from glm_operator.planning.placement.plan import plan_placement
 from glm_operator.planning.placement.request import placement_request_from_spec
 from glm_operator.planning.placement.result import Variant
-from glm_operator.planning.speed.performance import Workload, speed_of_fit
+from glm_operator.planning.speed.performance import DEFAULT_PERF, Workload, speed_of_fit
 from glm_operator.planning.speed.speculative import PUBLISHED_ACCEPTANCE, Acceptance, acceptance_for
 from glm_operator.planning.supply.nodes import GpuPool, parse_gpu_pools
 
@@ -117,15 +118,26 @@ def test_no_drafter_for_a_model_without_mtp_layers() -> None:
 # --- speed ------------------------------------------------------------------------------------------------
 
 
-def test_one_draft_at_the_published_rate_cuts_the_itl_of_a_small_batch() -> None:
+def test_one_draft_on_flash_gains_little_on_one_h200_as_measured() -> None:
+    """GLM-4.7-Flash at one client on the H200 (vLLM 0.26, benchmarks/gpu_truth/perf/flash-s64-perf and
+    flash-mtp1-s64-perf, chat): ITL p50 5.13 ms plain, 5.18 ms with one draft at acceptance length 1.8 --
+    the speculative step's CPU overhead eats what 1.8 tokens a step buy on a 3B-active model."""
     arch = FLASH.architecture
     one = Workload(1, 512, 128)
     plain = speed_of_fit(flash_fit(0), arch, H200, one)
-    mtp1 = speed_of_fit(flash_fit(1), arch, H200, one)
+    mtp1 = speed_of_fit(flash_fit(1), arch, H200, one, acceptance_rate=0.8)
     assert plain is not None and mtp1 is not None
-    # 1.8 tokens a step for a step that verifies two tokens and runs one drafter layer: not 1.8x, but most
-    assert 1.3 < plain.itl_s / mtp1.itl_s < 1.8
-    assert mtp1.output_tokens_per_s > plain.output_tokens_per_s
+    assert 0.85 < plain.itl_s / mtp1.itl_s < 1.25
+    # without that overhead the model would promise most of 1.8x
+    free = speed_of_fit(
+        flash_fit(1),
+        arch,
+        H200,
+        one,
+        replace(DEFAULT_PERF, speculative_step_overhead_s=0.0),
+        acceptance_rate=0.8,
+    )
+    assert free is not None and plain.itl_s / free.itl_s > 1.4
 
 
 def test_drafts_that_are_never_accepted_only_cost() -> None:

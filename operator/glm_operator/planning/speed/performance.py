@@ -126,6 +126,11 @@ class PerfConstants:
     # per sequence of the batch and step: what grows with the batch beyond its KV and GEMMs (sampling,
     # the scheduler's and the output processor's per-request work, MLA/attention kernels' batch setup)
     sequence_overhead_s: float = 10.2e-6
+    # per MTP step beyond the drafter's reads and compute: what vLLM 0.26's V1 runner does on the CPU for a
+    # speculative step (the drafter's inputs and attention metadata, the accepted counts read back before
+    # the next step is scheduled); the median gap of the GLM-4.7-Flash MTP 1 chat load test on the H200
+    # (calibration/perf_model.py --refit), where MTP at acceptance length 1.8 ran no faster than without
+    speculative_step_overhead_s: float = 0.0038
 
 
 DEFAULT_PERF = PerfConstants()
@@ -386,7 +391,7 @@ def decode_step_s(
         moe_layers = max(1, arch.num_layers - arch.first_k_dense_replace)
         layer_comms = allreduce_s(arch, own, tp, gpu, c) / max(1, arch.num_layers)
         layer_comms += expert_parallel_s(arch, batch, dp, gpu, c) / moe_layers
-        step += draft_tokens * (draft.seconds(c) + layer_comms)
+        step += draft_tokens * (draft.seconds(c) + layer_comms) + c.speculative_step_overhead_s
     return step
 
 
