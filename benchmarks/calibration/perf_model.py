@@ -150,7 +150,7 @@ def acceptance_rate(case: Case) -> float | None:
 
 def same_experts(case: Case) -> bool:
     # dummy weights route every token of a GLM model to the same experts (performance.predict_speed)
-    return case.family.startswith("glm")
+    return case.family.startswith("glm") and not case.spread_router
 
 
 @dataclass(frozen=True)

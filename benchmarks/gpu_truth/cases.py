@@ -125,6 +125,9 @@ class Case:
     # on average (1 .. 1 + speculative_tokens; harness only, in the device argv's --speculative-config)
     synthetic_acceptance_length: float | None = None
     gpu: str = "H200"  # a key of DEVICES: the card the case runs on
+    # routers re-drawn so that tokens spread over the experts as trained routing does (the device plugin
+    # device/memtrace/gpu_truth_router.py, GPU_TRUTH_SPREAD_ROUTER=1); dummy weights alone pick the same ones
+    spread_router: bool = False
 
     @property
     def device(self) -> Device:
@@ -137,6 +140,8 @@ class Case:
         env = {"VLLM_USE_V2_MODEL_RUNNER": runner} if runner else {}
         if self.native_sampler:
             env["VLLM_USE_FLASHINFER_SAMPLER"] = "0"
+        if self.spread_router:
+            env["GPU_TRUTH_SPREAD_ROUTER"] = "1"
         return env
 
     @property
@@ -425,6 +430,16 @@ CASES: tuple[Case, ...] = (
         context_length=32768,
         max_num_seqs=64,
         gpu_memory_utilization=0.92,
+    ),
+    # flash-s64-perf with the routers spread (issue 50): its load test against uniform routing's prediction
+    _case(
+        "flash-spread-s64-perf",
+        *FLASH,
+        perf=True,
+        context_length=32768,
+        max_num_seqs=64,
+        gpu_memory_utilization=0.92,
+        spread_router=True,
     ),
     _case(
         "flash-c32k-perf",
@@ -775,6 +790,17 @@ CASES: tuple[Case, ...] = (
         context_length=8192,
         max_num_seqs=64,
         gpu_memory_utilization=0.92,
+    ),
+    # flash-h100-s64-perf with the routers spread (issue 50: what uniform routing reads at large batches)
+    _case(
+        "flash-h100-spread-s64-perf",
+        *FLASH,
+        perf=True,
+        gpu="H100",
+        context_length=8192,
+        max_num_seqs=64,
+        gpu_memory_utilization=0.92,
+        spread_router=True,
     ),
     _case(
         "flash-h100-mtp1-s64-perf",

@@ -25,6 +25,7 @@ import functools
 import importlib.abc
 import importlib.machinery
 import sys
+from collections.abc import Callable
 from typing import Any
 
 TARGET = "vllm.v1.worker.gpu_worker"
@@ -40,11 +41,15 @@ def _log(message: str) -> None:
     print(f"{PREFIX} {message}", file=sys.stderr, flush=True)
 
 
-class _PatchAfterImport(importlib.abc.MetaPathFinder):
-    """Finds ``TARGET`` like the path finder does and patches the module once it has run."""
+class PatchAfterImport(importlib.abc.MetaPathFinder):
+    """Finds ``target`` like the path finder does and calls ``patch`` on the module once it has run (any
+    failure of ``patch`` is printed with ``log``). Also used by ``gpu_truth_router``."""
+
+    def __init__(self, target: str, patch: Callable[[Any], None], log: Callable[[str], None]) -> None:
+        self.target, self.patch, self.log = target, patch, log
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name != TARGET:
+        if name != self.target:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
@@ -54,23 +59,28 @@ class _PatchAfterImport(importlib.abc.MetaPathFinder):
         def exec_and_patch(module: Any) -> None:
             exec_module(module)
             try:
-                _patch(module)
+                self.patch(module)
             except Exception as exc:
-                _log(f"not patched: {exc!r}")
+                self.log(f"not patched: {exc!r}")
 
         spec.loader.exec_module = exec_and_patch  # type: ignore[method-assign]
         return spec
 
 
+def patch_after_import(target: str, patch: Callable[[Any], None], log: Callable[[str], None]) -> None:
+    """``patch`` the module ``target`` now if it is imported, else as soon as it is (once per process)."""
+    try:
+        if target in sys.modules:
+            patch(sys.modules[target])
+        elif not any(isinstance(f, PatchAfterImport) and f.patch is patch for f in sys.meta_path):
+            sys.meta_path.insert(0, PatchAfterImport(target, patch, log))
+    except Exception as exc:
+        log(f"not installed: {exc!r}")
+
+
 def register() -> None:
     """The entry point vLLM calls (possibly several times, in several processes)."""
-    try:
-        if TARGET in sys.modules:
-            _patch(sys.modules[TARGET])
-        elif not any(isinstance(f, _PatchAfterImport) for f in sys.meta_path):
-            sys.meta_path.insert(0, _PatchAfterImport())
-    except Exception as exc:
-        _log(f"not installed: {exc!r}")
+    patch_after_import(TARGET, _patch, _log)
 
 
 def _patch(module: Any) -> None:
