@@ -166,6 +166,9 @@ ALLOWED = [
     ("list", "nodes"),
     ("watch", "customresourcedefinitions.apiextensions.k8s.io"),
     ("list", "namespaces"),
+    # a recorded load test (<name>-loadtest, written by `glm-operator loadtest --record`) is an input of the
+    # plan: the operator reads ConfigMaps, never writes them (DENIED below)
+    ("watch", "configmaps", "--all-namespaces"),
 ]
 
 DENIED = [
@@ -178,7 +181,8 @@ DENIED = [
     ("delete", "glmdeployments.inference.glm.dev", "-n", "default"),
     ("create", "customresourcedefinitions.apiextensions.k8s.io"),
     ("create", "clusterroles.rbac.authorization.k8s.io"),
-    ("get", "configmaps", "-n", "default"),
+    ("patch", "configmaps", "-n", "default"),
+    ("create", "configmaps", "-n", "default"),
     ("list", "networkpolicies.networking.k8s.io", "--all-namespaces"),
     ("create", "leases.coordination.k8s.io", "-n", "default"),
     ("*", "*"),
