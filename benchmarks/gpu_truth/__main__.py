@@ -200,7 +200,7 @@ def _rows(args: argparse.Namespace) -> int:
         writer = csv.DictWriter(fh, fieldnames=fields, lineterminator="\n")
         writer.writeheader()
         writer.writerows([{k: r.get(k, "") or "" for k in fields} for r in [*kept, *rows]])
-    print(f"{len(rows)} H200 rows written to {CSV_PATH}")
+    print(f"{len(rows)} device rows (h200-*, h100-*) written to {CSV_PATH}")
     return 0
 
 

@@ -101,10 +101,10 @@ class BudgetConstants:
     # the V1 runner's estimate from 0.20: least squares on the logged "Estimated CUDA graph memory" of
     # vLLM 0.21-0.26 (a component fit on no KV-token figure)
     graphs_v1: GraphConstants = GraphConstants(
-        bytes_per_piece=0.1555 * MIB,
-        bytes_per_decode_seq=0.2717 * MIB,
-        mla_bytes_per_decode_seq=2.0648 * MIB,
-        bytes_per_decode_q_element=120.26,
+        bytes_per_piece=0.1576 * MIB,
+        bytes_per_decode_seq=0.2615 * MIB,
+        mla_bytes_per_decode_seq=2.0722 * MIB,
+        bytes_per_decode_q_element=120.82,
     )
     # Model Runner V2's estimate off Hopper, per layer and capture size divided by TP: fitted on the three
     # Qwen3-32B start-ups of vLLM 0.27.1 on an RTX PRO 6000
@@ -116,7 +116,7 @@ class BudgetConstants:
     )
     # the V1 runner's per-piece figure on Ampere and Ada (compute capability 8.x), fitted on their three
     # logged estimates (RTX 4090, RTX A5000): vLLM's per-graph sample is larger there
-    pre_hopper_graph_bytes_per_piece: float = 0.2593 * MIB
+    pre_hopper_graph_bytes_per_piece: float = 0.2610 * MIB
     # what the V1 runner's estimate adds per layer on the rank when an MLA model's bf16 checkpoint is
     # quantized at load (--quantization fp8): fitted on the two GLM-4.7-Flash FP8-online H200 start-ups
     fp8_online_mla_graph_bytes_per_layer: float = 20.85 * MIB
