@@ -835,5 +835,36 @@ CASES: tuple[Case, ...] = (
         speculative_tokens=3,
         synthetic_acceptance_length=2.5,
     ),
+    # issue 50, item 7: the held-out H100 start-ups whose graph estimate the planner missed (100k context,
+    # 48 sequences, 3072 batched tokens at utilization 0.88; and fp8 KV at 8192 batched tokens)
+    _case(
+        "flash-h100-c100k-s48-b3k",
+        *FLASH,
+        gpu="H100",
+        context_length=102400,
+        max_num_seqs=48,
+        gpu_memory_utilization=0.88,
+        max_num_batched_tokens=3072,
+    ),
+    _case(
+        "flash-h100-c100k-kvfp8-b8k",
+        *FLASH,
+        gpu="H100",
+        context_length=102400,
+        max_num_seqs=48,
+        gpu_memory_utilization=0.88,
+        kv_cache_dtype="fp8",
+        max_num_batched_tokens=8192,
+    ),
+    # issue 50, item 1: a dense model on the H100 with long prompts up to 16k (issue 32's shapes plus one)
+    _case(
+        "qwen3-8b-h100-perf",
+        *QWEN3_8B,
+        gpu="H100",
+        context_length=32768,
+        max_num_seqs=64,
+        gpu_memory_utilization=0.9,
+        sweeps=(*perf_sweeps(64), Sweep("long16k", 16384, 128, (1, 4, 16))),
+    ),
 )
 BY_NAME = {c.name: c for c in CASES}
