@@ -22,9 +22,9 @@ import pytest
 
 from glm_operator.clients.load_tests import load_test_config_map
 from glm_operator.planning.speed.measured import Measurement, measurement_to_data, shape_from_status
+from tests.harness.load_levels import SATURATING
 from tests.harness.operator import RunningOperator
 from tests.harness.vllm_emulator import LatencyModel, VLLMMetricsEmulator
-from tests.unit.test_measured_knee import SATURATING
 
 from .conftest import E2ECluster
 from .test_autoscaling import (  # noqa: F401 - fixtures: prometheus scrapes this module's emulator

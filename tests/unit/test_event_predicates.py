@@ -15,8 +15,8 @@ from glm_operator.planning.speed.measured import Measurement, measurement_to_dat
 from glm_operator.render import names
 from tests.harness.controller import Reconciling, reconciling
 from tests.harness.fake_api import FakeApi
+from tests.harness.load_levels import SATURATING
 from tests.harness.scenarios import BODY, NODES
-from tests.unit.test_measured_knee import SATURATING
 
 KEY = ("llm", "g")
 

@@ -14,8 +14,8 @@ from glm_operator.clients.load_tests import load_test_config_map
 from glm_operator.desired import Desired, compute_desired
 from glm_operator.desired.measured_speed import NOT_RECORDED
 from glm_operator.planning.speed.measured import Measurement, measurement_to_data, shape_from_status
+from tests.harness.load_levels import SATURATING, level
 from tests.unit.test_desired import body, observe
-from tests.unit.test_measured_knee import SATURATING, level
 
 IMAGE = "vllm/vllm-openai:v0.33.0-test"  # observe()'s default image
 
