@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import json
 import math
 import os
@@ -178,8 +177,11 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     # the record path needs the kubernetes client: imported only with --record, so the load test runs where
     # only the HTTP side is installed (the GPU device's harness, a laptop against any endpoint)
-    recording = importlib.import_module("glm_operator.commands.loadtest_record") if args.record else None
-    target = recording.record_target(args) if recording else None
+    target = None
+    if args.record:
+        from glm_operator.commands import loadtest_record
+
+        target = loadtest_record.record_target(args)
     gain, rise = args.knee_throughput_gain / 100, args.knee_itl_rise / 100
 
     def progress(level: LevelResult) -> None:
@@ -211,6 +213,8 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         print(table(levels, knee))
-    if recording is not None and target is not None:
-        recording.record(target, args, config, levels)
+    if target is not None:
+        from glm_operator.commands import loadtest_record
+
+        loadtest_record.record(target, args, config, levels)
     return 1 if any(level.errors for level in levels) else 0
