@@ -40,7 +40,7 @@ MODEL = "auto-glm"  # autoscaled()'s served name
 BATCH_KNEE = 8
 # 64 tokens of 8 ms: ~0.5 s a request below the knee (as tests/integration/test_loadtest.py, whose
 # timing notes apply), so a sweep of 1..16 with 2 requests per worker takes about 6 s.
-LATENCY = LatencyModel(seconds_per_output_token=0.008, batch_knee=BATCH_KNEE)
+LATENCY = LatencyModel(seconds_per_output_token=0.008, batch_knee=BATCH_KNEE, past_knee_power=2.0)
 TARGET_QUEUE = 4  # autoscaled()'s targetQueueLength
 
 

@@ -22,7 +22,8 @@ max_tokens)`` once it holds one of ``max_concurrency`` slots (more requests wait
 queue); a prompt is ``len(text) // 4`` tokens, or its length when it is a list of token ids. With
 ``LatencyModel.batch_knee`` the decode slows down as a batch grows past it, like a GPU's decode
 step once it stops being bound by reading the weights: each output token takes
-``seconds_per_output_token * max(1, running / batch_knee)``, so output tokens/s stop rising at
+``seconds_per_output_token * max(1, running / batch_knee) ** past_knee_power``, so output tokens/s
+stop rising (power 1) or fall (power 2) at
 ``batch_knee`` requests in flight while the inter-token latency climbs (the knee a load test looks
 for). A streamed ``/v1/completions`` answer sends ``choices[0].text`` (chat: ``delta.content``),
 one chunk per token up to ``MAX_STREAM_CHUNKS``, and with ``stream_options.include_usage`` a last
@@ -89,12 +90,16 @@ class LatencyModel:
     seconds_per_prompt_token: float = 0.0
     seconds_per_output_token: float = 0.0
     batch_knee: int = 0  # requests in flight beyond which each decode step slows down (0: never)
+    # 1: a token takes ``running / batch_knee`` times longer past the knee (tokens/s flat). 2: the
+    # square of that (tokens/s fall), which a knee test needs on a busy machine: a stall of one level
+    # then has to halve its tokens/s, not move them 10 %, to hide the knee.
+    past_knee_power: float = 1.0
 
     def decode_factor(self, running: int) -> float:
         """How much slower one output token is with ``running`` requests in flight."""
         if self.batch_knee <= 0:
             return 1.0
-        return max(1.0, running / self.batch_knee)
+        return max(1.0, (running / self.batch_knee) ** self.past_knee_power)
 
     def prefill_seconds(self, prompt_tokens: int) -> float:
         return self.base_seconds + prompt_tokens * self.seconds_per_prompt_token
