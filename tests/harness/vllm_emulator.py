@@ -99,7 +99,7 @@ class LatencyModel:
         """How much slower one output token is with ``running`` requests in flight."""
         if self.batch_knee <= 0:
             return 1.0
-        return max(1.0, (running / self.batch_knee) ** self.past_knee_power)
+        return max(1.0, float((running / self.batch_knee) ** self.past_knee_power))
 
     def prefill_seconds(self, prompt_tokens: int) -> float:
         return self.base_seconds + prompt_tokens * self.seconds_per_prompt_token
