@@ -79,6 +79,9 @@ class Point:
     itl_s: float
     ttft_s: float
     ttft_p95_s: float
+    # tokens/s over the steady window (loadtest's warm-up and window, since 2026-12-07); False: over the
+    # whole level, whose first wave and tail pull it down
+    steady: bool = False
 
     @property
     def calibration(self) -> bool:
@@ -106,6 +109,7 @@ def load_points() -> list[Point]:
                     BY_NAME[name], shape, int(level["concurrency"]), int(data["input_tokens"]),
                     int(data["output_tokens"]), float(level["output_tokens_per_s"]),
                     float(level["itl_p50_s"]), float(level["ttft_p50_s"]), float(level["ttft_p95_s"]),
+                    level.get("steady_s") is not None,
                 )
             )  # fmt: skip
     return points
@@ -492,6 +496,13 @@ def main(argv: list[str] | None = None) -> int:
     print_summaries("all points", [errors(p, c) for p in points])
     within = sum(1 for e in held if abs(e.tokens_per_s_error) <= 0.15 and abs(e.itl_error) <= 0.15)
     print(f"tokens/s and ITL p50 both within 15 %: {within} of {len(held)} predictions")
+    steady = [errors(p, c) for p in points if p.steady and not p.calibration]
+    print(
+        f"measured in a steady window (each level's warm-up and tail left out): "
+        f"{sum(p.steady for p in points)} of {len(points)} points"
+    )
+    if steady:
+        print_summaries("steady-window predictions", steady)
     return 0
 
 

@@ -56,11 +56,14 @@ def test_finds_the_emulators_knee(capsys: pytest.CaptureFixture[str], emulator: 
     levels = {lv["concurrency"]: lv for lv in report["levels"]}
     assert sorted(levels) == [1, 2, 4, 8, 16]
     for c, lv in levels.items():
-        assert lv["errors"] == 0 and lv["requests"] == c * 2
+        assert lv["errors"] == 0 and lv["requests"] == c * 2 and lv["warmup_requests"] == c
         assert lv["output_tokens"] == c * 2 * 48  # the server's usage count: max_tokens with ignore_eos
         assert lv["ttft_p50_s"] is not None and lv["itl_p95_s"] >= lv["itl_p50_s"]
+        # the steady window (every worker recording) is inside the level, and its halves were measured
+        assert 0 < lv["steady_s"] < lv["wall_s"] and lv["output_tokens_per_s_spread"] is not None
     assert emulator.stats()["max_in_flight"] == 16
-    assert emulator.stats()["requests"] == 2 * (1 + 2 + 4 + 8 + 16)
+    # each worker's warm-up request at each level reached the server and was left out of the figures
+    assert emulator.stats()["requests"] == (1 + 2) * (1 + 2 + 4 + 8 + 16)
 
 
 def test_the_table_names_the_knee(capsys: pytest.CaptureFixture[str], emulator: VLLMMetricsEmulator) -> None:
@@ -73,6 +76,7 @@ def test_the_table_names_the_knee(capsys: pytest.CaptureFixture[str], emulator: 
     out = capsys.readouterr().out
     assert code == 0
     assert out.splitlines()[0].split()[:3] == ["CONC", "REQS", "ERRORS"]
+    assert out.splitlines()[0].split()[-1] == "SPREAD" and out.splitlines()[1].endswith(" %")
     assert [line.split()[0] for line in out.splitlines()[1:4]] == ["4", "8", "16"]
     assert out.splitlines()[-1].startswith(f"knee: concurrency {BATCH_KNEE} (from concurrency 8 to 16")
 

@@ -74,3 +74,40 @@ def test_summarize_level_percentiles_and_throughput() -> None:
     empty = summarize_level(1, [failed], wall_s=1.0)
     assert math.isnan(empty.itl_p50_s) and empty.to_dict()["itl_p50_s"] is None
     assert percentile([], 0.5) != percentile([], 0.5)  # NaN
+
+
+def streamed(first_s: float, gap_s: float, tokens: int, usage: int | None = None) -> RequestSample:
+    """``tokens`` arriving one a chunk from ``first_s``, every ``gap_s`` (usage: the server's count)."""
+    arrivals = tuple((first_s + i * gap_s, 1) for i in range(tokens))
+    return RequestSample(0.05, (gap_s,) * (tokens - 1), usage or tokens, 1.0, arrivals=arrivals)
+
+
+def test_the_steady_window_counts_only_the_tokens_inside_it_and_its_halves_give_the_spread() -> None:
+    # two workers' recorded requests: one streams 10 tokens/s from t=0, the other 30 tokens/s from t=5;
+    # each half of the window [5, 10) sees 25 + 75 tokens in 2.5 s: 40 tokens/s (the whole level: 12.5)
+    slow, fast = streamed(0.0, 0.1, 100), streamed(5.0, 1 / 30, 150)
+    level = summarize_level(2, [slow, fast], wall_s=20.0, steady=(5.0, 10.0), warmup_requests=2)
+    assert level.output_tokens_per_s == pytest.approx(40.0, rel=0.02)
+    assert level.output_tokens_per_s_spread == pytest.approx(0.0, abs=0.03)
+    assert level.steady_s == 5.0 and level.warmup_requests == 2
+    assert level.output_tokens == 250  # every recorded token still counts in the totals
+    # a stall in the window's second half shows as spread, and the rate is what the window saw
+    stalled = summarize_level(1, [streamed(0.0, 0.1, 50)], wall_s=20.0, steady=(0.0, 10.0))
+    assert stalled.output_tokens_per_s == pytest.approx(5.0)
+    assert stalled.output_tokens_per_s_spread == pytest.approx(2.0)  # 10 tokens/s then none
+    restored = LevelResult.from_dict(stalled.to_dict())
+    assert (restored.steady_s, restored.output_tokens_per_s_spread) == (10.0, pytest.approx(2.0))
+
+
+def test_an_empty_steady_window_falls_back_to_the_whole_level() -> None:
+    # one worker finished before another ended its warm-up: no moment had every worker recording
+    level = summarize_level(2, [streamed(0.0, 0.1, 10)], wall_s=4.0, steady=(3.0, 2.0))
+    assert level.output_tokens_per_s == 2.5
+    assert math.isnan(level.steady_s) and math.isnan(level.output_tokens_per_s_spread)
+    assert level.to_dict()["output_tokens_per_s_spread"] is None
+
+
+def test_window_tokens_follow_the_servers_usage_count() -> None:
+    # chunks that carried text without ids count one each; usage says each carried two
+    sample = streamed(0.0, 0.1, 10, usage=20)
+    assert sample.tokens_between(0.0, 0.5) == 10.0

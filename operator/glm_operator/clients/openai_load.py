@@ -1,7 +1,8 @@
 """The load test's I/O: streamed OpenAI requests at a sweep of concurrencies (asyncio, stdlib only).
 
-``run_sweep(config)`` runs, for each concurrency *c*, a closed loop of *c* workers that send
-``c * requests_per_worker`` streamed requests in all, and hands each level's samples to the pure
+``run_sweep(config)`` runs, for each concurrency *c*, a closed loop of *c* workers that each send
+``warmup_requests_per_worker`` unrecorded and ``requests_per_worker`` recorded streamed requests, and
+hands each level's recorded samples and steady window (:func:`run_level`) to the pure
 :func:`glm_operator.planning.speed.knee.summarize_level`. Requests:
 
 - ``/v1/completions`` (default): ``prompt`` is a list of ``input_tokens`` random token ids (below
@@ -49,6 +50,7 @@ class LoadTestConfig:
     output_tokens: int
     chat: bool = False
     requests_per_worker: int = 4
+    warmup_requests_per_worker: int = 1  # sent first at each level and not recorded
     api_key: str = ""
     timeout_s: float = 600.0
     seed: int = 0
@@ -205,7 +207,9 @@ async def _stream_once(target: _Target, body: Mapping[str, Any], api_key: str) -
     if not chunks:
         return RequestSample(None, (), 0, end - start, "the stream carried no tokens")
     streamed = sum(tokens for _, tokens in chunks)
-    return RequestSample(chunks[0][0] - start, _token_gaps(chunks), usage or streamed, end - start)
+    return RequestSample(
+        chunks[0][0] - start, _token_gaps(chunks), usage or streamed, end - start, arrivals=tuple(chunks)
+    )
 
 
 async def stream_request(
@@ -227,19 +231,32 @@ async def stream_request(
 async def run_level(
     target: _Target, config: LoadTestConfig, concurrency: int, first_index: int
 ) -> LevelResult:
-    """``concurrency`` workers, closed loop, ``concurrency * requests_per_worker`` requests."""
-    total = concurrency * config.requests_per_worker
-    indexes = iter(range(first_index, first_index + total))
+    """``concurrency`` workers, closed loop: each sends ``warmup_requests_per_worker`` requests that are not
+    recorded (the first wave, whose prompts all arrive at once, and any lazy set-up of a new batch size),
+    then ``requests_per_worker`` recorded ones. The steady window runs from the last worker's end of
+    warm-up to the first worker's last answer: all through it every worker has a recorded request in
+    flight, so its tokens/s are the closed loop's at this concurrency, without the ramp or the tail."""
+    warmup, per_worker = config.warmup_requests_per_worker, config.requests_per_worker
+    indexes = itertools.count(first_index)
     samples: list[RequestSample] = []
+    warm: list[float] = []  # clock time at which each worker ended its warm-up
+    done: list[float] = []  # ... and its last request
 
     async def worker() -> None:
-        for index in indexes:
-            body = request_body(config, index)
-            samples.append(await stream_request(target, body, config.api_key, config.timeout_s))
+        for n in range(warmup + per_worker):
+            sample = await stream_request(
+                target, request_body(config, next(indexes)), config.api_key, config.timeout_s
+            )
+            if n >= warmup:
+                samples.append(sample)
+            if n + 1 == warmup:
+                warm.append(time.perf_counter())
+        done.append(time.perf_counter())
 
     start = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return summarize_level(concurrency, samples, time.perf_counter() - start)
+    steady = (max(warm, default=start), min(done))
+    return summarize_level(concurrency, samples, time.perf_counter() - start, steady, warmup * concurrency)
 
 
 async def run_sweep(
@@ -251,7 +268,7 @@ async def run_sweep(
     first = 0
     for concurrency in config.concurrencies:
         level = await run_level(target, config, concurrency, first)
-        first += concurrency * config.requests_per_worker
+        first += concurrency * (config.warmup_requests_per_worker + config.requests_per_worker)
         results.append(level)
         if on_level is not None:
             on_level(level)

@@ -58,6 +58,15 @@ def register(subparsers: Any) -> None:
         help="requests each worker sends per level: a level sends concurrency x this (default %(default)s)",
     )
     parser.add_argument(
+        "--warmup-requests-per-worker",
+        type=int,
+        default=1,
+        help=(
+            "requests each worker sends first at each level, not recorded: the first wave's prompts all "
+            "arrive at once (default %(default)s)"
+        ),
+    )
+    parser.add_argument(
         "--chat", action="store_true", help="use /v1/chat/completions (text prompt of about --input-tokens)"
     )
     parser.add_argument(
@@ -123,6 +132,8 @@ def config_from_args(args: argparse.Namespace) -> LoadTestConfig:
     for name in ("input_tokens", "output_tokens", "requests_per_worker"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} must be 1 or more")
+    if args.warmup_requests_per_worker < 0:
+        raise UserError("--warmup-requests-per-worker must be 0 or more")
     config = LoadTestConfig(
         url=args.url,
         model=args.model,
@@ -131,6 +142,7 @@ def config_from_args(args: argparse.Namespace) -> LoadTestConfig:
         output_tokens=args.output_tokens,
         chat=args.chat,
         requests_per_worker=args.requests_per_worker,
+        warmup_requests_per_worker=args.warmup_requests_per_worker,
         api_key=args.api_key if args.api_key is not None else os.environ.get("OPENAI_API_KEY", ""),
         timeout_s=args.timeout,
         seed=args.seed,
@@ -147,7 +159,19 @@ def _ms(seconds: float) -> str:
     return "-" if math.isnan(seconds) else f"{seconds * 1000:.1f}"
 
 
-HEADER = ("CONC", "REQS", "ERRORS", "TTFT P50 MS", "TTFT P95 MS", "ITL P50 MS", "ITL P95 MS", "OUTPUT TOK/S")
+HEADER = (
+    "CONC", "REQS", "ERRORS", "TTFT P50 MS", "TTFT P95 MS", "ITL P50 MS", "ITL P95 MS",
+    "OUTPUT TOK/S", "SPREAD",
+)  # fmt: skip
+
+
+def _spread(level: LevelResult) -> str:
+    """The steady window's tokens/s spread (its halves apart), or '-' when the level had no steady window."""
+    return (
+        "-"
+        if math.isnan(level.output_tokens_per_s_spread)
+        else f"{level.output_tokens_per_s_spread * 100:.0f} %"
+    )
 
 
 def _row(level: LevelResult) -> tuple[str, ...]:
@@ -160,6 +184,7 @@ def _row(level: LevelResult) -> tuple[str, ...]:
         _ms(level.itl_p50_s),
         _ms(level.itl_p95_s),
         f"{level.output_tokens_per_s:.1f}",
+        _spread(level),
     )
 
 
@@ -204,6 +229,8 @@ def run(args: argparse.Namespace) -> int:
                     "input_tokens": config.input_tokens,
                     "output_tokens": config.output_tokens,
                     "endpoint": endpoint(config.url, config.chat).path,
+                    "requests_per_worker": config.requests_per_worker,
+                    "warmup_requests_per_worker": config.warmup_requests_per_worker,
                     "knee_rule": {"min_throughput_gain": gain, "min_itl_rise": rise},
                     "levels": [level.to_dict() for level in levels],
                     "knee": knee.to_dict(),

@@ -28,6 +28,17 @@ class RequestSample:
     output_tokens: int
     latency_s: float
     error: str = ""
+    # (clock time, tokens) of each streamed chunk that carried tokens: what the steady window counts
+    arrivals: tuple[tuple[float, int], ...] = ()
+
+    def tokens_between(self, start_s: float, end_s: float) -> float:
+        """Output tokens that arrived in [start_s, end_s), scaled to the server's count (``output_tokens``,
+        from usage) when the chunks carried a different number."""
+        streamed = sum(tokens for _, tokens in self.arrivals)
+        if not streamed:
+            return 0.0
+        inside = sum(tokens for at, tokens in self.arrivals if start_s <= at < end_s)
+        return inside * self.output_tokens / streamed
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,11 @@ class LevelResult:
     itl_p95_s: float
     output_tokens_per_s: float
     first_error: str = ""
+    # the steady window's length (NaN: none, and output_tokens_per_s is over the whole level) and the
+    # difference of output tokens/s between its two halves over their mean (NaN without a window)
+    steady_s: float = math.nan
+    output_tokens_per_s_spread: float = math.nan
+    warmup_requests: int = 0  # sent before the recorded ones, left out of every figure
 
     def to_dict(self) -> dict[str, Any]:
         def num(value: float) -> float | None:
@@ -62,6 +78,9 @@ class LevelResult:
             "itl_p95_s": num(self.itl_p95_s),
             "output_tokens_per_s": round(self.output_tokens_per_s, 2),
             "first_error": self.first_error,
+            "steady_s": num(self.steady_s),
+            "output_tokens_per_s_spread": num(self.output_tokens_per_s_spread),
+            "warmup_requests": self.warmup_requests,
         }
 
     @classmethod
@@ -82,6 +101,9 @@ class LevelResult:
             itl_p95_s=num("itl_p95_s"),
             output_tokens_per_s=float(data["output_tokens_per_s"]),
             first_error=str(data.get("first_error", "")),
+            steady_s=num("steady_s"),
+            output_tokens_per_s_spread=num("output_tokens_per_s_spread"),
+            warmup_requests=int(data.get("warmup_requests", 0)),
         )
 
 
@@ -104,14 +126,34 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
-def summarize_level(concurrency: int, samples: Iterable[RequestSample], wall_s: float) -> LevelResult:
-    """One level's percentiles and throughput (module docstring)."""
+def summarize_level(
+    concurrency: int,
+    samples: Iterable[RequestSample],
+    wall_s: float,
+    steady: tuple[float, float] | None = None,
+    warmup_requests: int = 0,
+) -> LevelResult:
+    """One level's percentiles and throughput (module docstring). ``steady`` is the window (clock times)
+    during which every worker was busy with a recorded request: output tokens/s are the tokens that
+    arrived in it over its length, and its two halves give the spread. Without one (or an empty one) they
+    are every token over ``wall_s``."""
     samples = list(samples)
     ok = [s for s in samples if not s.error]
     failed = [s for s in samples if s.error]
     ttfts = [s.ttft_s for s in ok if s.ttft_s is not None]
     itls = [gap for s in ok for gap in s.itl_s]
     tokens = sum(s.output_tokens for s in ok)
+    rate = tokens / wall_s if wall_s > 0 else 0.0
+    steady_s = spread = math.nan
+    if steady is not None and steady[1] > steady[0]:
+        start, end = steady
+        middle = (start + end) / 2
+        halves = [
+            sum(s.tokens_between(a, b) for s in ok) / (b - a) for a, b in ((start, middle), (middle, end))
+        ]
+        rate = sum(halves) / 2
+        steady_s = end - start
+        spread = abs(halves[0] - halves[1]) / rate if rate > 0 else math.nan
     return LevelResult(
         concurrency=concurrency,
         requests=len(samples),
@@ -122,8 +164,11 @@ def summarize_level(concurrency: int, samples: Iterable[RequestSample], wall_s: 
         ttft_p95_s=percentile(ttfts, 0.95),
         itl_p50_s=percentile(itls, 0.50),
         itl_p95_s=percentile(itls, 0.95),
-        output_tokens_per_s=tokens / wall_s if wall_s > 0 else 0.0,
+        output_tokens_per_s=rate,
         first_error=failed[0].error if failed else "",
+        steady_s=steady_s,
+        output_tokens_per_s_spread=spread,
+        warmup_requests=warmup_requests,
     )
 
 
