@@ -756,8 +756,10 @@ def header(report: Report) -> list[str]:
         "",
         "MTP acceptance: the planner starts from published figures (GLM-4.x about 0.8 for the first draft "
         "token and near 0 for the second, vllm-project/vllm#25993 on 8 x H200; GLM-5 a mean acceptance "
-        "length of 1.95 with one draft, vllm-project/vllm#34385 on 4 x B300), so `Auto` drafts "
-        "one token, as the published recipes do.",
+        "length of 1.95 with one draft, vllm-project/vllm#34385 on 4 x B300, later drafts ~0.30 and ~0.10), "
+        "so `Auto` drafts one token on GLM-4.x, as the published recipes do; on GLM-5.x it drafts two or "
+        "three where a step is bound by its weight reads (verifying more tokens per sequence then costs "
+        "little), as SGLang's MTP=3 does.",
         "",
         "## The machines",
         "",

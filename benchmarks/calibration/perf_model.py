@@ -268,29 +268,46 @@ def _proportional(a: Sequence[float], b: Sequence[float], tolerance: float) -> b
 
 
 def refit_decode(points: Sequence[Point]) -> PerfConstants:
-    """The step's constants: ITL p50 is linear in them (``StepTerms``), so a least-squares fit of the
-    points' ITL, each row weighted by 1 / its measured ITL (relative errors), with the bandwidth efficiency
-    fixed at 0.9 (a decode GEMV reaches ~90 % of HBM peak at most; the read time and the per-layer
-    overheads are otherwise hard to tell apart at the small batches where reads dominate) and the decode
-    GEMMs' bf16 efficiency at 0.4. A constant the points do not show (no MoE layer, no FP8 run: a held-out
-    refit) is 0 for an overhead, and FP8 GEMMs run at the bf16 rate. Rounded: overheads to 0.1 us,
-    efficiencies to 0.01."""
-    bw, comp = DEFAULT_PERF.bandwidth_efficiency, DEFAULT_PERF.compute_efficiency
-    rows, rhs = [], []
-    for p in points:
-        t = step_terms(p)
-        rows.append([v / p.itl_s for v in (t.layers, t.moe_layers, t.gemm8_s, t.sequences)])
-        rhs.append((p.itl_s - t.read_s / bw - t.gemm16_s / comp) / p.itl_s)
-    layer, moe, k8, seq = fit_independent(rows, rhs)
+    """The step's constants: for a given FP8 GEMM efficiency ITL p50 is linear in the overheads
+    (``StepTerms``), so a least-squares fit of the points' ITL, each row weighted by 1 / its measured ITL
+    (relative errors), at each efficiency of ``FP8_EFFICIENCIES``, keeping the one with the least squared
+    relative error (the GEMMs take the longer of their reads and their FLOPs, not linear in it). The
+    bandwidth efficiency is fixed at 0.9 (a decode GEMV reaches ~90 % of HBM peak at most; the read time
+    and the per-layer overheads are otherwise hard to tell apart at the small batches where reads
+    dominate) and the decode GEMMs' bf16 efficiency at 0.4. A constant the points do not show (no MoE
+    layer, no FP8 run: a held-out refit) is 0 for an overhead, and FP8 GEMMs run at the bf16 rate.
+    Rounded: overheads to 0.1 us, efficiencies to 0.01."""
     gpu = points[0].gpu
-    fp8_eff = 1 / k8 if k8 else comp * gpu.bf16_tflops / max(gpu.fp8_tflops, gpu.bf16_tflops)
-    return replace(
-        DEFAULT_PERF,
-        layer_overhead_s=round(layer or 0.0, 7),
-        moe_layer_overhead_s=round(moe or 0.0, 7),
-        fp8_compute_efficiency=round(fp8_eff, 2),
-        sequence_overhead_s=round(seq or 0.0, 7),
-    )
+    if any(step_terms(p).gemm8_s for p in points):
+        grid = FP8_EFFICIENCIES
+    else:  # no FP8 run: FP8 GEMMs at the bf16 rate
+        bf16_rate = DEFAULT_PERF.compute_efficiency * gpu.bf16_tflops
+        grid = (round(bf16_rate / max(gpu.fp8_tflops, gpu.bf16_tflops), 2),)
+    best: tuple[float, PerfConstants] | None = None
+    for fp8_eff in grid:
+        c = replace(DEFAULT_PERF, fp8_compute_efficiency=fp8_eff)
+        rows, rhs = [], []
+        for p in points:
+            t = step_terms(p)
+            rows.append([v / p.itl_s for v in (t.layers, t.moe_layers, t.sequences)])
+            rhs.append((p.itl_s - t.gemm_seconds(c) - t.kv_read_s / c.bandwidth_efficiency) / p.itl_s)
+        layer, moe, seq = fit_independent(rows, rhs)
+        c = replace(
+            c,
+            layer_overhead_s=round(layer or 0.0, 7),
+            moe_layer_overhead_s=round(moe or 0.0, 7),
+            sequence_overhead_s=round(seq or 0.0, 7),
+        )
+        loss = sum((step_terms(p).seconds(c) / p.itl_s - 1) ** 2 for p in points)
+        if best is None or loss < best[0] - 1e-12:
+            best = (loss, c)
+    assert best is not None
+    return best[1]
+
+
+# the FP8 GEMMs' efficiency is searched on this grid: the step takes the longer of the reads and the GEMMs,
+# so it is not linear in it
+FP8_EFFICIENCIES = tuple(round(0.01 * i, 2) for i in range(5, 81))
 
 
 # the wave limit is searched on this grid (decode phases): the fit is linear in the other constants once

@@ -71,19 +71,38 @@ def test_mtp_long_prompts_held_out_against_the_h200() -> None:
 
 def test_ttft_under_load_against_the_h200() -> None:
     """TTFT p50 (issue 50: 0.35-2.1 s measured at 64-256 clients, 47-70 ms predicted before the queue was
-    modelled): the points outside the calibration within 25 % at the median (measured 16.6 %); every point
-    at 64 clients or more within 35 % (worst measured 31 %); and refitted without each load test in turn,
-    the held-out TTFT median within 30 % (measured 27.6 %), ITL p50 median within 7 % (6.4 %), tokens/s
-    median within 12 % (11.4 %)."""
+    modelled): the points outside the calibration within 25 % at the median (measured 19.3 %); every point
+    at 64 clients or more within 35 % (worst measured 28 %); and refitted without each load test in turn,
+    the held-out TTFT median within 33 % (measured 31.1 %), ITL p50 median within 7 % (5.5 %), tokens/s
+    median within 14 % (13.2 %). (Before the decode GEMMs took the longer of reads and FLOPs rather than
+    their sum: 27.6 %, 6.4 % and 11.4 %; the H100 point of the test below went from +51 % to +13 %.)"""
     held = [errors(p, DEFAULT_PERF) for p in POINTS if not p.calibration]
     assert median(abs(e.ttft_error) for e in held) <= 0.25
     loaded = [errors(p, DEFAULT_PERF) for p in POINTS if p.concurrency >= 64]
     assert len(loaded) >= 10 and max(abs(e.ttft_error) for e in loaded) <= 0.35
     out = [e for _, _, errs in held_out(POINTS, lambda p: f"{p.case.name}.{p.shape}") for e in errs]
     assert len(out) == len(POINTS)
-    assert median(abs(e.ttft_error) for e in out) <= 0.30
+    assert median(abs(e.ttft_error) for e in out) <= 0.33
     assert median(abs(e.itl_error) for e in out) <= 0.07
-    assert median(abs(e.tokens_per_s_error) for e in out) <= 0.12
+    assert median(abs(e.tokens_per_s_error) for e in out) <= 0.14
+
+
+def test_a_dense_decode_at_128_on_the_h100_is_bound_by_its_weight_reads_not_reads_plus_flops() -> None:
+    """Issue 50's held-out H100 point: GLM-4-9B-0414 bf16, vLLM 0.26, dummy weights, 128 clients of
+    512 -> 128 tokens, ITL p50 10.1 ms measured (its filer's table; no log of it is kept here). Adding
+    the GEMMs' FLOP time to the weight reads predicted 14.7 ms (15.3 with the constants of 2026-12-06);
+    a GEMM streams the weights while it multiplies, so the step takes the longer of the two: within
+    15 % now (11.4 ms), and one sequence is still bound by the 18.8 GB of weights (~7.6 ms)."""
+    model = resolve_model("zai-org/GLM-4-9B-0414")
+    h100 = find_gpu("H100")
+    fit = estimate_fit(
+        FitInput(model=model, gpu_memory_gib=h100.memory_gib, max_model_len=8192, max_num_seqs=256)
+    )
+    busy = speed_of_fit(fit, model.architecture, h100, Workload(128, 512, 128))
+    lone = speed_of_fit(fit, model.architecture, h100, Workload(1, 512, 128))
+    assert busy and lone
+    assert busy.itl_s == pytest.approx(0.0101, rel=0.15)
+    assert lone.itl_s == pytest.approx(0.0076, rel=0.05)
 
 
 def test_ttft_grows_with_the_clients_and_the_prompt_and_falls_with_the_token_budget() -> None:
@@ -159,19 +178,24 @@ def test_uniform_routing_reads_more_experts_as_the_batch_grows() -> None:
 
 
 def test_fp8_gemms_run_at_the_measured_fp8_rate_only_on_fp8_tensor_cores_and_no_figures_give_none() -> None:
-    # the H200 runs: on-the-fly fp8 decodes a batch of 256 slower than bf16 (19.1 vs 16.6 ms ITL), so
-    # the calibrated fp8 rate (fp8_compute_efficiency x FP8 TFLOPS) is below the bf16 one; a GPU
-    # without FP8 tensor cores runs the fp8 weights' GEMMs at its bf16 rate (Marlin W8A16)
+    # the H200 runs (dummy weights: every token to the same experts, so the GEMMs outlast the reads at a
+    # batch of 256): on-the-fly fp8 decodes slower than bf16 (19.1 vs 16.6 ms ITL), so the calibrated fp8
+    # rate (fp8_compute_efficiency x FP8 TFLOPS) is below the bf16 one; a GPU without FP8 tensor cores runs
+    # the fp8 weights' GEMMs at its bf16 rate (Marlin W8A16)
     arch, fit = _flash_fit("fp8")
     big_batch = Workload(256, 512, 128)
-    h200 = speed_of_fit(fit, arch, H200, big_batch)
-    assert h200 is not None
     assert (
         H200.fp8_tflops * DEFAULT_PERF.fp8_compute_efficiency
         < H200.bf16_tflops * DEFAULT_PERF.compute_efficiency
     )
-    marlin = speed_of_fit(fit, arch, replace(H200, fp8=False), big_batch)
-    assert marlin is not None and marlin.itl_s < h200.itl_s
+    h200 = speed_of_fit(fit, arch, H200, big_batch, same_experts=True)
+    marlin = speed_of_fit(fit, arch, replace(H200, fp8=False), big_batch, same_experts=True)
+    assert h200 is not None and marlin is not None and marlin.itl_s < h200.itl_s
+    # with real routing a batch of 256 reads every expert: the step is bound by the reads either way
+    spread = speed_of_fit(fit, arch, H200, big_batch)
+    spread_marlin = speed_of_fit(fit, arch, replace(H200, fp8=False), big_batch)
+    assert spread is not None and spread_marlin is not None
+    assert spread.itl_s == pytest.approx(spread_marlin.itl_s) and spread.itl_s > h200.itl_s
     # prefill too: on-the-fly FP8 prefills 4k prompts ~1.6x slower on the H200 (benchmarks/gpu_truth/perf),
     # so FP8 GEMMs prefill at the share of the bf16 rate that decode measures; Marlin at the bf16 rate
     one = Workload(1, 4096, 16)

@@ -3,16 +3,21 @@
 A decode step of a batch of ``B`` sequences at context ``L`` on one GPU of the instance::
 
     step = layers x layer_overhead + MoE layers x moe_layer_overhead
-           + bytes / (bandwidth x bandwidth_efficiency) + flops / (tensor TFLOPS x compute_efficiency)
+           + max(weights / (bandwidth x bandwidth_efficiency), flops / (tensor TFLOPS x compute_efficiency))
+           + B x L x KV bytes per token / (bandwidth x bandwidth_efficiency)
            + B x sequence_overhead
-    bytes = non-expert weights + routed-expert weights x (1 - (1 - k/E)^B) + B x L x KV bytes per token
+    weights = non-expert weights + routed-expert weights x (1 - (1 - k/E)^B)
 
 * the weights a step reads: everything but the input embedding (a lookup of B rows); of the routed
   experts only those some token of the batch picks, ``E x (1 - (1 - k/E)^B)`` per layer with uniform
   routing (top-k of E): 4 of 64 at B = 1, 98 % of them at B = 64 for GLM-4.7-Flash;
-* the KV cache of every sequence, once per step (``fit.kv_bytes_per_token_per_stage``);
-* ``flops``: 2 x the active parameters per token x B (the GEMMs), added to the read time (small-batch
-  kernels do not overlap the two);
+* ``flops``: 2 x the active parameters per token x B (the GEMMs; FP8 ones at ``fp8_compute_efficiency``
+  of the FP8 TFLOPS). A GEMM streams its weights while it multiplies, so it takes the longer of the two
+  (a roofline): a dense model stays bound by its weights up to B ~ 130 on the H100 (0.4 x 989 TFLOPS over
+  0.9 x 3.35 TB/s). Adding the two instead predicted GLM-4-9B's step at 128 clients on the H100 at
+  14.7 ms where issue 50's run measured 10.1 (now 11.4);
+* the KV cache of every sequence, once per step (``fit.kv_bytes_per_token_per_stage``): attention kernels
+  of their own, added;
 * ``layer_overhead`` (+ ``moe_layer_overhead`` per MoE layer): kernel launches and small-batch kernels
   that reach neither bound. On the H200 it is most of a small MoE step: GLM-4.7-Flash decodes one
   sequence in 5.1 ms where reading its 7 GB takes 1.5 ms, bf16 and fp8 alike, while the dense
@@ -104,17 +109,17 @@ class PerfConstants:
     """Efficiencies and overheads; see the module docstring. Calibrated on the H200 (vLLM 0.26, TP 1)."""
 
     # a least-squares fit of the ITL p50 of the calibration runs (calibration/perf_model.py --refit)
-    layer_overhead_s: float = 35.9e-6
-    moe_layer_overhead_s: float = 50.2e-6  # more per MoE layer (routing, the fused-MoE kernels)
+    layer_overhead_s: float = 42.4e-6
+    moe_layer_overhead_s: float = 46.0e-6  # more per MoE layer (routing, the fused-MoE kernels)
     bandwidth_efficiency: float = 0.9  # fixed: a decode GEMV reaches ~90 % of HBM peak at most
     compute_efficiency: float = 0.4  # of the datasheet dense bf16 TFLOPS, in a decode step's GEMMs
     # a least-squares fit of the TTFT p50 of the same runs (calibration/perf_model.py --refit): what a
     # request waits for besides the GPU (HTTP, scheduling, streaming the first token)
-    request_overhead_s: float = 0.0033
+    request_overhead_s: float = 0.0031
     # prefill: its GEMMs and causal attention at this fraction of the datasheet dense bf16 TFLOPS
-    prefill_compute_efficiency: float = 0.74
+    prefill_compute_efficiency: float = 0.73
     # prefill: per prompt token and MoE layer (routing, the fused-MoE kernels' token permutation)
-    moe_prefill_token_s: float = 347e-9
+    moe_prefill_token_s: float = 355e-9
     # the longest a prompt waits behind its wave of the closed loop, in decode phases (module docstring)
     wave_wait_limit: float = 0.6
     # tensor-parallel all-reduce (module docstring): assumptions, not calibrated (one GPU on the device)
@@ -122,15 +127,15 @@ class PerfConstants:
     nvlink_allreduce_gbs: float = 300.0
     pcie_allreduce_gbs: float = 20.0
     # of the datasheet dense FP8 TFLOPS (on-the-fly FP8 also quantizes each step's activations)
-    fp8_compute_efficiency: float = 0.14
+    fp8_compute_efficiency: float = 0.17
     # per sequence of the batch and step: what grows with the batch beyond its KV and GEMMs (sampling,
     # the scheduler's and the output processor's per-request work, MLA/attention kernels' batch setup)
-    sequence_overhead_s: float = 10.2e-6
+    sequence_overhead_s: float = 22.1e-6
     # per MTP step beyond the drafter's reads and compute: what vLLM 0.26's V1 runner does on the CPU for a
     # speculative step (the drafter's inputs and attention metadata, the accepted counts read back before
     # the next step is scheduled); the median gap of the GLM-4.7-Flash MTP 1 chat load test on the H200
     # (calibration/perf_model.py --refit), where MTP at acceptance length 1.8 ran no faster than without
-    speculative_step_overhead_s: float = 0.0038
+    speculative_step_overhead_s: float = 0.0042
 
 
 DEFAULT_PERF = PerfConstants()
@@ -256,18 +261,23 @@ class StepTerms:
 
     layers: int  # x layer_overhead_s
     moe_layers: int  # x moe_layer_overhead_s
-    read_s: float  # the bytes read at the full datasheet bandwidth; / bandwidth_efficiency
+    read_s: float  # the weights read at the full datasheet bandwidth; / bandwidth_efficiency
     gemm16_s: float  # 16-bit GEMM FLOPs at the datasheet bf16 TFLOPS; / compute_efficiency
     gemm8_s: float  # FP8 GEMM FLOPs at the datasheet FP8 TFLOPS; / fp8_compute_efficiency
     sequences: int  # x sequence_overhead_s
+    kv_read_s: float = 0.0  # the KV cache read at the full datasheet bandwidth; / bandwidth_efficiency
+
+    def gemm_seconds(self, c: PerfConstants) -> float:
+        """The GEMMs: they stream the weights while they multiply, so the longer of the two."""
+        flops_s = self.gemm16_s / c.compute_efficiency + self.gemm8_s / c.fp8_compute_efficiency
+        return max(self.read_s / c.bandwidth_efficiency, flops_s)
 
     def seconds(self, c: PerfConstants) -> float:
         return (
             self.layers * c.layer_overhead_s
             + self.moe_layers * c.moe_layer_overhead_s
-            + self.read_s / c.bandwidth_efficiency
-            + self.gemm16_s / c.compute_efficiency
-            + self.gemm8_s / c.fp8_compute_efficiency
+            + self.gemm_seconds(c)
+            + self.kv_read_s / c.bandwidth_efficiency
             + self.sequences * c.sequence_overhead_s
         )
 
@@ -297,12 +307,11 @@ def decode_step_terms(
     sequence through the GEMMs and the experts, its KV read once."""
     tokens = (replica_batch or batch) * query_len
     read = weights.read_bytes + weights.expert_bytes * experts_touched(arch, tokens, same_experts)
-    read += batch * context * kv_bytes_per_token
     flops = 2.0 * (weights.active_params * batch * query_len + weights.expert_active_params * tokens)
     gemm16, gemm8 = _gemm_s(flops, gpu, fp8)
-    return StepTerms(
-        weights.layers, weights.moe_layers, read / (gpu.memory_bandwidth_gbs * 1e9), gemm16, gemm8, batch
-    )
+    bandwidth = gpu.memory_bandwidth_gbs * 1e9
+    kv = batch * context * kv_bytes_per_token / bandwidth
+    return StepTerms(weights.layers, weights.moe_layers, read / bandwidth, gemm16, gemm8, batch, kv)
 
 
 def draft_pass_terms(
@@ -320,12 +329,13 @@ def draft_pass_terms(
     moe = 1 if weights.draft_expert_bytes > 0 else 0
     read = weights.draft_read_bytes + weights.head_bytes
     read += weights.draft_expert_bytes * experts_touched(arch, batch, same_experts)
-    read += batch * context * kv_bytes_per_token / max(1, arch.attention_layers)
     per_layer = weights.expert_active_params / max(1, weights.moe_layers) * moe
     bytes_per_param = weights.read_bytes / max(weights.active_params, 1.0)
     params = (weights.draft_read_bytes + weights.head_bytes) / max(bytes_per_param, 1e-9) + per_layer
     gemm16, gemm8 = _gemm_s(2.0 * params * batch, gpu, fp8)
-    return StepTerms(1, moe, read / (gpu.memory_bandwidth_gbs * 1e9), gemm16, gemm8, 0)
+    bandwidth = gpu.memory_bandwidth_gbs * 1e9
+    kv = batch * context * kv_bytes_per_token / max(1, arch.attention_layers) / bandwidth
+    return StepTerms(1, moe, read / bandwidth, gemm16, gemm8, 0, kv)
 
 
 def decode_context_parallel_s(

@@ -15,9 +15,11 @@ sequence: more GEMM rows and experts touched, the same KV read) plus ``k`` draft
 (:func:`glm_operator.planning.speed.performance.draft_pass_s`), and the inter-token latency is
 ``step / E``.
 
-The published figures below are where the planner starts without a measured rate. GLM's MTP layer was
+The published figures below are where the planner starts without a measured rate. GLM-4.x's MTP layer was
 trained for the next token only: positions after the first fall off fast in vLLM, so the figures make
-``Auto`` draft one token, as the published recipes do (HF GLM-4.7 card, vLLM's GLM recipe: MTP 1).
+``Auto`` draft one token there, as the published recipes do (HF GLM-4.7 card, vLLM's GLM recipe: MTP 1).
+GLM-5.x's later drafts are still accepted now and then (0.30, 0.10): where a step is bound by its weight
+reads, verifying them costs little and ``Auto`` drafts two or three (docs/recipes.md).
 """
 
 from __future__ import annotations
