@@ -90,6 +90,9 @@ def assert_fix_plans(spec: Mapping[str, Any], fix: Fix, pools: tuple[GpuPool, ..
         assert not plan(pinned, new_pools).fits
     if fix.extra_nodes:  # the nodes are needed: without them the same spec does not fit
         assert not plan(new_spec, pools).fits
+    if fix.extra_nodes > 1:  # and no fewer would do on that GPU type
+        fewer = with_extra_nodes(pools, dataclasses.replace(fix, extra_nodes=fix.extra_nodes - 1))
+        assert all(v.gpu_product != fix.gpu_product for v in plan(new_spec, fewer).variants)
 
 
 def test_glm45_bf16_on_l4_names_the_fixes_that_fit_cheapest_first() -> None:
@@ -110,6 +113,9 @@ def test_glm45_bf16_on_l4_names_the_fixes_that_fit_cheapest_first() -> None:
     assert stay.kinds == {"multinode", "quantization:int4"} and stay.nodes_per_replica == 3
     assert stay.model_id != "zai-org/GLM-4.5" and stay.quantization == "int4"  # the AWQ checkpoint
     assert stay.model_id in stay.describe() and "over 3 nodes" in stay.describe()
+    # fp8 on L4 over more nodes: the fewest that fit (5), not as many as raise tokens/s per GPU (8)
+    more = next(f for f in p.fixes if f.gpu_product == L4 and f.extra_nodes)
+    assert (more.quantization, more.extra_nodes, more.nodes_per_replica) == ("fp8", 2, 5)
     # and the L4 rejection itself ends with it
     (rejection,) = p.rejected
     assert rejection.gpu_product == L4

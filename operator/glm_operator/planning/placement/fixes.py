@@ -347,13 +347,37 @@ def all_fixes(
     ):
         if all(not r.key for r in combo):
             continue
+        if any(r.hypothetical_nodes for r in combo):
+            fixes += _fewest_nodes_added(request, combo, plan_fn, max_nodes)
+            continue
         relaxed = _relaxed(request, combo, max_nodes)
         try:
             variants = plan_fn(relaxed)
         except (PlanningInputError, FitInputError, CatalogError):
             continue  # e.g. a pinned int4 with no int4 checkpoint of the model
-        fixes += _fixes_from(variants, relaxed, combo, hypothetical=any(r.hypothetical_nodes for r in combo))
+        fixes += _fixes_from(variants, relaxed, combo, hypothetical=False)
     return tuple(sorted(fixes, key=lambda f: (f.cost, f.changes)))
+
+
+def _fewest_nodes_added(
+    request: PlacementRequest,
+    combo: tuple[_Relaxation, ...],
+    plan_fn: Callable[[PlacementRequest], Sequence[PlannedVariant]],
+    max_nodes: int,
+) -> list[Fix]:
+    """Per GPU type, the fix that adds the fewest nodes. Given room, the planner spreads a replica over as
+    many nodes as raise its tokens/s per GPU (more KV cache per GPU); a fix is the least that fits, so the
+    cluster is grown one node per type at a time and each type keeps the first plan that needs nodes added."""
+    found: dict[str, Fix] = {}
+    for nodes in range(2, max_nodes + 1):
+        relaxed = _relaxed(request, combo, nodes)
+        try:
+            variants = plan_fn(relaxed)
+        except (PlanningInputError, FitInputError, CatalogError):
+            return []
+        for fix in _fixes_from(variants, relaxed, combo, hypothetical=True):
+            found.setdefault(fix.gpu_product, fix)
+    return list(found.values())
 
 
 def cheapest_on(fixes: Sequence[Fix], gpu_product: str) -> Fix | None:
