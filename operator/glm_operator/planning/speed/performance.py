@@ -256,8 +256,10 @@ def allreduce_s(arch: ModelArchitecture, tokens: float, tp: int, gpu: GpuType, c
 
 @dataclass(frozen=True)
 class StepTerms:
-    """What one decode step costs before the constants: each field multiplies one constant (so the
-    constants are a linear least-squares fit of measured ITL, ``benchmarks/calibration/perf_model.py``)."""
+    """What one decode step costs before the constants: each field is divided or multiplied by one
+    constant. The GEMMs take the longer of their reads and FLOPs (``gemm_seconds``); the rest is linear in
+    the overheads, which ``benchmarks/calibration/perf_model.py`` fits by least squares at each FP8 efficiency
+    of a grid."""
 
     layers: int  # x layer_overhead_s
     moe_layers: int  # x moe_layer_overhead_s
