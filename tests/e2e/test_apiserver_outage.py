@@ -11,7 +11,7 @@ apiserver. The resync period is far above the test's length, so only the start-u
 watches can bring the changes in.
 
 The test follows the chain to its end, from the apiserver's return: the operator has seen every new
-generation (its status says so, within 3 s), has applied it (the child Deployment's arguments), and
+generation (its status says so, within 10 s), has applied it (the child Deployment's arguments), and
 every replica runs as a pod with the new arguments, Ready, none of the old ones left (within 30 s),
 with no duplicate child. Between the last two are Kubernetes' own controllers (the deployment and
 ReplicaSet controllers, the scheduler) and the kubelets (KWOK): the apiservers' audit log of those
@@ -42,7 +42,10 @@ pytestmark = pytest.mark.e2e
 
 COUNT = 20
 OUTAGE_SECONDS = 90.0
-SEEN_SECONDS = 3.0  # the operator has planned every new generation (status.observedGeneration)
+# the operator has planned every new generation (status.observedGeneration): seconds through the watches
+# and the start-up list, where the production resync (600 s) would take minutes. 3 s failed once on a
+# busy 2-core CI machine at 3.008 s (applied by 2.1 s, the 20 status writes after)
+SEEN_SECONDS = 10.0
 READY_SECONDS = 30.0  # every replica runs the new arguments, Ready
 GIVE_UP_SECONDS = 150.0
 LABEL = "inference.glm.dev/deployment"
